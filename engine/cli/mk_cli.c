@@ -1,0 +1,34 @@
+/* mk_cli.c — subcommand dispatch and usage text for the headless CLI.
+ * Each subcommand lives in its own file (cli_<name>.c) and registers here. */
+#include "mk_cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void print_usage(FILE *out) {
+  fputs("usage: mkevolve <command> [options]\n"
+        "\n"
+        "commands:\n"
+        "  analyze FILE [--json]         operator graph and proposed subkernels\n"
+        "  check MODELNEW --against FILE verify a KernelBench-style ModelNew\n"
+        "  evolve FILE [-o OUT.py]       decompose, evolve and compose a faster ModelNew\n"
+        "  bench PATHS... [-o DIR]       sweep KernelBench-format problems\n"
+        "  lsp [--stdio]                 run the language server on stdio\n"
+        "  version                       print the version\n",
+        out);
+}
+
+int mk_cli_main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+      strcmp(argv[1], "-h") == 0) {
+    print_usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+    printf("mkevolve %s\n", MK_VERSION);
+    return 0;
+  }
+  fprintf(stderr, "mkevolve: unknown command '%s'\n", argv[1]);
+  print_usage(stderr);
+  return 2;
+}

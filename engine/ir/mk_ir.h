@@ -1,0 +1,144 @@
+/* mk_ir.h — the engine's operator graph (IR).
+ *
+ * Built from the worker's capture JSON (docs/protocol.md). Nodes are torch
+ * calls in execution order; values are tensors (forward inputs, parameters,
+ * buffers, attributes, node results). Every node keeps its exact call
+ * (args/kwargs as cJSON in the protocol's encoding) so it can be replayed
+ * and emitted as Python, and its source span for the editor.
+ *
+ * Ownership: an mk_graph owns everything it points to, including the cJSON
+ * trees; mk_graph_free releases it all. Pointers into a graph stay valid
+ * until then. No I/O here: the graph comes from a JSON string. */
+#ifndef MK_IR_H
+#define MK_IR_H
+
+#include "mk_err.h"
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MK_IR_MAX_RANK 8
+
+typedef enum mk_value_kind {
+  MK_VALUE_INPUT,  /* forward argument */
+  MK_VALUE_PARAM,  /* nn.Parameter (state_dict name) */
+  MK_VALUE_BUFFER, /* registered buffer (state_dict name) */
+  MK_VALUE_ATTR,   /* plain tensor attribute of a submodule */
+  MK_VALUE_NODE,   /* produced by a node */
+  MK_VALUE_CONST,  /* tensor from outside forward that is none of the above */
+} mk_value_kind;
+
+typedef enum mk_dtype {
+  MK_DTYPE_UNKNOWN, MK_DTYPE_F32, MK_DTYPE_F16, MK_DTYPE_BF16, MK_DTYPE_F64,
+  MK_DTYPE_I64, MK_DTYPE_I32, MK_DTYPE_I16, MK_DTYPE_I8, MK_DTYPE_U8, MK_DTYPE_BOOL,
+} mk_dtype;
+
+/* What kind of computation an op is; drives decomposition and the builtin
+ * proposer. Decided by the op table in mk_ops.c, never by the worker. */
+typedef enum mk_op_category {
+  MK_OP_OPAQUE,      /* unknown to the engine: runs through PyTorch */
+  MK_OP_ELEMENTWISE, /* output[i] depends on inputs[i] (with broadcasting) */
+  MK_OP_REDUCTION,   /* sum/mean/max/min/logsumexp/... over dims */
+  MK_OP_SOFTMAX,     /* softmax / log_softmax */
+  MK_OP_NORM,        /* batch/layer/group/instance/rms norm */
+  MK_OP_POOL,        /* max/avg pooling, adaptive pooling */
+  MK_OP_MATMUL,      /* linear, matmul, mm, bmm, addmm, einsum-as-gemm */
+  MK_OP_CONV,        /* convolution, transposed convolution */
+  MK_OP_VIEW,        /* view/reshape/flatten/permute/transpose/squeeze/cat-free shape ops */
+  MK_OP_FACTORY,     /* tensors made from nothing (zeros, randn, arange) */
+  MK_OP_RNN,         /* lstm/gru/rnn */
+  MK_OP_ATTENTION,   /* scaled_dot_product_attention */
+  MK_OP_DATA,        /* cat/stack/split/chunk/index/gather/pad: data movement */
+} mk_op_category;
+
+typedef struct mk_span {
+  int line, col;         /* 1-based line, 0-based UTF-8 byte column */
+  int end_line, end_col; /* exclusive end column */
+} mk_span;
+
+typedef struct mk_value {
+  int id;
+  mk_value_kind kind;
+  mk_dtype dtype;
+  int rank;
+  int64_t shape[MK_IR_MAX_RANK];
+  char *name;     /* state_dict key / attribute path; NULL for inputs and nodes */
+  int index;      /* forward argument index for inputs, else -1 */
+  int producer;   /* node id for MK_VALUE_NODE, else -1 */
+  int *users;     /* ids of nodes that read this value, in order */
+  int nusers;
+  bool is_graph_output;
+} mk_value;
+
+typedef struct mk_node {
+  int id;
+  char *op;                /* dotted name, e.g. "torch.nn.functional.conv2d" */
+  const char *short_name;  /* last component without dunders: "conv2d", "add" */
+  mk_op_category category;
+  cJSON *args;             /* JSON array (protocol encoding); owned */
+  cJSON *kwargs;           /* JSON object; owned */
+  cJSON *out;              /* structure of the return value; owned */
+  int *inputs;  int ninputs;   /* tensor values read, first-appearance order */
+  int *outputs; int noutputs;  /* tensor values produced */
+  int *mutates; int nmutates;  /* values modified in place */
+  char *module;            /* dotted module path ("layer1.0.conv1") or NULL */
+  char *module_type;       /* "Conv2d" or NULL */
+  mk_span span;
+  bool replayable;         /* false when an arg is opaque or reads a const */
+} mk_node;
+
+typedef struct mk_statement {
+  int line, end_line;
+  int *nodes; int nnodes;
+} mk_statement;
+
+typedef struct mk_graph {
+  char *file;
+  char *class_name;
+  char *source_sha256;
+  int batch;               /* reduced batch size, 0 when full shapes */
+  mk_value *values; int nvalues;
+  mk_node *nodes;   int nnodes;
+  cJSON *outputs;          /* structure of forward's return; owned */
+  int *output_values; int noutput_values; /* tensor values returned */
+  int forward_line, forward_end_line;
+  mk_statement *statements; int nstatements;
+  double capture_ms;
+  cJSON *json;             /* the whole capture result, kept for re-sending; owned */
+} mk_graph;
+
+/* Parses a capture result (the "result" object of a capture response, as
+ * text). On success *out is a new graph the caller frees with mk_graph_free.
+ * Validates ids, references and shapes; errors name the offending node. */
+int mk_graph_from_json(const char *json, size_t len, mk_graph **out, mk_errmsg *err);
+/* The same from an already-parsed object; takes ownership of `root`
+ * (freed on failure too). */
+int mk_graph_from_cjson(cJSON *root, mk_graph **out, mk_errmsg *err);
+void mk_graph_free(mk_graph *g);
+
+/* Human-readable listing: one line per node with op, shapes and source line.
+ * Appends to `out` (an mk_buf *, declared opaque here to keep this header
+ * free of util types). Returns 0 or MK_ERANGE/MK_ENOMEM. */
+struct mk_buf;
+int mk_graph_print(const mk_graph *g, struct mk_buf *out);
+
+/* Op table (mk_ops.c). */
+mk_op_category mk_op_category_of(const char *op);
+const char *mk_op_category_name(mk_op_category c);
+/* Last dotted component with leading/trailing "__" and a trailing "_" (in-place) removed:
+ * "torch.Tensor.__iadd__" -> "iadd", "torch.Tensor.add_" -> "add". Points into op. */
+const char *mk_op_short_name(const char *op, char *buf, size_t bufsize);
+
+mk_dtype mk_dtype_from_name(const char *name);
+const char *mk_dtype_name(mk_dtype d);
+/* Bytes per element, 0 for unknown. */
+int mk_dtype_size(mk_dtype d);
+
+/* Number of elements of a value (product of its shape; 1 for scalars). */
+int64_t mk_value_numel(const mk_value *v);
+/* Formats a shape as "[128, 3, 32, 32]" into buf (bounded). */
+const char *mk_shape_str(const mk_value *v, char *buf, size_t bufsize);
+
+#endif

@@ -1,0 +1,64 @@
+/* mk_propose.h — the proposer interface shared by the builtin generator
+ * and the LLM agents.
+ *
+ * A proposer turns a subkernel (plus, optionally, a parent candidate and its
+ * verification report) into candidate implementations. A candidate is the
+ * text of a Python module (docs/candidates.md) defining `run(*inputs)`,
+ * which takes the subkernel's input values in order and returns its output
+ * values (one tensor, or a tuple in order). Proposers never run code; the
+ * verifier decides what is correct and fast.
+ *
+ * Ownership: candidate lists own their strings; free with
+ * mk_candidate_list_free. */
+#ifndef MK_PROPOSE_H
+#define MK_PROPOSE_H
+
+#include "mk_decompose.h"
+#include "mk_err.h"
+#include "mk_ir.h"
+
+typedef enum mk_propose_mode {
+  MK_PROPOSE_NEW,      /* first versions of a subkernel */
+  MK_PROPOSE_REPAIR,   /* fix `parent` given `report` (compile error, mismatch) */
+  MK_PROPOSE_OPTIMISE, /* make verified `parent` faster given its timing */
+} mk_propose_mode;
+
+typedef struct mk_candidate {
+  char *name;    /* short variant name: "triton_ew_b1024_w4" */
+  char *source;  /* Python module text defining run(...) */
+  char *origin;  /* "builtin", "llm:<model>", "reference" */
+  char *notes;   /* one line: what this variant does differently (may be NULL) */
+  long tokens_in, tokens_out; /* LLM usage spent on this candidate (0 for builtin) */
+} mk_candidate;
+
+typedef struct mk_candidate_list {
+  mk_candidate *items;
+  int n, cap;
+} mk_candidate_list;
+
+typedef struct mk_propose_request {
+  const mk_graph *graph;
+  const mk_subkernel *subkernel;
+  mk_propose_mode mode;
+  const mk_candidate *parent; /* REPAIR / OPTIMISE, else NULL */
+  const char *report;         /* verifier's JSON report on parent, or NULL */
+  int max_candidates;         /* upper bound on candidates returned */
+  unsigned long long seed;    /* for deterministic choices */
+  const char *device;         /* "cpu" or a GPU name: proposers may tune to it */
+} mk_propose_request;
+
+/* Builtin generator (engine/propose/builtin_*.c): synchronous, no network.
+ * Appends 0..max_candidates candidates; returns MK_EUNSUPPORTED (with a
+ * reason) when it cannot write any kernel for this subkernel. */
+int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk_errmsg *err);
+
+/* The PyTorch reference as a candidate: run(...) replays the subkernel's
+ * nodes with the same torch calls (always correct by construction). */
+int mk_reference_candidate(const mk_graph *g, const mk_subkernel *sk, mk_candidate *out,
+                           mk_errmsg *err);
+
+int mk_candidate_list_push(mk_candidate_list *l, mk_candidate c); /* takes ownership of c */
+void mk_candidate_free(mk_candidate *c);
+void mk_candidate_list_free(mk_candidate_list *l);
+
+#endif

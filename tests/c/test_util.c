@@ -1,0 +1,74 @@
+/* test_util.c — mk_buf, mk_err and mk_sha256. */
+#include "mk_buf.h"
+#include "mk_err.h"
+#include "mk_sha256.h"
+#include "mk_test.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+MK_TEST(util, buf_grows_and_formats) {
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  for (int i = 0; i < 1000; i++) MK_CHECK_INT(mk_buf_printf(&b, "%d,", i), ==, 0);
+  MK_CHECK(b.len > 3000);
+  MK_CHECK(strncmp(mk_buf_cstr(&b), "0,1,2,", 6) == 0);
+  mk_buf_free(&b);
+}
+
+MK_TEST(util, buf_cap_is_enforced_and_sticky) {
+  mk_buf b;
+  mk_buf_init(&b, 8);
+  MK_CHECK_INT(mk_buf_puts(&b, "12345678"), ==, 0);
+  MK_CHECK_INT(mk_buf_puts(&b, "9"), ==, MK_ERANGE);
+  MK_CHECK_INT(mk_buf_puts(&b, ""), ==, MK_ERANGE); /* sticky */
+  MK_CHECK(mk_buf_steal(&b, NULL) == NULL);
+  mk_buf_free(&b);
+}
+
+MK_TEST(util, buf_escapes_json) {
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  mk_buf_json_str(&b, "a\"b\\c\n\x01");
+  MK_CHECK_STR(mk_buf_cstr(&b), "\"a\\\"b\\\\c\\n\\u0001\"");
+  mk_buf_free(&b);
+}
+
+MK_TEST(util, strlcpy_truncates) {
+  char d[4];
+  MK_CHECK_INT(mk_strlcpy(d, "abcdef", sizeof d), ==, MK_ERANGE);
+  MK_CHECK_STR(d, "abc");
+  MK_CHECK_INT(mk_strlcpy(d, "ab", sizeof d), ==, 0);
+  MK_CHECK_STR(d, "ab");
+}
+
+MK_TEST(util, sha256_vectors) {
+  char hex[65];
+  mk_sha256_hex("", 0, hex);
+  MK_CHECK_STR(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  mk_sha256_hex("abc", 3, hex);
+  MK_CHECK_STR(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  mk_sha256_hex(m, strlen(m), hex);
+  MK_CHECK_STR(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+}
+
+MK_TEST(util, read_file_limits) {
+  char path[] = "/tmp/mk_test_read_XXXXXX";
+  int fd = mkstemp(path);
+  MK_REQUIRE(fd >= 0);
+  close(fd);
+  MK_CHECK_INT(mk_write_file(path, "hello world", 11), ==, 0);
+  char *data = NULL;
+  size_t n = 0;
+  MK_CHECK_INT(mk_read_file(path, 100, &data, &n), ==, 0);
+  MK_CHECK_STR(data, "hello world");
+  free(data);
+  MK_CHECK_INT(mk_read_file(path, 5, &data, &n), ==, MK_ERANGE);
+  MK_CHECK_INT(mk_read_file("/nonexistent/x", 5, &data, &n), ==, MK_ENOENT);
+  remove(path);
+}
+
+MK_TEST(util, strerror_names_every_code) {
+  for (int c = 0; c >= MK_EAUTH; c--) MK_CHECK(strcmp(mk_strerror(c), "unknown error") != 0);
+}
