@@ -1,0 +1,67 @@
+/* mk_compose.h — emits a composition as a KernelBench-format `ModelNew`.
+ *
+ * The emitted file is self-contained Python: the user's module source
+ * verbatim (so `ModelNew(Model)` inherits __init__: same parameters, same
+ * names, same initialisation order — KernelBench's seeded construction and
+ * load_state_dict both work), then one section per subkernel with the chosen
+ * candidate's code (top-level names prefixed so sections never collide),
+ * then `class ModelNew(Model)` whose forward calls the subkernels in order.
+ * Subkernels whose choice is the PyTorch reference are emitted inline as
+ * the recorded torch calls.
+ *
+ * Also emits Python for single IR nodes (used by the reference candidate).
+ *
+ * Ownership: output goes to a caller-owned mk_buf; inputs are borrowed. */
+#ifndef MK_COMPOSE_H
+#define MK_COMPOSE_H
+
+#include "mk_buf.h"
+#include "mk_decompose.h"
+#include "mk_err.h"
+#include "mk_ir.h"
+#include "mk_propose.h"
+
+/* How a value is spelled in emitted code: returns 0 and appends the
+ * expression for value `vid` (e.g. "v12", "x", "self.conv.weight"). */
+typedef int (*mk_value_namer)(void *ctx, int vid, mk_buf *out);
+
+/* Appends the Python expression calling node `n` (no assignment), e.g.
+ * "F.conv2d(x, self.conv.weight, self.conv.bias, (1, 1), (0, 0), (1, 1), 1)".
+ * Fails with MK_EUNSUPPORTED for nodes with opaque arguments. */
+int mk_pyemit_call(const mk_graph *g, const mk_node *n, mk_value_namer namer, void *ctx,
+                   mk_buf *out, mk_errmsg *err);
+
+/* Appends the Python literal for one encoded argument (docs/protocol.md). */
+int mk_pyemit_arg(const cJSON *arg, mk_value_namer namer, void *ctx, mk_buf *out, mk_errmsg *err);
+
+/* Appends statements (each line indented by `indent`) that run node `n` and
+ * bind its tensor outputs to the names the namer gives them. */
+int mk_pyemit_node(const mk_graph *g, const mk_node *n, mk_value_namer namer, void *ctx,
+                   int indent, mk_buf *out, mk_errmsg *err);
+
+/* Appends `import` lines every emitted node body needs (torch, F, math). */
+int mk_pyemit_prelude(mk_buf *out);
+
+/* The expression for a parameter/buffer/attribute path on `self`:
+ * "layers.0.weight" -> "self.layers[0].weight". */
+int mk_pyemit_self_path(const char *path, mk_buf *out);
+
+typedef struct mk_compose_options {
+  const char *module_source;     /* the user's file text (required) */
+  const char *source_path;       /* for the header comment */
+  const char *const *input_names;/* forward's parameter names, or NULL: x0, x1, ... */
+  int ninput_names;
+  const char *note;              /* extra header line, e.g. "reduced batch 2" (may be NULL) */
+} mk_compose_options;
+
+/* Emits the ModelNew file. chosen[i] is the candidate for subkernel i, or
+ * NULL (or a candidate with origin "reference") for the PyTorch reference. */
+int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candidate *const *chosen,
+                        const mk_compose_options *opt, mk_buf *out, mk_errmsg *err);
+
+/* Prefixes every top-level name (def/class/assignment) of a candidate module
+ * with `prefix` and drops its import lines (the file imports once). */
+int mk_compose_prefix_candidate(const char *source, const char *prefix, mk_buf *out,
+                                mk_errmsg *err);
+
+#endif
