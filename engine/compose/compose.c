@@ -11,6 +11,7 @@
  * order are exactly the user's. */
 #include "mk_compose.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
