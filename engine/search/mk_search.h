@@ -96,7 +96,13 @@ typedef struct mk_search_config {
   bool try_split;          /* default true */
   const char *device;      /* "cpu" or GPU name, for proposers */
   const char *workdir;     /* where composed files are written */
+  int only_subkernel;      /* >= 0: search this subkernel only (no split/merge); -1: all */
   FILE *log;               /* JSONL run log, or NULL */
+  /* Variants already known for the initial partition (one state per
+   * subkernel, borrowed and copied at start): they are kept and not
+   * evaluated again. NULL for a fresh search. */
+  const struct mk_subkernel_state *prior;
+  int nprior;
 } mk_search_config;
 
 void mk_search_config_defaults(mk_search_config *c);

@@ -79,6 +79,7 @@ void mk_search_config_defaults(mk_search_config *c) {
   c->try_split = true;
   c->device = "cpu";
   c->workdir = ".";
+  c->only_subkernel = -1;
 }
 
 static void log_event(mk_search *s, const char *event, cJSON *fields) {
@@ -318,9 +319,37 @@ static int add_reference(mk_search *s, const mk_subkernel *sk, mk_subkernel_stat
   return state_add(st, ref) ? 0 : MK_ENOMEM;
 }
 
+static int copy_candidate(const mk_candidate *src, mk_candidate *dst) {
+  *dst = (mk_candidate){.name = mk_strdup(src->name), .source = mk_strdup(src->source),
+                        .origin = mk_strdup(src->origin), .notes = mk_strdup(src->notes),
+                        .tokens_in = src->tokens_in, .tokens_out = src->tokens_out};
+  return (src->name && !dst->name) || (src->source && !dst->source) ? MK_ENOMEM : 0;
+}
+
+/* Copies prior variants of subkernel i; returns true when its reference
+ * already has a verdict (no need to evaluate it again). */
+static bool adopt_prior(mk_search *s, int i) {
+  if (s->cfg.prior == NULL || i >= s->cfg.nprior) return false;
+  const mk_subkernel_state *p = &s->cfg.prior[i];
+  for (int k = 0; k < p->nvariants; k++) {
+    mk_candidate c;
+    if (copy_candidate(&p->variants[k].cand, &c)) return false;
+    mk_variant *v = state_add(&s->st[i], c);
+    if (v == NULL) {
+      mk_candidate_free(&c);
+      return false;
+    }
+    v->result = p->variants[k].result;
+    v->report = mk_strdup(p->variants[k].report);
+  }
+  s->st[i].chosen = p->chosen < s->st[i].nvariants ? p->chosen : 0;
+  return s->st[i].nvariants > 0 && s->st[i].variants[0].result.status == MK_EVAL_OK;
+}
+
 static void phase_references(mk_search *s) {
   start_batch(s);
   for (int i = 0; i < s->part.nsubkernels; i++) {
+    if (adopt_prior(s, i) || s->st[i].nvariants > 0) continue;
     if (add_reference(s, &s->part.subkernels[i], &s->st[i])) continue;
     if (s->st[i].variants[0].cand.source)
       submit_eval(s, &s->part.subkernels[i], i, &s->st[i], 0);
@@ -369,6 +398,7 @@ static bool beam_step(mk_search *s) {
   mk_subkernel_state *st = &s->st[k];
   const mk_subkernel *sk = &s->part.subkernels[k];
   int left = s->budget_for_cur - st->proposals;
+  if (s->cfg.only_subkernel >= 0 && k != s->cfg.only_subkernel) return false;
   if (left <= 0 || !budget_left(s) || st->unsupported) return false;
   int w = s->cfg.beam_width;
   if (s->step == 0) {
@@ -416,7 +446,8 @@ static void phase_subkernel(mk_search *s) {
     s->cur++;
     s->step = 0;
   }
-  s->ph = s->cfg.try_split ? PH_SPLIT : s->cfg.try_merge ? PH_MERGE : PH_FINAL;
+  bool whole = s->cfg.only_subkernel < 0;
+  s->ph = whole && s->cfg.try_split ? PH_SPLIT : whole && s->cfg.try_merge ? PH_MERGE : PH_FINAL;
   s->cur = 0;
   s->step = 0;
   advance(s);

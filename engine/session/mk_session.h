@@ -121,6 +121,9 @@ int mk_session_swap(mk_session *s, const char *path, int subkernel, int variant,
 int mk_session_compose(mk_session *s, const char *path, const char *out_path, char **written,
                        mk_errmsg *err);
 
+/* "cpu" or the GPU's name, as the workers reported it. */
+const char *mk_session_device(mk_session *s);
+
 /* Drops what the session knows about a module (on close or delete). */
 void mk_session_forget(mk_session *s, const char *path);
 
