@@ -196,8 +196,13 @@ static void cancel_job(job *j) {
 
 static void on_progress_cancel(void *ctx, int progress_id) {
   mk_lsp_server *s = ctx;
-  for (job *j = s->jobs; j; j = j->next)
-    if (j->progress == progress_id) cancel_job(j);
+  /* cancel_job may finish and free the job at once: stop iterating. */
+  for (job *j = s->jobs; j; j = j->next) {
+    if (j->progress == progress_id) {
+      cancel_job(j);
+      return;
+    }
+  }
 }
 
 static void on_request_cancel(void *ctx, mk_lsp_handle h) {
@@ -206,6 +211,7 @@ static void on_request_cancel(void *ctx, mk_lsp_handle h) {
     if (j->reply == h) {
       j->reply = 0;
       cancel_job(j);
+      return;
     }
   }
 }
@@ -346,8 +352,8 @@ static void start_analysis(docstate *d) {
   mk_lsp_sink sink = {sink_progress, sink_done, j};
   j->starting = true;
   int rc = s->backend.ops->analyze(s->backend.self, &view, &sink, &j->backend_id);
-  j->starting = false;
   if (rc != 0 && !j->finished) sink_done(j, rc, NULL, NULL, "the analysis could not start");
+  j->starting = false;
   if (j->finished) {
     job_free(j);
     return;
@@ -652,8 +658,8 @@ static void on_execute_command(void *ctx, mk_lsp_request *req, const cJSON *para
   mk_errmsg err = {{0}};
   j->starting = true;
   int rc = s->backend.ops->execute(s->backend.self, command, args, &sink, &j->backend_id, &err);
-  j->starting = false;
   if (rc != 0 && !j->finished) sink_done(j, rc, NULL, NULL, err.text);
+  j->starting = false;
   if (j->finished) {
     job_free(j);
     return;
@@ -696,7 +702,14 @@ static int hook_send(void *ctx, const char *body, size_t len) {
 
 static void stop_all_jobs(mk_lsp_server *s) {
   for (docstate *d = s->states; d; d = d->next) uv_timer_stop(&d->timer);
-  for (job *j = s->jobs; j; j = j->next) cancel_job(j);
+  /* Restart the scan after each cancel: a backend may finish (and the
+   * server free) the job inside cancel. */
+  for (;;) {
+    job *j = s->jobs;
+    while (j && (j->cancelled || j->finished)) j = j->next;
+    if (j == NULL) break;
+    cancel_job(j);
+  }
 }
 
 static void hook_shutdown(void *ctx) { stop_all_jobs(ctx); }
