@@ -231,7 +231,11 @@ char *mk_llm_error_message_(const char *body, size_t len) {
   const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
   const cJSON *m = cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "message") : e;
   if (!cJSON_IsString(m)) m = cJSON_GetObjectItemCaseSensitive(j, "message");
-  char *r = cJSON_IsString(m) ? mk_strndup(m->valuestring, 300) : NULL;
+  char *r = NULL;
+  if (cJSON_IsString(m)) {
+    size_t n = strlen(m->valuestring);
+    r = mk_strndup(m->valuestring, n < 300 ? n : 300);
+  }
   cJSON_Delete(j);
   return r;
 }
