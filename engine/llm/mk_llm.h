@@ -363,7 +363,8 @@ typedef void (*mk_llm_decisions_fn)(void *data, int status, mk_llm_decisions *d,
  * partition `p`. `timings_json` (may be NULL) is per-subkernel timing text
  * shown to the agent. Decisions are validated against `p` (indices, split
  * point inside the subkernel and not its first node); invalid entries are
- * dropped and listed in `rejected`. */
+ * dropped and listed in `rejected`. `g` and `p` are read again when the
+ * reply arrives: they must stay valid until the callback has run. */
 int mk_llm_decide_async(mk_llm *llm, mk_llm_decision_kind kind, const mk_graph *g,
                         const mk_partition *p, const char *module_source,
                         const char *timings_json, mk_llm_decisions_fn done, void *data,
@@ -387,7 +388,8 @@ typedef void (*mk_llm_groups_fn)(void *data, int status, mk_llm_groups *groups,
 /* Decomposer: proposes node groups (each becomes a subkernel through
  * mk_subkernel_from_nodes, which checks convexity). The reply is validated:
  * every node exactly once, groups non-empty, ordered by first node.
- * `initial` (may be NULL) is the rule-based partition shown as a start. */
+ * `initial` (may be NULL) is the rule-based partition shown as a start.
+ * `g` must stay valid until the callback has run. */
 int mk_llm_decompose_async(mk_llm *llm, const mk_graph *g, const char *module_source,
                            const mk_partition *initial, mk_llm_groups_fn done, void *data,
                            mk_llm_req **handle, mk_errmsg *err);

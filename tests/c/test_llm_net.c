@@ -368,7 +368,7 @@ MK_TEST(llm_net, cancel_and_close_report_cancelled) {
   mk_llm_cancel(req);
   MK_CHECK(!g.done);
   MK_REQUIRE(run_until(&x.loop, &g.done, 5));
-  MK_CHECK((double)(uv_hrtime() - t0) / 1e9 < 0.5);
+  MK_CHECK((double)(uv_hrtime() - t0) / 1e9 < 1.5); /* not the 2 s reply */
   MK_CHECK_INT(g.status, ==, MK_ECANCELED);
   MK_CHECK_INT(mk_llm_pending(x.llm), ==, 2);
   /* Closing cancels the rest, synchronously. */
