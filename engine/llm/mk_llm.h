@@ -34,6 +34,7 @@
 #include "mk_err.h"
 #include "mk_ir.h"
 #include "mk_propose.h"
+#include "mk_search.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -333,6 +334,21 @@ int mk_llm_propose_async(mk_llm *llm, const mk_propose_request *req,
  * mk_builtin_propose (appends to `out`). */
 int mk_llm_propose(mk_llm *llm, const mk_propose_request *req, const mk_llm_propose_extra *extra,
                    mk_candidate_list *out, mk_errmsg *err);
+
+/* The LLM proposer as engine/search's mk_proposer (`--proposer llm`).
+ * `ctx` (and what it points to) must outlive the search. propose() returns
+ * MK_EBUDGET once the ledger's budget is spent (and copies the message into
+ * ctx->last_error when set); otherwise the callback runs later from the
+ * loop with the candidates, or with a status and message on failure. */
+typedef struct mk_llm_proposer_ctx {
+  mk_llm *llm;
+  const char *module_source;           /* may be NULL */
+  mk_llm_progress_fn progress;         /* may be NULL */
+  void *progress_data;
+  char *last_error;                    /* NULL, or a buffer of MK_ERRMSG_MAX bytes */
+} mk_llm_proposer_ctx;
+
+mk_proposer mk_llm_proposer(mk_llm_proposer_ctx *ctx);
 
 typedef enum mk_llm_decision_kind {
   MK_LLM_SPLIT, /* split subkernel `subkernel` at node `at_node` */

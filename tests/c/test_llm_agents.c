@@ -59,7 +59,7 @@ static void gfix_init(gfix *f) {
     mk_node *n = &f->nodes[i];
     n->id = i;
     n->op = (char *)ops[i];
-    n->short_name = shorts[i];
+    n->short_name = (char *)shorts[i];
     n->args = cJSON_Parse(args[i]);
     n->kwargs = cJSON_CreateObject();
     n->inputs = ins[i];
@@ -472,5 +472,53 @@ MK_TEST(llm_agents, broken_prompt_template_is_reported_before_any_call) {
   MK_CHECK_INT(mk_llm_get_ledger(x.llm)->ncalls, ==, 0);
   unlink(path);
   rmdir(dir);
+  afx_close(&x);
+}
+
+typedef struct sgot {
+  bool done;
+  int status;
+  int n;
+  long tokens;
+  char err[MK_ERRMSG_MAX];
+} sgot;
+
+static void on_search_cb(void *data, int status, mk_candidate_list *cands, const char *err) {
+  sgot *g = data;
+  g->done = true;
+  g->status = status;
+  g->n = cands ? cands->n : 0;
+  for (int i = 0; cands && i < cands->n; i++) g->tokens += cands->items[i].tokens_in + cands->items[i].tokens_out;
+  if (err) mk_strlcpy(g->err, err, sizeof g->err);
+  if (cands) cands_free(cands); /* what the search does with mk_candidate_list_free */
+}
+
+MK_TEST(llm_agents, search_proposer_adapter) {
+  mk_buf s;
+  mk_buf_init(&s, 0);
+  mk_buf_puts(&s, "{\"replies\":[{\"text\":");
+  mk_buf_json_str(&s, TWO_VARIANTS);
+  mk_buf_puts(&s, ",\"usage\":{\"in\":90,\"out\":30}},{\"text\":\"nothing useful\",\"usage\":{\"in\":9,\"out\":1}}]}");
+  afx x;
+  bool ok = afx_open(&x, mk_buf_cstr(&s), MK_LLM_OPENAI);
+  mk_buf_free(&s);
+  if (!ok) return afx_close(&x);
+  char last[MK_ERRMSG_MAX] = "";
+  mk_llm_proposer_ctx ctx = {.llm = x.llm, .module_source = MODULE, .last_error = last};
+  mk_proposer pr = mk_llm_proposer(&ctx);
+  MK_CHECK_STR(pr.name, "llm");
+  mk_propose_request req = {.graph = &x.gf.g, .subkernel = &x.gf.sks[1], .max_candidates = 2};
+  sgot g = {0}, g2 = {0};
+  MK_REQUIRE(pr.propose(pr.self, &req, on_search_cb, &g) == 0);
+  MK_REQUIRE(pr.propose(pr.self, &req, on_search_cb, &g2) == 0);
+  MK_REQUIRE(run_until(&x.loop, &g.done, 20) && run_until(&x.loop, &g2.done, 20));
+  /* Concurrent requests: replies are consumed in arrival order, so match by outcome. */
+  sgot *good = g.status == 0 ? &g : &g2, *bad = g.status == 0 ? &g2 : &g;
+  MK_CHECK_INT(good->status, ==, 0);
+  MK_CHECK_INT(good->n, ==, 2);
+  MK_CHECK_INT(good->tokens, ==, 120);
+  MK_CHECK_INT(bad->status, ==, MK_EPARSE);
+  MK_CHECK(strstr(bad->err, "unusable reply") != NULL);
+  MK_CHECK_INT(mk_llm_get_ledger(x.llm)->total.tokens_in, ==, 99);
   afx_close(&x);
 }
