@@ -103,7 +103,7 @@ int mk_cache_canonical_json(const cJSON *v, mk_buf *out) {
     if (n && !kids) return out->err = MK_ENOMEM;
     int i = 0;
     for (const cJSON *c = v->child; c && i < n; c = c->next) kids[i++] = c;
-    qsort(kids, (size_t)i, sizeof *kids, by_name);
+    if (i > 1) qsort(kids, (size_t)i, sizeof *kids, by_name);
     mk_buf_putc(out, '{');
     for (int j = 0; j < i; j++) {
       if (j) mk_buf_putc(out, ',');

@@ -114,6 +114,11 @@ MK_TEST(cache, key_numbers_and_json) {
   mk_buf_init(&out, 0);
   mk_cache_canonical_json(a, &out);
   MK_CHECK_STR(mk_buf_cstr(&out), "{\"a\":\"s\",\"b\":[1,2.5,{\"x\":true,\"y\":null}]}");
+  mk_buf_reset(&out);
+  cJSON *empty = cJSON_Parse("{\"e\":{},\"l\":[],\"n\":-3,\"f\":0.1}");
+  mk_cache_canonical_json(empty, &out);
+  MK_CHECK_STR(mk_buf_cstr(&out), "{\"e\":{},\"f\":0.10000000000000001,\"l\":[],\"n\":-3}");
+  cJSON_Delete(empty);
   mk_buf_free(&out);
   mk_cache_key_init(&k, "t");
   mk_cache_key_json(&k, "g", a);
