@@ -395,6 +395,7 @@ static bool looks_generated(const char *s) {
   const char *p = s + 1;
   if (*p == '\0') return false;
   while (*p == '_' || isalpha((unsigned char)*p)) p++; /* "sh12", "s_12" */
+  if (!isdigit((unsigned char)*p)) return false;
   for (; *p; p++)
     if (!isdigit((unsigned char)*p)) return false;
   return true;

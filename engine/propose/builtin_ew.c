@@ -100,10 +100,6 @@ static int find_op(const char *s) {
   return -1;
 }
 
-static bool is_float_dtype(mk_dtype d) {
-  return d == MK_DTYPE_F32 || d == MK_DTYPE_F16 || d == MK_DTYPE_BF16 || d == MK_DTYPE_F64;
-}
-
 bool bi_ew_supported(const mk_node *n, mk_errmsg *err) {
   char s[64];
   bi_short(n, s, sizeof s);
@@ -487,10 +483,12 @@ static int node_expr(const ew_ctx *c, const mk_node *n, mk_buf *o, mk_errmsg *er
   if (IS("gelu")) {
     const char *ap = bi_arg_str(bi_arg(n, 1, "approximate"));
     if (ap && strcmp(ap, "tanh") == 0) {
-      char inner[1200];
-      snprintf(inner, sizeof inner, "0.7978845608028654 * (%s + 0.044715 * %s * %s * %s)", A, A, A, A);
+      mk_buf inner;
+      mk_buf_init(&inner, 8192);
+      mk_buf_printf(&inner, "0.7978845608028654 * (%s + 0.044715 * %s * %s * %s)", A, A, A, A);
       mk_buf_printf(o, "0.5 * %s * (1.0 + ", A);
-      emit_tanh(o, inner);
+      emit_tanh(o, mk_buf_cstr(&inner));
+      mk_buf_free(&inner);
       return mk_buf_puts(o, ")");
     }
     return mk_buf_printf(o, "0.5 * %s * (1.0 + tl.erf(%s * 0.7071067811865476))", A, A);
@@ -513,11 +511,11 @@ static int node_expr(const ew_ctx *c, const mk_node *n, mk_buf *o, mk_errmsg *er
     if (!bi_arg_none(lo) && (rc = operand_str(c, lo, L, sizeof L, err))) return rc;
     if (!bi_arg_none(hi) && (rc = operand_str(c, hi, H, sizeof H, err))) return rc;
     /* torch.clamp: min(max(x, lo), hi), so hi wins when lo > hi. */
-    char inner[1200];
-    if (L[0]) snprintf(inner, sizeof inner, "tl.maximum(%s, %s)", A, L);
-    else snprintf(inner, sizeof inner, "%s", A);
-    if (H[0]) return mk_buf_printf(o, "tl.minimum(%s, %s)", inner, H);
-    return mk_buf_puts(o, inner);
+    if (H[0]) mk_buf_puts(o, "tl.minimum(");
+    if (L[0]) mk_buf_printf(o, "tl.maximum(%s, %s)", A, L);
+    else mk_buf_puts(o, A);
+    if (H[0]) mk_buf_printf(o, ", %s)", H);
+    return o->err;
   }
   if (IS("threshold")) {
     mk_buf_printf(o, "tl.where(%s > ", A);

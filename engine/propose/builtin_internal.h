@@ -1,6 +1,6 @@
 /* builtin_internal.h — private interface between the builtin proposer's files.
  *
- * Not a public header: only engine/propose/*.c include it. The builtin
+ * Not a public header: only the builtin_*.c files of engine/propose include it. The builtin
  * generator works in three steps:
  *   1. plan   (builtin_plan.c): split a subkernel into stages — runs of
  *      elementwise ops, view ops, and one "anchor" per heavy op — and decide

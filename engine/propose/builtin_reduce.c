@@ -13,7 +13,7 @@
 #include <string.h>
 
 typedef struct red_info {
-  char op[32];   /* sum, mean, max, min, logsumexp, softmax, log_softmax */
+  char op[64];   /* sum, mean, max, min, logsumexp, softmax, log_softmax */
   int lo, hi;    /* reduced dims (inclusive), in the input's rank */
   bool keepdim;
   int rank;      /* input rank */
