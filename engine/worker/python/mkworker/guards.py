@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch._dynamo
+import torch._dynamo  # imported now: importing it rebinds torch.manual_seed
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
