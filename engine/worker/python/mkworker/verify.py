@@ -768,7 +768,9 @@ def _verify_subkernel(graph: dict[str, Any], node_ids: list[int], in_vids: list[
         def inputs_for(seed: int) -> list[Any]:
             inputs = replay.make_inputs(path, seed, device, batch)
             env, _ = replay.run_graph(graph, model, inputs)
-            return [env[v] for v in in_vids]
+            values = graph["values"]
+            return [env[v] if v in env else replay.lookup_attr(model, values[v]["name"])
+                    for v in in_vids]
         return inputs_for
 
     owned = {**dict(model.named_parameters()), **dict(model.named_buffers())}
@@ -1003,6 +1005,29 @@ METHODS: dict[str, Callable[[dict[str, Any], Progress], dict[str, Any]]] = {
 }
 
 
-def register_all(register: Callable[[str, Callable[..., Any]], Any]) -> None:
+def _as_worker_error(fn: Callable[[dict[str, Any], Progress], dict[str, Any]],
+                     error_type: Any) -> Callable[[dict[str, Any], Progress], dict[str, Any]]:
+    """The server's methods raise its WorkerError: translate MethodError at the boundary."""
+    def method(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        try:
+            return fn(params, progress)
+        except MethodError as e:
+            raise error_type(e.kind, e.message, line=e.line, traceback_text=e.traceback) from e
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def register_methods() -> None:
+    """Registers the methods with the worker's protocol registry (the server imports this
+    module at start). Safe to call twice."""
+    try:
+        from . import protocol
+    except ImportError:  # the module used on its own (tests of the verifier alone)
+        return
     for name, fn in METHODS.items():
-        register(name, fn)
+        if protocol.lookup(name) is None:
+            protocol.register(name, _as_worker_error(fn, protocol.WorkerError))
+
+
+register_methods()
