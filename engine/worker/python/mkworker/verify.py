@@ -442,6 +442,7 @@ def run_trials(ref: Side, cand: Side, inputs_for: Callable[[int], list[Any]],
                 ref_out = _flatten(ref.call(ref_in))
             _sync(spec.device)
         except Exception as e:
+            _fatal_if_poisoned(spec.device, e)
             raise _ReferenceFailed(f"the reference failed: {type(e).__name__}: {e}") from e
         if not cand_first:
             ok_call, cand_raw = _call_candidate(cand, cand_in, spec, out)
