@@ -188,6 +188,8 @@ def test_composition_policy_allows_other_imports_but_not_tampering():
     src = "import numpy as np\nimport torch\nimport torch.nn as nn\n"
     assert scan_source(src, "composition") == []
     assert scan_source(src + "import gc\n", "composition")
+    assert scan_source(src + "layer = getattr(object, 'x')\n", "composition") == []
+    assert scan_source(src + "exec('1')\n", "composition")
 
 
 def test_thread_fixture_is_rejected_statically():

@@ -56,6 +56,8 @@ _BANNED_NAMES = {
     "breakpoint": "starts a debugger",
     "open": "opens files",
 }
+# Names a ModelNew file (which embeds the user's Model verbatim) may use.
+_COMPOSITION_NAMES_OK = frozenset({"getattr", "setattr", "delattr", "vars", "open"})
 # Attributes that tamper with the verifier, the interpreter or global numerics (any policy).
 _TAMPER_ATTRS = {
     "_python_dispatch": "manipulates torch's dispatch mode stack",
@@ -216,6 +218,8 @@ class _Scanner(ast.NodeVisitor):
             self.module_aliases.add(a.asname or a.name)
 
     def visit_Name(self, node: ast.Name) -> None:
+        if self.policy == "composition" and node.id in _COMPOSITION_NAMES_OK:
+            return  # a user's Model may look its layers up by name
         if node.id in _BANNED_NAMES:
             self._flag(node, f"uses `{node.id}`, which {_BANNED_NAMES[node.id]}")
 
@@ -439,14 +443,15 @@ def load_candidate(source: str, name: str = "candidate", origin: str = "builtin"
     return cand
 
 
-def load_file(path: str | Path, policy: Policy = "composition") -> Candidate:
-    """Imports a user file (a ModelNew file) freshly from where it is, after the scan."""
+def load_file(path: str | Path, policy: Policy | None = "composition") -> Candidate:
+    """Imports a user file freshly from where it is: a ModelNew file after the scan
+    (`policy`), the user's own problem file without one (`policy=None`)."""
     p = Path(path).resolve()
     try:
         source = p.read_text(encoding="utf-8")
     except OSError as e:
         raise CandidateError("compile_error", f"cannot read {p}: {e.strerror}") from None
-    findings = scan_source(source, policy, str(p))
+    findings = scan_source(source, policy, str(p)) if policy is not None else []
     if findings:
         line, why = findings[0]
         raise CandidateError("rejected", f"line {line}: {why}", line)

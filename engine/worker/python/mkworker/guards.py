@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch._dynamo
+import torch._dynamo  # imported now: importing it rebinds torch.manual_seed
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -382,6 +382,20 @@ def _namespace_ids() -> dict[str, int]:
     return ids
 
 
+_POOL_FILES = ("concurrent/futures/thread.py", "concurrent/futures/process.py")
+
+
+def _library_thread(t: threading.Thread) -> bool:
+    """A thread started by torch or Triton themselves (compile pools, warm-up servers). The
+    static scan keeps candidates from importing threading or concurrent.futures at all."""
+    target = getattr(t, "_target", None)
+    code = getattr(getattr(target, "__func__", target), "__code__", None)
+    if code is None:
+        return False
+    fn = code.co_filename
+    return fn.startswith(_TORCH_DIRS + _TRITON_DIRS) or fn.endswith(_POOL_FILES)
+
+
 @dataclass
 class GlobalSnapshot:
     """Process-wide state a candidate must leave alone: flags, torch's functions, threads."""
@@ -407,7 +421,8 @@ class GlobalSnapshot:
         if rebound or added:
             names = (rebound + added)[:4]
             return f"replaced torch functions: {', '.join(names)}"
-        alive = [t for t in threading.enumerate() if (t.ident or 0) not in self.threads]
+        alive = [t for t in threading.enumerate()
+                 if (t.ident or 0) not in self.threads and not _library_thread(t)]
         if alive:
             return (f"left {len(alive)} thread(s) running ({alive[0].name}): work on "
                     f"other threads escapes the timer and races with the check")

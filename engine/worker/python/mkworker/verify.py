@@ -415,6 +415,7 @@ def run_trials(ref: Side, cand: Side, inputs_for: Callable[[int], list[Any]],
     prev_ref_fp: list[torch.Tensor] | None = None
     prev_cand_fp: list[torch.Tensor] | None = None
     prev_cand_out: list[Any] = []
+    prev_passed = False
     lo, hi = progress_span
     n = len(spec.seeds)
     for t, seed in enumerate(spec.seeds):
@@ -441,6 +442,7 @@ def run_trials(ref: Side, cand: Side, inputs_for: Callable[[int], list[Any]],
                 ref_out = _flatten(ref.call(ref_in))
             _sync(spec.device)
         except Exception as e:
+            _fatal_if_poisoned(spec.device, e)
             raise _ReferenceFailed(f"the reference failed: {type(e).__name__}: {e}") from e
         if not cand_first:
             ok_call, cand_raw = _call_candidate(cand, cand_in, spec, out)
@@ -475,7 +477,9 @@ def run_trials(ref: Side, cand: Side, inputs_for: Callable[[int], list[Any]],
         ref_fp = [fingerprint(x) for x in ref_out if isinstance(x, torch.Tensor)]
         cand_fp = [fingerprint(x) if isinstance(x, torch.Tensor) else torch.empty(0)
                    for x in cand_out]
-        if prev_ref_fp is not None and prev_cand_fp is not None and \
+        # Only after a passing trial: a kernel that is wrong the same way every time (all
+        # zeros) is a mismatch, not a cache.
+        if prev_passed and prev_ref_fp is not None and prev_cand_fp is not None and \
                 len(cand_fp) == len(prev_cand_fp) == len(ref_fp):
             data_changed = any(not fingerprints_match(a, b, spec.atol, spec.rtol)
                                for a, b in zip(ref_fp, prev_ref_fp, strict=True))
@@ -491,6 +495,7 @@ def run_trials(ref: Side, cand: Side, inputs_for: Callable[[int], list[Any]],
                 out.per_trial.append(record)
                 break
         prev_ref_fp, prev_cand_fp, prev_cand_out = ref_fp, cand_fp, cand_out
+        prev_passed = c.ok
         if c.ok:
             out.trials_passed += 1
             record["status"] = "ok"
@@ -612,7 +617,7 @@ def _recheck(ref: Side, cand: Side, make: Callable[[int | None], Callable[[int],
         return rec
     if other_batch is None:
         rec["other_batch"] = None
-        rec["other_batch_status"] = "skipped: the problem has no batch dimension"
+        rec["other_batch_status"] = "skipped: no smaller batch to run"
         return rec
     rec["other_batch"] = other_batch
     spec3 = TrialSpec(**{**spec.__dict__, "seeds": seeds[:2]})
@@ -633,10 +638,12 @@ def _recheck(ref: Side, cand: Side, make: Callable[[int | None], Callable[[int],
 
 
 def _other_batch(batch: int | None, first_dim: int | None) -> int | None:
+    """The batch of the re-check: one less (inputs can only be shrunk; an odd size also
+    catches kernels that assume a power of two). None when there is no smaller one."""
     b = batch if batch is not None else first_dim
-    if b is None:
+    if b is None or b < 2:
         return None
-    return b - 1 if b > 2 else b + 1
+    return b - 1
 
 
 # ---------------------------------------------------------------------------------------
@@ -762,7 +769,9 @@ def _verify_subkernel(graph: dict[str, Any], node_ids: list[int], in_vids: list[
         def inputs_for(seed: int) -> list[Any]:
             inputs = replay.make_inputs(path, seed, device, batch)
             env, _ = replay.run_graph(graph, model, inputs)
-            return [env[v] for v in in_vids]
+            values = graph["values"]
+            return [env[v] if v in env else replay.lookup_attr(model, values[v]["name"])
+                    for v in in_vids]
         return inputs_for
 
     owned = {**dict(model.named_parameters()), **dict(model.named_buffers())}
@@ -874,7 +883,7 @@ def verify_composition(params: dict[str, Any], progress: Progress) -> dict[str, 
     settings = Settings.parse(params)
     progress("loading", 0.0)
     try:
-        ref_mod = load_file(ref_file, policy="composition")
+        ref_mod = load_file(ref_file, policy=None)  # the user's own code: no scan
     except CandidateError as e:
         kind = "syntax_error" if e.status == "compile_error" and "syntax" in e.reason \
             else "import_error"
@@ -961,8 +970,6 @@ def _verify_composition(ref_mod: Candidate, ref_cls_name: str, new_mod: Candidat
     )
     first_dim = next((int(x.shape[0]) for x in probe
                       if isinstance(x, torch.Tensor) and x.dim() > 0), None)
-    if settings.batch is not None:
-        first_dim = None
     rep = _finish(ref, cand, make, spec, settings, progress,
                   ref_call=lambda *xs: model(*xs), cand_call=lambda *xs: new(*xs),
                   first_dim=first_dim)
@@ -999,6 +1006,29 @@ METHODS: dict[str, Callable[[dict[str, Any], Progress], dict[str, Any]]] = {
 }
 
 
-def register_all(register: Callable[[str, Callable[..., Any]], Any]) -> None:
+def _as_worker_error(fn: Callable[[dict[str, Any], Progress], dict[str, Any]],
+                     error_type: Any) -> Callable[[dict[str, Any], Progress], dict[str, Any]]:
+    """The server's methods raise its WorkerError: translate MethodError at the boundary."""
+    def method(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        try:
+            return fn(params, progress)
+        except MethodError as e:
+            raise error_type(e.kind, e.message, line=e.line, traceback_text=e.traceback) from e
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def register_methods() -> None:
+    """Registers the methods with the worker's protocol registry (the server imports this
+    module at start). Safe to call twice."""
+    try:
+        from . import protocol
+    except ImportError:  # the module used on its own (tests of the verifier alone)
+        return
     for name, fn in METHODS.items():
-        register(name, fn)
+        if protocol.lookup(name) is None:
+            protocol.register(name, _as_worker_error(fn, protocol.WorkerError))
+
+
+register_methods()
