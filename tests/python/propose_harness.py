@@ -35,7 +35,7 @@ if "TRITON_INTERPRET" not in os.environ:
     except ImportError:  # pragma: no cover - torch is a requirement
         pass
 
-import torch  # noqa: E402
+import torch
 
 RTOL = 1e-4
 ATOL = 1e-4
@@ -96,11 +96,11 @@ def check(sk_dir: Path, sk: dict[str, Any], cand: str, device: str) -> str | Non
     got = as_tuple(mod.run(*cand_in))
     if len(want) != len(got):
         return f"{len(got)} outputs, reference has {len(want)}"
-    for i, (a, b) in enumerate(zip(want, got)):
+    for i, (a, b) in enumerate(zip(want, got, strict=True)):
         msg = compare(f"output {i}", a, b)
         if msg:
             return msg
-    for i, (a, b) in enumerate(zip(ref_in, cand_in)):
+    for i, (a, b) in enumerate(zip(ref_in, cand_in, strict=True)):
         msg = compare(f"input {i} after the call", a, b)
         if msg:
             return msg
