@@ -27,6 +27,7 @@ typedef enum {
 struct mk_search {
   const mk_graph *g;
   char *source;
+  char *workdir;       /* owned copy of cfg.workdir */
   mk_search_config cfg;
   mk_proposer prop;
   mk_evaluator ev;
@@ -240,6 +241,16 @@ typedef struct propose_req {
   int limit;
 } propose_req;
 
+/* A proposal whose code is already a variant of this subkernel teaches
+ * nothing new: it is dropped before it costs budget or a verification. */
+static bool is_duplicate(const mk_subkernel_state *st, const mk_candidate *c) {
+  for (int i = 0; i < st->nvariants; i++) {
+    const char *a = st->variants[i].cand.source;
+    if (a && c->source && strcmp(a, c->source) == 0) return true;
+  }
+  return false;
+}
+
 static void on_proposed(void *data, int status, mk_candidate_list *cands, const char *err) {
   propose_req *pr = data;
   mk_search *s = pr->s;
@@ -256,7 +267,7 @@ static void on_proposed(void *data, int status, mk_candidate_list *cands, const 
   for (int i = 0; cands && i < cands->n; i++) {
     mk_candidate c = cands->items[i];
     cands->items[i] = (mk_candidate){0};
-    if (i >= pr->limit || !budget_left(s)) {
+    if (i >= pr->limit || !budget_left(s) || is_duplicate(pr->st, &c)) {
       mk_candidate_free(&c);
       continue;
     }
@@ -346,15 +357,12 @@ static bool adopt_prior(mk_search *s, int i) {
   return s->st[i].nvariants > 0 && s->st[i].variants[0].result.status == MK_EVAL_OK;
 }
 
-static void phase_references(mk_search *s) {
-  start_batch(s);
-  for (int i = 0; i < s->part.nsubkernels; i++) {
-    if (adopt_prior(s, i) || s->st[i].nvariants > 0) continue;
-    if (add_reference(s, &s->part.subkernels[i], &s->st[i])) continue;
-    if (s->st[i].variants[0].cand.source)
-      submit_eval(s, &s->part.subkernels[i], i, &s->st[i], 0);
-  }
-  end_batch(s);
+/* Subkernel i starts from its prior variants, or from the reference,
+ * which is then evaluated (its time is what every candidate must beat). */
+static void adopt_prior_or_reference(mk_search *s, int i) {
+  if (adopt_prior(s, i) || s->st[i].nvariants > 0) return;
+  if (add_reference(s, &s->part.subkernels[i], &s->st[i])) return;
+  if (s->st[i].variants[0].cand.source) submit_eval(s, &s->part.subkernels[i], i, &s->st[i], 0);
 }
 
 static int by_reference_time_desc(const void *a, const void *b, void *ctx) {
@@ -705,6 +713,7 @@ static void finish(mk_search *s) {
   trial_reset(s);
   free(s->order);
   free(s->source);
+  free(s->workdir);
   free(s);
   done(data, status, r, status && r->final.reason[0] ? r->final.reason : NULL);
 }
@@ -765,12 +774,17 @@ int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *
   s->data = data;
   s->t0 = now_s();
   s->source = mk_strdup(module_source);
+  s->workdir = mk_strdup(cfg->workdir ? cfg->workdir : ".");
+  s->cfg.workdir = s->workdir;
+  s->cfg.prior = NULL; /* borrowed only during start (copied below) */
   s->res = calloc(1, sizeof *s->res);
   int n = initial->nsubkernels;
   s->st = calloc((size_t)n + 1, sizeof *s->st);
   s->order = calloc((size_t)n + 1, sizeof *s->order);
-  if (!s->source || !s->res || !s->st || !s->order || mk_partition_copy(initial, &s->part)) {
+  if (!s->source || !s->workdir || !s->res || !s->st || !s->order ||
+      mk_partition_copy(initial, &s->part)) {
     free(s->source);
+    free(s->workdir);
     free(s->res);
     free(s->st);
     free(s->order);
@@ -788,7 +802,13 @@ int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *
   log_event(s, "start", f);
   s->ph = PH_REFERENCES;
   emit_progress(s, "timing the PyTorch reference");
-  phase_references(s);
+  s->cfg.prior = cfg->prior;
+  s->submitting = true; /* references may complete synchronously: finish start first */
+  for (int i = 0; i < n; i++) adopt_prior_or_reference(s, i);
+  s->cfg.prior = NULL;
+  s->submitting = false;
+  s->pending++;
+  batch_done(s);
   return 0;
 }
 

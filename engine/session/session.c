@@ -438,11 +438,14 @@ static void on_search_done(void *data, int status, mk_search_result *r, const ch
   module_state *m = req->m;
   m->search = NULL;
   m->job = 0;
+  /* `error` may point into r: keep a copy past its release. */
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", error ? error : "");
   if (r) adopt_result(m, r);
   mk_search_result_free(r);
   if (req->log) fclose(req->log);
   module_refresh_views(req->s, m);
-  req->done(req->data, status, &m->view, error);
+  req->done(req->data, status, &m->view, error ? msg : NULL);
   free(req);
 }
 

@@ -54,8 +54,11 @@ static int fake_propose(void *self, const mk_propose_request *req, mk_propose_cb
   mk_candidate_list *l = calloc(1, sizeof *l);
   if (req->mode == MK_PROPOSE_NEW) {
     for (int i = 0; i < fp->nnames && i < req->max_candidates; i++) {
+      mk_buf src;
+      mk_buf_init(&src, 0);
+      mk_buf_printf(&src, "# %s\ndef run(*a):\n    return a[0]\n", fp->names[i]);
       mk_candidate c = {.name = mk_strdup(fp->names[i]), .origin = mk_strdup("fake"),
-                        .source = mk_strdup("def run(*a):\n    return a[0]\n")};
+                        .source = mk_buf_steal(&src, NULL)};
       mk_candidate_list_push(l, c);
     }
   }
@@ -212,6 +215,22 @@ MK_TEST(search, proposal_budget_is_respected) {
   MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
   MK_REQUIRE(o.res != NULL);
   MK_CHECK_INT(o.res->proposals, <=, 3);
+  mk_search_result_free(o.res);
+  mk_graph_free(g);
+}
+
+MK_TEST(search, duplicate_proposals_cost_nothing) {
+  const char *names[] = {"ok_2.0", "ok_2.0", "ok_2.0"};
+  fake_prop fp = {.names = names, .nnames = 3};
+  fake_eval fe = {.ref_ms = 4.0, .timed = true};
+  mk_search_config cfg;
+  config(&cfg);
+  outcome o = {0};
+  mk_graph *g = NULL;
+  MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
+  MK_REQUIRE(o.res != NULL);
+  /* one candidate per subkernel: the two copies were dropped unverified */
+  MK_CHECK_INT(o.res->proposals, ==, o.res->partition.nsubkernels);
   mk_search_result_free(o.res);
   mk_graph_free(g);
 }
