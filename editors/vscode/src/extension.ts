@@ -36,7 +36,7 @@ import {
 } from './config';
 import { RestartPolicy } from './restart';
 import { ApiKeyStore, buildServerEnv, checkKey, redact } from './secrets';
-import { resolveServerPath } from './serverPath';
+import { ResolveEnv, expandPath, resolveServerPath } from './serverPath';
 import { ProgressValue, StatusBar } from './status';
 
 const CLIENT_ID = 'mkevolve';
@@ -60,13 +60,32 @@ const PROVIDER_LABELS: Record<Provider, string> = {
 
 function readNow(): { settings: ExtensionSettings; warnings: string[] } {
   const cfg = vscode.workspace.getConfiguration('mkevolve');
-  return readSettings((key) => {
+  const r = readSettings((key) => {
     // Only what the user (or a workspace) set counts; unset keys take our
     // defaults, which equal those declared in package.json.
     const i = cfg.inspect(key);
     if (!i) return undefined;
     return i.workspaceFolderValue ?? i.workspaceValue ?? i.globalValue;
   });
+  // The server gets an absolute interpreter path, written the way users
+  // write paths in VS Code settings (~, ${workspaceFolder}, relative).
+  if (r.settings.pythonPath !== '') {
+    const folder = firstFolder();
+    const p = expandPath(r.settings.pythonPath, { ...pathEnv(), workspaceFolder: folder });
+    r.settings.pythonPath = path.isAbsolute(p) || folder === undefined ? p : path.resolve(folder, p);
+  }
+  return r;
+}
+
+function pathEnv(): ResolveEnv {
+  return {
+    pathVar: process.env.PATH,
+    home: process.env.HOME ?? process.env.USERPROFILE,
+    workspaceFolder: firstFolder(),
+    platform: process.platform,
+    pathExt: process.env.PATHEXT,
+    isExecutable,
+  };
 }
 
 function isExecutable(file: string): boolean {
@@ -135,14 +154,7 @@ class Server implements vscode.Disposable {
 
   private async doStart(): Promise<boolean> {
     this.failed = false;
-    const resolved = resolveServerPath(this.settings.serverPath, {
-      pathVar: process.env.PATH,
-      home: process.env.HOME ?? process.env.USERPROFILE,
-      workspaceFolder: firstFolder(),
-      platform: process.platform,
-      pathExt: process.env.PATHEXT,
-      isExecutable,
-    });
+    const resolved = resolveServerPath(this.settings.serverPath, pathEnv());
     if (!resolved.ok) {
       this.fail(resolved.message, true);
       return false;
