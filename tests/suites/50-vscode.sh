@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # VS Code extension (editors/vscode): install its node dependencies from the
 # lockfile, type-check and bundle it, run the unit tests (vscode mocked) and
-# the client-server test against the real server ($MKEVOLVE_BIN, else
+# the activation test (the bundle with vscode-languageclient under the mock,
+# against a scripted peer), the client-server test against the real server ($MKEVOLVE_BIN, else
 # build/mkevolve), package the .vsix and check the packaged manifest.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -19,7 +20,7 @@ npm ci --no-audit --no-fund --loglevel=error
 npm run --silent typecheck
 npm run --silent build
 npm run --silent compile-tests
-node --require ./out/test/mock/register.js --test --test-reporter=spec out/test/unit/
+node --require ./out/test/mock/register.js --test --test-reporter=spec out/test/unit/ out/test/activation/
 node --test --test-reporter=spec out/test/e2e/
 
 tmp=$(mktemp -d)

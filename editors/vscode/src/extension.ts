@@ -105,6 +105,23 @@ function firstFolder(): string | undefined {
   return f && f.length > 0 && f[0].uri.scheme === 'file' ? f[0].uri.fsPath : undefined;
 }
 
+function alive(proc: cp.ChildProcess): boolean {
+  return proc.exitCode === null && proc.signalCode === null;
+}
+
+/* Waits for a server process to end after shutdown/exit; SIGTERM after a
+ * grace period, SIGKILL after another. */
+async function reap(proc: cp.ChildProcess): Promise<void> {
+  const exited = new Promise<void>((r) => (alive(proc) ? proc.once('exit', () => r()) : r()));
+  const within = (ms: number) =>
+    Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref())]);
+  if (await within(1000)) return;
+  proc.kill('SIGTERM');
+  if (await within(2000)) return;
+  proc.kill('SIGKILL');
+  await within(2000);
+}
+
 /* Owns the LanguageClient and the server process across restarts. */
 class Server implements vscode.Disposable {
   client: LanguageClient | undefined;
@@ -306,11 +323,7 @@ class Server implements vscode.Disposable {
       await client.dispose().catch(() => undefined);
     }
     // A server that ignored shutdown/exit is not left behind.
-    if (proc && proc.exitCode === null && proc.signalCode === null) {
-      proc.kill('SIGTERM');
-      const t = setTimeout(() => proc.exitCode === null && proc.kill('SIGKILL'), 2000);
-      proc.once('exit', () => clearTimeout(t));
-    }
+    if (proc) await reap(proc);
     this.status.setServer('stopped');
   }
 

@@ -94,3 +94,170 @@ export class MemorySecretStorage {
     if (this.data.delete(key)) this.emitter.fire({ key });
   }
 }
+
+/* ---- The rest of the surface vscode-languageclient touches, enough to
+ * activate the real extension bundle under Node (test/activation). ---- */
+
+export const version = '1.82.0';
+
+export class CancellationError extends Error {}
+
+export class CancellationTokenSource {
+  private readonly emitter = new EventEmitter<void>();
+  token = { isCancellationRequested: false, onCancellationRequested: this.emitter.event };
+  cancel(): void {
+    this.token.isCancellationRequested = true;
+    this.emitter.fire();
+  }
+  dispose(): void {}
+}
+
+export enum ProgressLocation {
+  SourceControl = 1,
+  Window = 10,
+  Notification = 15,
+}
+
+export class Uri {
+  private constructor(
+    readonly scheme: string,
+    readonly path: string,
+    private readonly raw: string,
+  ) {}
+  static parse(s: string): Uri {
+    const m = /^([a-z][a-z0-9+.-]*):(?:\/\/[^/]*)?(.*)$/i.exec(s);
+    return new Uri(m ? m[1] : 'file', m ? decodeURIComponent(m[2]) : s, s);
+  }
+  static file(p: string): Uri {
+    return new Uri('file', p, 'file://' + encodeURI(p));
+  }
+  get fsPath(): string {
+    return this.path;
+  }
+  toString(): string {
+    return this.raw;
+  }
+  with(): Uri {
+    return this;
+  }
+}
+
+export class WorkspaceEdit {}
+
+export const recorded = {
+  commands: new Map<string, (...args: unknown[]) => unknown>(),
+  executed: [] as { id: string; args: unknown[] }[],
+  messages: [] as { level: 'error' | 'warning' | 'info'; text: string }[],
+  outputs: new Map<string, { text: string }>(),
+  config: {} as Record<string, unknown>,
+};
+
+const configEmitter = new EventEmitter<{ affectsConfiguration(section: string): boolean }>();
+
+/* Changes settings as the Settings editor would, firing the change event. */
+export function setConfig(values: Record<string, unknown>): void {
+  Object.assign(recorded.config, values);
+  const keys = Object.keys(values);
+  configEmitter.fire({ affectsConfiguration: (s) => keys.some((k) => k === s || k.startsWith(s + '.')) });
+}
+
+function event<T>(): (listener: (e: T) => void) => Disposable {
+  return new EventEmitter<T>().event;
+}
+
+function namespace<T extends object>(known: T): T {
+  return new Proxy(known, {
+    get(target, prop: string) {
+      if (prop in target) return (target as Record<string, unknown>)[prop];
+      if (prop.startsWith('onDid') || prop.startsWith('onWill')) return event();
+      if (prop.startsWith('register') || prop.startsWith('create')) return () => new Disposable(() => undefined);
+      return undefined;
+    },
+  });
+}
+
+function message(level: 'error' | 'warning' | 'info') {
+  return (text: string) => {
+    recorded.messages.push({ level, text });
+    return Promise.resolve(undefined);
+  };
+}
+
+Object.assign(window, {
+  createOutputChannel(name: string) {
+    const ch = { name, text: '' };
+    recorded.outputs.set(name, ch);
+    return {
+      name,
+      append: (s: string) => (ch.text += s),
+      appendLine: (s: string) => (ch.text += s + '\n'),
+      replace: (s: string) => (ch.text = s),
+      clear: () => (ch.text = ''),
+      show: () => undefined,
+      hide: () => undefined,
+      dispose: () => undefined,
+    };
+  },
+  showErrorMessage: message('error'),
+  showWarningMessage: message('warning'),
+  showInformationMessage: message('info'),
+  withProgress: (_o: unknown, task: (p: unknown, t: unknown) => Promise<unknown>) =>
+    task({ report: () => undefined }, new CancellationTokenSource().token),
+  activeTextEditor: undefined,
+  visibleTextEditors: [],
+  tabGroups: { all: [], onDidChangeTabs: event(), onDidChangeTabGroups: event() },
+  onDidChangeActiveTextEditor: event(),
+  onDidChangeVisibleTextEditors: event(),
+});
+
+export const commands = namespace({
+  registerCommand(id: string, fn: (...args: unknown[]) => unknown): Disposable {
+    // VS Code refuses a second registration of an id.
+    if (recorded.commands.has(id)) throw new Error(`command '${id}' already exists`);
+    recorded.commands.set(id, fn);
+    return new Disposable(() => recorded.commands.delete(id));
+  },
+  async executeCommand(id: string, ...args: unknown[]): Promise<unknown> {
+    recorded.executed.push({ id, args });
+    const fn = recorded.commands.get(id);
+    return fn ? fn(...args) : undefined;
+  },
+  async getCommands(): Promise<string[]> {
+    return [...recorded.commands.keys()];
+  },
+});
+
+export const workspace = namespace({
+  textDocuments: [] as unknown[],
+  workspaceFolders: undefined as unknown,
+  onDidChangeConfiguration: configEmitter.event,
+  getConfiguration(section?: string) {
+    const full = (k: string) => (section ? `${section}.${k}` : k);
+    return {
+      get: (k: string, def?: unknown) => (full(k) in recorded.config ? recorded.config[full(k)] : def),
+      has: (k: string) => full(k) in recorded.config,
+      inspect: (k: string) => ({ key: full(k), globalValue: recorded.config[full(k)] }),
+      update: async () => undefined,
+    };
+  },
+  applyEdit: async () => true,
+});
+
+export const languages = namespace({
+  match: () => 0,
+  createDiagnosticCollection(name: string) {
+    const m = new Map<string, unknown>();
+    return {
+      name,
+      set: (uri: unknown, d: unknown) => m.set(String(uri), d),
+      delete: (uri: unknown) => m.delete(String(uri)),
+      clear: () => m.clear(),
+      get: (uri: unknown) => m.get(String(uri)),
+      has: (uri: unknown) => m.has(String(uri)),
+      forEach: () => undefined,
+      dispose: () => m.clear(),
+    };
+  },
+});
+
+export const env = { appName: 'Visual Studio Code', language: 'en', openExternal: async () => true, machineId: 'test', sessionId: 'test' };
