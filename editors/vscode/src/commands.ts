@@ -81,19 +81,43 @@ export interface ActionLike {
 
 export interface PickedAction<T> {
   title: string;
+  /* The id to send: the action's own (equal to the palette's when matched
+   * by id; possibly another when matched by title). */
+  command: string;
   arguments: unknown[];
   action: T;
 }
 
-/* The actions that run the given server command, in the server's order. */
+/* The titles issue 6 gives the server's code actions; used when the server
+ * names its commands differently. */
+export const ACTION_TITLES: Record<string, RegExp> = {
+  [SERVER_COMMANDS.decompose]: /^decompose\b/i,
+  [SERVER_COMMANDS.evolve]: /^evolve subkernel\b/i,
+  [SERVER_COMMANDS.evolveAll]: /^evolve all\b/i,
+  [SERVER_COMMANDS.swap]: /^swap subkernel\b/i,
+  [SERVER_COMMANDS.restore]: /^restore pytorch reference\b/i,
+  [SERVER_COMMANDS.openReport]: /^open report\b/i,
+};
+
+function commandOf(a: ActionLike): { command: string; arguments: unknown[] } | undefined {
+  if (typeof a.command === 'string') return { command: a.command, arguments: a.arguments ?? [] };
+  if (a.command && typeof a.command.command === 'string') return { command: a.command.command, arguments: a.command.arguments ?? [] };
+  return undefined;
+}
+
+/* The actions that run `command`, in the server's order: those with that
+ * command id, or else those whose title is the one issue 6 gives it. */
 export function actionsFor<T extends ActionLike>(command: string, actions: readonly T[]): PickedAction<T>[] {
-  const out: PickedAction<T>[] = [];
-  for (const a of actions) {
-    if (typeof a.command === 'string') {
-      if (a.command === command) out.push({ title: a.title, arguments: a.arguments ?? [], action: a });
-    } else if (a.command && a.command.command === command) {
-      out.push({ title: a.title, arguments: a.command.arguments ?? [], action: a });
+  const pick = (match: (a: T, c: { command: string }) => boolean): PickedAction<T>[] => {
+    const out: PickedAction<T>[] = [];
+    for (const a of actions) {
+      const c = commandOf(a);
+      if (c && match(a, c)) out.push({ title: a.title, command: c.command, arguments: c.arguments, action: a });
     }
-  }
-  return out;
+    return out;
+  };
+  const byId = pick((_a, c) => c.command === command);
+  if (byId.length > 0) return byId;
+  const title = ACTION_TITLES[command];
+  return title ? pick((a) => title.test(a.title)) : [];
 }

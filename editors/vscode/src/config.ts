@@ -10,7 +10,8 @@
 export type Backend = 'auto' | 'cuda' | 'cpu';
 export type Proposer = 'builtin' | 'llm';
 export type Provider = 'openai' | 'anthropic';
-export type DecomposeTarget = 'composedFile' | 'inPlace';
+/* Where Decompose writes ModelNew: a new <stem>_new.py, or the module's file. */
+export type ComposeMode = 'file' | 'inplace';
 
 export interface ExtensionSettings {
   serverPath: string;
@@ -21,7 +22,9 @@ export interface ExtensionSettings {
   /* 0 means "the server's default". */
   budget: { proposals: number; tokens: number; seconds: number };
   tolerance: { atol: number; rtol: number };
-  decompose: { target: DecomposeTarget };
+  composeMode: ComposeMode;
+  debounceMs: number;
+  codeLens: boolean;
   server: { maxRestarts: number; restartWindowSeconds: number };
 }
 
@@ -35,7 +38,9 @@ export interface ServerSettings {
   llm: { provider: Provider; model?: string; baseUrl?: string; apiKeyEnv: string };
   budget: { proposals?: number; tokens?: number; seconds?: number };
   tolerance: { atol: number; rtol: number };
-  decompose: { target: DecomposeTarget };
+  composeMode: ComposeMode;
+  debounceMs: number;
+  codeLens: boolean;
 }
 
 export const DEFAULTS: ExtensionSettings = {
@@ -46,7 +51,9 @@ export const DEFAULTS: ExtensionSettings = {
   llm: { provider: 'openai', model: '', baseUrl: '', apiKeyEnv: '' },
   budget: { proposals: 0, tokens: 0, seconds: 0 },
   tolerance: { atol: 1e-4, rtol: 1e-4 },
-  decompose: { target: 'composedFile' },
+  composeMode: 'file',
+  debounceMs: 400,
+  codeLens: true,
   server: { maxRestarts: 5, restartWindowSeconds: 180 },
 };
 
@@ -109,6 +116,14 @@ class Reader {
     return v;
   }
 
+  bool(key: string, def: boolean): boolean {
+    const v = this.get(key);
+    if (v === undefined || v === null) return def;
+    if (typeof v === 'boolean') return v;
+    this.warn(key, 'must be true or false');
+    return def;
+  }
+
   warn(key: string, what: string): void {
     this.warnings.push(`mkevolve.${key} ${what}; using the default.`);
   }
@@ -149,12 +164,12 @@ export function readSettings(get: SettingGetter): ReadResult {
       seconds: r.num('budget.seconds', 0, 0, 7 * 24 * 3600, false),
     },
     tolerance: {
-      atol: r.num('tolerance.atol', DEFAULTS.tolerance.atol, 0, 1, false),
-      rtol: r.num('tolerance.rtol', DEFAULTS.tolerance.rtol, 0, 1, false),
+      atol: r.num('tolerance.atol', DEFAULTS.tolerance.atol, 0, 1000, false),
+      rtol: r.num('tolerance.rtol', DEFAULTS.tolerance.rtol, 0, 1000, false),
     },
-    decompose: {
-      target: r.oneOf<DecomposeTarget>('decompose.target', ['composedFile', 'inPlace'], DEFAULTS.decompose.target),
-    },
+    composeMode: r.oneOf<ComposeMode>('composeMode', ['file', 'inplace'], DEFAULTS.composeMode),
+    debounceMs: r.num('debounceMs', DEFAULTS.debounceMs, 0, 60_000, true),
+    codeLens: r.bool('codeLens', DEFAULTS.codeLens),
     server: {
       maxRestarts: r.num('server.maxRestarts', DEFAULTS.server.maxRestarts, 0, 100, true),
       restartWindowSeconds: r.num('server.restartWindowSeconds', DEFAULTS.server.restartWindowSeconds, 1, 86_400, false),
@@ -170,7 +185,9 @@ export function toServerSettings(s: ExtensionSettings): ServerSettings {
     llm: { provider: s.llm.provider, apiKeyEnv: effectiveApiKeyEnv(s) },
     budget: {},
     tolerance: { atol: s.tolerance.atol, rtol: s.tolerance.rtol },
-    decompose: { target: s.decompose.target },
+    composeMode: s.composeMode,
+    debounceMs: s.debounceMs,
+    codeLens: s.codeLens,
   };
   if (s.pythonPath !== '') out.pythonPath = s.pythonPath;
   if (s.llm.model !== '') out.llm.model = s.llm.model;

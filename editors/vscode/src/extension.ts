@@ -383,8 +383,10 @@ async function openReport(result: unknown): Promise<void> {
 }
 
 /* A server command run from a code lens / code action (with arguments) or
- * from the palette (without: built from the active editor). */
+ * from the palette (without: the server's matching code action at the
+ * cursor, else one argument built from the active editor). */
 async function runServerCommand(server: Server, command: string, args: unknown[]): Promise<unknown> {
+  let send = command;
   let finalArgs = args;
   if (args.length === 0) {
     const editor = vscode.window.activeTextEditor;
@@ -395,8 +397,10 @@ async function runServerCommand(server: Server, command: string, args: unknown[]
     }
     const picked = editor && doc ? await pickFromCodeActions(server, command, editor) : undefined;
     if (picked === null) return undefined; // the user dismissed the choice
-    if (picked !== undefined) finalArgs = picked;
-    else if (command === SERVER_COMMANDS.swap) {
+    if (picked !== undefined) {
+      send = picked.command;
+      finalArgs = picked.arguments;
+    } else if (command === SERVER_COMMANDS.swap) {
       void vscode.window.showInformationMessage(
         'MKEvolve: no verified variant to swap at the cursor. Put the cursor on a subkernel that has been evolved.',
       );
@@ -406,16 +410,19 @@ async function runServerCommand(server: Server, command: string, args: unknown[]
       finalArgs = [paletteArgument(command, doc?.uri.toString(), pos && { line: pos.line, character: pos.character })];
     }
   }
-  const result = await sendServerCommand(server, command, finalArgs);
+  const result = await sendServerCommand(server, send, finalArgs);
   if (command === SERVER_COMMANDS.openReport) await openReport(result);
   return result;
 }
 
 /* Asks the server's code actions at the cursor for the ones that run
- * `command`: undefined when there are none (or for commands about the whole
- * module), null when the user dismissed the pick, else the arguments. */
-async function pickFromCodeActions(server: Server, command: string, editor: vscode.TextEditor): Promise<unknown[] | null | undefined> {
-  if (command !== SERVER_COMMANDS.swap && command !== SERVER_COMMANDS.evolve && command !== SERVER_COMMANDS.restore) return undefined;
+ * `command`: undefined when there are none, null when the user dismissed
+ * the pick, else the command and arguments to send. */
+async function pickFromCodeActions(
+  server: Server,
+  command: string,
+  editor: vscode.TextEditor,
+): Promise<{ command: string; arguments: unknown[] } | null | undefined> {
   if (!(await server.start())) return undefined;
   const actions =
     (await vscode.commands.executeCommand<(vscode.CodeAction | vscode.Command)[]>(
@@ -429,14 +436,14 @@ async function pickFromCodeActions(server: Server, command: string, editor: vsco
   if (found.length > 1 || command === SERVER_COMMANDS.swap) {
     const item = await vscode.window.showQuickPick(
       found.map((f) => ({ label: f.title, f })),
-      { placeHolder: COMMAND_TITLES[command], ignoreFocusOut: false },
+      { placeHolder: COMMAND_TITLES[command] },
     );
     if (!item) return null;
     chosen = item.f;
   }
   const edit = (chosen.action as vscode.CodeAction).edit;
   if (edit instanceof vscode.WorkspaceEdit) await vscode.workspace.applyEdit(edit);
-  return chosen.arguments;
+  return { command: chosen.command, arguments: chosen.arguments };
 }
 
 async function setApiKey(server: Server): Promise<void> {

@@ -126,6 +126,38 @@ test('palette without a Python editor explains instead of sending', async () => 
   assert.match(mock.recorded.messages[mock.recorded.messages.length - 1].text, /open a Python file/);
 });
 
+test('palette: the code action at the cursor supplies command and arguments', async () => {
+  const uri = mock.Uri.file('/w/m.py');
+  const w = mock.window as unknown as { activeTextEditor: unknown };
+  w.activeTextEditor = {
+    document: { uri, languageId: 'python' },
+    selection: { active: { line: 20, character: 8 } },
+  };
+  const actions = [
+    { title: 'Swap subkernel conv → tile_64 (1.6x)', command: { title: 's', command: 'mkevolve.swap', arguments: [{ subkernel: 'sk0', variant: 'v3' }] } },
+    { title: 'Swap subkernel conv → tile_128 (1.2x)', command: { title: 's', command: 'mkevolve.swap', arguments: [{ subkernel: 'sk0', variant: 'v4' }] } },
+    { title: 'Evolve all', command: { title: 'e', command: 'mkevolve.peer.extra', arguments: [] } },
+  ];
+  const d = mock.commands.registerCommand('vscode.executeCodeActionProvider', async () => actions);
+  try {
+    mock.recorded.pickIndex = 1;
+    assert.deepEqual(await mock.commands.executeCommand('mkevolve.swap'), { echo: [{ subkernel: 'sk0', variant: 'v4' }] });
+    assert.equal((mock.recorded.quickPicks.at(-1) as unknown[]).length, 2, 'both variants offered');
+    mock.recorded.pickIndex = -1; // dismissed: nothing is sent
+    const n = entries().length;
+    assert.equal(await mock.commands.executeCommand('mkevolve.swap'), undefined);
+    assert.equal(entries().length, n);
+    mock.recorded.pickIndex = 0;
+    // No matching action: the editor's document and cursor are sent.
+    assert.deepEqual(await mock.commands.executeCommand('mkevolve.evolve'), {
+      echo: [{ uri: uri.toString(), position: { line: 20, character: 8 } }],
+    });
+  } finally {
+    d.dispose();
+    w.activeTextEditor = undefined;
+  }
+});
+
 test('progress from the server drives the status bar item', async () => {
   await mock.commands.executeCommand('mkevolve.evolveAll', { uri: 'file:///w/m.py' });
   await until('job in the status bar', () => statusItem().text === '$(sync~spin) Evolve all: subkernel 1/2 50%');

@@ -150,6 +150,8 @@ export const recorded = {
   messages: [] as { level: 'error' | 'warning' | 'info'; text: string }[],
   outputs: new Map<string, { text: string }>(),
   config: {} as Record<string, unknown>,
+  quickPicks: [] as unknown[][],
+  pickIndex: 0,
 };
 
 const configEmitter = new EventEmitter<{ affectsConfiguration(section: string): boolean }>();
@@ -201,6 +203,12 @@ Object.assign(window, {
   showErrorMessage: message('error'),
   showWarningMessage: message('warning'),
   showInformationMessage: message('info'),
+  // The user picks the first item (tests set `pickIndex` to choose).
+  showQuickPick: async (items: unknown[]) => {
+    const list = await items;
+    recorded.quickPicks.push(list);
+    return recorded.pickIndex < 0 ? undefined : list[recorded.pickIndex];
+  },
   withProgress: (_o: unknown, task: (p: unknown, t: unknown) => Promise<unknown>) =>
     task({ report: () => undefined }, new CancellationTokenSource().token),
   activeTextEditor: undefined,

@@ -42,11 +42,30 @@ test('code actions and bare commands that run a given command are picked in orde
   ];
   const swaps = actionsFor('mkevolve.swap', actions);
   assert.deepEqual(
-    swaps.map((s) => [s.title, s.arguments]),
+    swaps.map((s) => [s.title, s.command, s.arguments]),
     [
-      ['Swap → tl_64x64 (1.6x)', [{ v: 1 }]],
-      ['Swap → tl_128 (1.2x)', [{ v: 2 }]],
+      ['Swap → tl_64x64 (1.6x)', 'mkevolve.swap', [{ v: 1 }]],
+      ['Swap → tl_128 (1.2x)', 'mkevolve.swap', [{ v: 2 }]],
     ],
   );
   assert.equal(actionsFor('mkevolve.restore', actions).length, 0);
+});
+
+test('actions are found by their issue-6 title when the server uses other ids', () => {
+  const actions = [
+    { title: 'Swap subkernel conv → tile_64 (1.6x)', command: { command: 'engine.swap', arguments: ['sk0', 'v3'] } },
+    { title: 'Evolve all', command: 'engine.evolveAll', arguments: ['file:///m.py'] },
+    { title: 'Evolve subkernel conv+relu', command: { command: 'engine.evolve', arguments: ['sk0'] } },
+    { title: 'Decompose into subkernels', edit: {} }, // no command: not runnable through executeCommand
+  ];
+  assert.deepEqual(
+    actionsFor('mkevolve.swap', actions).map((a) => [a.command, a.arguments]),
+    [['engine.swap', ['sk0', 'v3']]],
+  );
+  assert.deepEqual(actionsFor('mkevolve.evolveAll', actions).map((a) => a.command), ['engine.evolveAll']);
+  assert.deepEqual(actionsFor('mkevolve.evolve', actions).map((a) => a.command), ['engine.evolve']);
+  assert.deepEqual(actionsFor('mkevolve.decompose', actions), []);
+  // An id match wins over title matches.
+  const mixed = [...actions, { title: 'Other', command: { command: 'mkevolve.swap', arguments: [] } }];
+  assert.deepEqual(actionsFor('mkevolve.swap', mixed).map((a) => a.title), ['Other']);
 });

@@ -22,7 +22,9 @@ test('defaults map to the server defaults, with empty fields left out', () => {
     llm: { provider: 'openai', apiKeyEnv: 'OPENAI_API_KEY' },
     budget: {},
     tolerance: { atol: 1e-4, rtol: 1e-4 },
-    decompose: { target: 'composedFile' },
+    composeMode: 'file',
+    debounceMs: 400,
+    codeLens: true,
   });
 });
 
@@ -42,7 +44,9 @@ test('every setting reaches the server object under its documented name', () => 
       'budget.seconds': 90.5,
       'tolerance.atol': 1e-3,
       'tolerance.rtol': 0,
-      'decompose.target': 'inPlace',
+      composeMode: 'inplace',
+      debounceMs: 150,
+      codeLens: false,
     }),
   );
   assert.deepEqual(warnings, []);
@@ -53,7 +57,9 @@ test('every setting reaches the server object under its documented name', () => 
     llm: { provider: 'anthropic', model: 'claude-x', baseUrl: 'http://localhost:8000/v1', apiKeyEnv: 'MY_KEY' },
     budget: { proposals: 12, tokens: 50000, seconds: 90.5 },
     tolerance: { atol: 1e-3, rtol: 0 },
-    decompose: { target: 'inPlace' },
+    composeMode: 'inplace',
+    debounceMs: 150,
+    codeLens: false,
   });
   // serverPath is the client's business, not the server's.
   assert.equal(JSON.stringify(toServerSettings(settings)).includes('/opt/mk'), false);
@@ -74,7 +80,9 @@ test('bad values fall back to defaults with a warning each', () => {
       'budget.proposals': -1,
       'budget.tokens': 1.5,
       'budget.seconds': Number.NaN,
-      'tolerance.atol': 2,
+      'tolerance.atol': 2000,
+      debounceMs: -5,
+      codeLens: 'yes',
       'tolerance.rtol': 'tight',
       'llm.baseUrl': 'ftp://x',
       'server.maxRestarts': 1000,
@@ -86,8 +94,10 @@ test('bad values fall back to defaults with a warning each', () => {
   assert.deepEqual(settings.tolerance, DEFAULTS.tolerance);
   assert.equal(settings.llm.baseUrl, '');
   assert.equal(settings.server.maxRestarts, DEFAULTS.server.maxRestarts);
-  assert.equal(warnings.length, 9);
-  for (const key of ['backend', 'proposer', 'budget.proposals', 'budget.tokens', 'budget.seconds', 'tolerance.atol', 'tolerance.rtol', 'llm.baseUrl', 'server.maxRestarts']) {
+  assert.equal(settings.debounceMs, 400);
+  assert.equal(settings.codeLens, true);
+  assert.equal(warnings.length, 11);
+  for (const key of ['debounceMs', 'codeLens', 'backend', 'proposer', 'budget.proposals', 'budget.tokens', 'budget.seconds', 'tolerance.atol', 'tolerance.rtol', 'llm.baseUrl', 'server.maxRestarts']) {
     assert.ok(warnings.some((w) => w.startsWith(`mkevolve.${key} `)), `warning for ${key}`);
   }
 });
