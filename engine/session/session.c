@@ -483,7 +483,7 @@ int mk_session_evolve(mk_session *s, const char *path, int subkernel,
   if (subkernel >= m->part.nsubkernels)
     return mk_errf(err, MK_EINVAL, "no subkernel %d (the module has %d)", subkernel, m->part.nsubkernels);
   mk_proposer prop;
-  int rc = session_runtime_proposer(s, &prop, err);
+  int rc = session_runtime_proposer(s, m, &prop, err);
   if (rc) return rc;
   char workdir[4096];
   if (module_workdir(s, m, workdir, sizeof workdir))

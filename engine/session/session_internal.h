@@ -11,6 +11,14 @@
 
 typedef struct session_runtime session_runtime;
 
+struct module_state;
+
+/* What the evaluator adapter needs to find its way back. */
+typedef struct session_eval_ctx {
+  struct mk_session *s;
+  struct module_state *m;
+} session_eval_ctx;
+
 typedef struct module_state {
   char *path;
   char *source;             /* text the graph was captured from */
@@ -25,6 +33,7 @@ typedef struct module_state {
   int job;                  /* running evolve job id, 0 when idle */
   int running_subkernel;    /* -1 all */
   mk_search *search;
+  session_eval_ctx eval;    /* the evaluator's context while a search runs */
   /* views, rebuilt by module_refresh_views */
   mk_session_module view;
   mk_session_subkernel *sk_views;
@@ -58,7 +67,7 @@ int session_runtime_capture(mk_session *s, const char *path, session_capture_cb 
 /* The evaluator the search uses for module m. */
 mk_evaluator session_runtime_evaluator(mk_session *s, module_state *m);
 /* The proposer named in the config (builtin or llm). */
-int session_runtime_proposer(mk_session *s, mk_proposer *out, mk_errmsg *err);
+int session_runtime_proposer(mk_session *s, module_state *m, mk_proposer *out, mk_errmsg *err);
 
 /* ---- state (session.c) ---- */
 module_state *session_module(mk_session *s, const char *path, bool create);

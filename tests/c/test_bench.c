@@ -62,6 +62,7 @@ MK_TEST(bench, json_round_trip) {
   MK_CHECK_INT(back.records[1].nsubkernels, ==, 2);
   MK_CHECK(strstr(mk_buf_cstr(&b), "\"fast_vs_compile\"") != NULL);
   MK_CHECK(strstr(mk_buf_cstr(&b), "\"by_level\"") != NULL);
+  mk_bench_results_free(&back);
   MK_CHECK(mk_bench_read_json("{not json", &back, &err) == MK_EPARSE);
   mk_buf_free(&b);
   mk_bench_results_free(&back);
