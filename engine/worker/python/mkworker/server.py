@@ -9,6 +9,7 @@ never corrupt a response. Requests run one at a time, in order.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -16,6 +17,7 @@ import platform
 import sys
 import threading
 import traceback
+from pathlib import Path
 from typing import IO, Any
 
 from mkworker import protocol
@@ -60,6 +62,16 @@ def claim_stdout() -> Channel:
     return Channel(os.fdopen(proto_fd, "w", encoding="utf-8", buffering=1))
 
 
+def _worker_version() -> str:
+    """Content hash of the worker's own sources: verdicts cached by an older
+    verifier (other guards, other comparisons) must not answer for this one."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _hello(params: Params, progress: Progress) -> Result:
     import torch
 
@@ -80,6 +92,7 @@ def _hello(params: Params, progress: Progress) -> Result:
         "cuda": torch.version.cuda if cuda else None,
         "triton_interpret": os.environ.get("TRITON_INTERPRET") == "1",
         "pid": os.getpid(),
+        "worker_version": _worker_version(),
         "methods": protocol.method_names(),
     }
 
