@@ -1,0 +1,7 @@
+"""``python -m mkworker``: the runtime worker (docs/protocol.md)."""
+
+import sys
+
+from mkworker.server import main
+
+sys.exit(main())
