@@ -2,6 +2,7 @@
  * Each subcommand lives in its own file (cli_<name>.c) and registers here. */
 #include "mk_cli.h"
 
+#include "cli_common.h"
 #include "cli_runtime.h"
 
 #include <stdio.h>
@@ -32,6 +33,8 @@ int mk_cli_main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "analyze") == 0) return mk_cli_analyze(argc, argv);
   if (strcmp(argv[1], "check") == 0) return mk_cli_check(argc, argv);
+  if (strcmp(argv[1], "evolve") == 0) return mk_cli_evolve(argc, argv);
+  if (strcmp(argv[1], "bench") == 0) return mk_cli_bench(argc, argv);
   fprintf(stderr, "mkevolve: unknown command '%s'\n", argv[1]);
   print_usage(stderr);
   return 2;
