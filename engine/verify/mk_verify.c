@@ -366,7 +366,9 @@ static void add_env(mk_cache_key *k, const mk_worker_info *info) {
   mk_cache_key_str(k, "env_python", info->python);
   mk_cache_key_str(k, "env_device", info->device);
   mk_cache_key_str(k, "env_cuda", info->cuda);
-  /* Optional handshake fields: present in newer workers. */
+  /* Optional handshake fields: the full torch build ("2.11.0+cu130"),
+   * the driver, the worker's own version. */
+  mk_cache_key_str(k, "env_torch_full", jstr(info->hello, "torch_full"));
   const char *driver = jstr(info->hello, "driver");
   mk_cache_key_str(k, "env_driver", driver);
   const char *wv = jstr(info->hello, "worker_version");
