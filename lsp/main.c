@@ -1,5 +1,11 @@
 /* main.c — the `mkevolve` executable: `lsp` starts the language server,
  * every other subcommand is the engine's headless CLI. */
 #include "mk_cli.h"
+#include "mk_lsp_server.h"
 
-int main(int argc, char **argv) { return mk_cli_main(argc, argv); }
+#include <string.h>
+
+int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "lsp") == 0) return mk_lsp_main(argc - 1, argv + 1);
+  return mk_cli_main(argc, argv);
+}

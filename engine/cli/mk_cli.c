@@ -2,6 +2,8 @@
  * Each subcommand lives in its own file (cli_<name>.c) and registers here. */
 #include "mk_cli.h"
 
+#include "cli_common.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -28,6 +30,8 @@ int mk_cli_main(int argc, char **argv) {
     printf("mkevolve %s\n", MK_VERSION);
     return 0;
   }
+  if (strcmp(argv[1], "evolve") == 0) return mk_cli_evolve(argc, argv);
+  if (strcmp(argv[1], "bench") == 0) return mk_cli_bench(argc, argv);
   fprintf(stderr, "mkevolve: unknown command '%s'\n", argv[1]);
   print_usage(stderr);
   return 2;

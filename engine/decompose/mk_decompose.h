@@ -1,11 +1,15 @@
 /* mk_decompose.h — subkernels and partitions of a captured graph.
  *
- * A subkernel is a connected, convex set of nodes (no path leaves the set
- * and re-enters it) with the values it reads from outside (`inputs`:
- * activations, parameters, buffers, in first-use order) and the values it
- * produces that are used outside or returned (`outputs`). A partition is an
- * ordered list of subkernels covering every node once, in an order that
- * respects data dependences. Pure functions over the IR: no I/O.
+ * A subkernel is a convex set of nodes (no path leaves the set and re-enters
+ * it) with the values it reads from outside (`inputs`: activations,
+ * parameters, buffers, in first-use order) and the values it produces that
+ * are used outside or returned (`outputs`, in production order). The
+ * initial decomposition makes connected subkernels; a merge may join two
+ * adjacent independent ones (horizontal fusion), so connectivity is not an
+ * invariant. A partition is an ordered list of subkernels covering every
+ * node once, in an order that respects data dependences (which also makes
+ * every subkernel convex). Pure functions over the IR: no I/O. The rules
+ * and their reasons: docs/ir.md.
  *
  * Ownership: partitions own their subkernels; mk_partition_free frees all. */
 #ifndef MK_DECOMPOSE_H
@@ -30,14 +34,30 @@ typedef struct mk_partition {
 } mk_partition;
 
 /* Initial decomposition: fusion groups, each a heavy op (conv, matmul,
- * norm, reduction, pool, softmax, opaque) with the elementwise/view chain
- * that follows it; leading elementwise ops form their own group. */
+ * norm, pool, attention, rnn) with the elementwise/view/data chain that
+ * follows it; a reduction/softmax/scan ends the chain it follows, or
+ * anchors its own group when it follows none; leading elementwise ops form
+ * their own group; opaque ops stand alone. A chain stops at a value that
+ * escapes it (returned, or read by a heavy op or an earlier node outside).
+ * *out is overwritten (not freed first); the caller frees it. */
 int mk_decompose_initial(const mk_graph *g, mk_partition *out, mk_errmsg *err);
 
-/* Builds a subkernel from a node set (computes inputs/outputs/lines/name).
- * Fails with MK_EINVAL if the set is empty or not convex. */
+/* Builds a subkernel from a node set in any order (computes sorted nodes,
+ * inputs/outputs/anchor/lines/name; id = 0). Fails with MK_EINVAL if the
+ * set is empty, names a node twice or out of range, or is not convex.
+ * *out is overwritten; free it with mk_subkernel_free. The name is unique
+ * only within the subkernel; partition functions make it unique there. */
 int mk_subkernel_from_nodes(const mk_graph *g, const int *nodes, int nnodes, mk_subkernel *out,
                             mk_errmsg *err);
+
+/* Checks every partition invariant: each node in exactly one subkernel,
+ * nodes ascending, dependences only on earlier subkernels, inputs/outputs/
+ * anchor/lines as mk_subkernel_from_nodes computes them, ids equal to
+ * positions, names unique, non-empty identifiers. */
+int mk_partition_validate(const mk_graph *g, const mk_partition *p, mk_errmsg *err);
+
+/* Index of the subkernel holding node `node`, or -1. */
+int mk_partition_find(const mk_partition *p, int node);
 
 /* Split subkernel `index` at node `at` (nodes < at stay, >= at go to a new
  * subkernel right after). Merge subkernels index and index+1. Both keep
@@ -45,7 +65,10 @@ int mk_subkernel_from_nodes(const mk_graph *g, const int *nodes, int nnodes, mk_
 int mk_partition_split(const mk_graph *g, mk_partition *p, int index, int at, mk_errmsg *err);
 int mk_partition_merge(const mk_graph *g, mk_partition *p, int index, mk_errmsg *err);
 
+/* Deep copies; *dst is overwritten. MK_ENOMEM leaves *dst empty. */
+int mk_subkernel_copy(const mk_subkernel *src, mk_subkernel *dst);
 int mk_partition_copy(const mk_partition *src, mk_partition *dst);
+/* Free the contents (not the struct itself) and zero them; NULL-safe. */
 void mk_subkernel_free(mk_subkernel *s);
 void mk_partition_free(mk_partition *p);
 

@@ -51,7 +51,12 @@ typedef enum mk_op_category {
   MK_OP_RNN,         /* lstm/gru/rnn */
   MK_OP_ATTENTION,   /* scaled_dot_product_attention */
   MK_OP_DATA,        /* cat/stack/split/chunk/index/gather/pad: data movement */
+  MK_OP_SCAN,        /* cumsum/cumprod/cummax/logcumsumexp: prefix scans along a dim */
 } mk_op_category;
+#define MK_OP_NCATEGORIES (MK_OP_SCAN + 1)
+
+/* Op flags (mk_op_flags). */
+#define MK_OPF_RANDOM 1u /* draws random numbers: results cannot be compared exactly */
 
 typedef struct mk_span {
   int line, col;         /* 1-based line, 0-based UTF-8 byte column */
@@ -75,11 +80,13 @@ typedef struct mk_value {
 typedef struct mk_node {
   int id;
   char *op;                /* dotted name, e.g. "torch.nn.functional.conv2d" */
-  const char *short_name;  /* last component without dunders: "conv2d", "add" */
-  mk_op_category category;
-  cJSON *args;             /* JSON array (protocol encoding); owned */
-  cJSON *kwargs;           /* JSON object; owned */
-  cJSON *out;              /* structure of the return value; owned */
+  char *short_name;        /* mk_op_short_name of op: "conv2d", "add", "iadd"; owned */
+  mk_op_category category; /* mk_op_category_for_call: refined by the arguments */
+  /* The three below point into the graph's `json` tree (owned by the graph,
+   * never NULL: a missing args/kwargs is normalised to []/{}, out to null). */
+  cJSON *args;             /* JSON array (protocol encoding) */
+  cJSON *kwargs;           /* JSON object */
+  cJSON *out;              /* structure of the return value */
   int *inputs;  int ninputs;   /* tensor values read, first-appearance order */
   int *outputs; int noutputs;  /* tensor values produced */
   int *mutates; int nmutates;  /* values modified in place */
@@ -101,7 +108,7 @@ typedef struct mk_graph {
   int batch;               /* reduced batch size, 0 when full shapes */
   mk_value *values; int nvalues;
   mk_node *nodes;   int nnodes;
-  cJSON *outputs;          /* structure of forward's return; owned */
+  cJSON *outputs;          /* structure of forward's return; points into json */
   int *output_values; int noutput_values; /* tensor values returned */
   int forward_line, forward_end_line;
   mk_statement *statements; int nstatements;
@@ -124,15 +131,41 @@ void mk_graph_free(mk_graph *g);
 struct mk_buf;
 int mk_graph_print(const mk_graph *g, struct mk_buf *out);
 
-/* Op table (mk_ops.c). */
+/* Op table (mk_ops.c). Ops are looked up by their last dotted component
+ * (dunders kept as is, one trailing "_" of an in-place form dropped), so
+ * "torch.relu", "torch.nn.functional.relu", "torch.Tensor.relu_" and
+ * "torch._C._nn.relu" are one entry. Names outside `torch.` are opaque. */
 mk_op_category mk_op_category_of(const char *op);
+/* The category of one call: mk_op_category_of refined by the arguments
+ * where the name alone is ambiguous: torch.max(a, b) / x.min(other=t) are
+ * elementwise while torch.max(x) / x.max(dim) are reductions; x[1:, None]
+ * (basic indexing) is a view while x[idx] is data movement; torch.where(c)
+ * (one argument) is data-dependent, hence opaque. args/kwargs may be NULL. */
+mk_op_category mk_op_category_for_call(const char *op, const cJSON *args, const cJSON *kwargs);
 const char *mk_op_category_name(mk_op_category c);
+/* MK_OPF_* flags of an op (0 for unknown ops). */
+unsigned mk_op_flags(const char *op);
+/* True for ops that modify their first argument: "add_", "__iadd__", ... */
+bool mk_op_is_inplace(const char *op);
+/* Heavy categories anchor a fusion group: conv, matmul, norm, pool,
+ * attention, rnn. Reductions, softmax and scans also anchor one when they
+ * do not end a chain (mk_decompose.h). */
+bool mk_op_is_heavy(mk_op_category c);
+/* Number of entries in the table and entry i (for tests and docs). */
+int mk_op_table_size(void);
+const char *mk_op_table_name(int i, mk_op_category *category);
 /* Last dotted component with leading/trailing "__" and a trailing "_" (in-place) removed:
- * "torch.Tensor.__iadd__" -> "iadd", "torch.Tensor.add_" -> "add". Points into op. */
+ * "torch.Tensor.__iadd__" -> "iadd", "torch.Tensor.add_" -> "add"; for a
+ * property getter ("torch.Tensor.T.__get__") the property name ("T").
+ * Writes into buf (bounded, truncated if needed) and returns buf. */
 const char *mk_op_short_name(const char *op, char *buf, size_t bufsize);
 
+/* "float32" -> MK_DTYPE_F32; unknown names (complex64, ...) -> MK_DTYPE_UNKNOWN. */
 mk_dtype mk_dtype_from_name(const char *name);
+/* torch's name without the prefix ("float32"); "unknown" for MK_DTYPE_UNKNOWN. */
 const char *mk_dtype_name(mk_dtype d);
+/* Compact name for listings: "f32", "bf16", "i64", "bool", "?". */
+const char *mk_dtype_short_name(mk_dtype d);
 /* Bytes per element, 0 for unknown. */
 int mk_dtype_size(mk_dtype d);
 
@@ -140,5 +173,11 @@ int mk_dtype_size(mk_dtype d);
 int64_t mk_value_numel(const mk_value *v);
 /* Formats a shape as "[128, 3, 32, 32]" into buf (bounded). */
 const char *mk_shape_str(const mk_value *v, char *buf, size_t bufsize);
+/* Name of a value in listings: the state_dict name for params/buffers/attrs
+ * with a name, else "%<id>". Writes into buf (bounded) and returns it. */
+const char *mk_value_label(const mk_value *v, char *buf, size_t bufsize);
+/* Calls fn for every tensor reference ({"t": id}) inside an encoded
+ * argument tree, in order; stops and returns fn's value when non-zero. */
+int mk_arg_foreach_tensor(const cJSON *arg, int (*fn)(void *ctx, int vid), void *ctx);
 
 #endif

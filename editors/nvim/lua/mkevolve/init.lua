@@ -1,0 +1,183 @@
+-- mkevolve.nvim — starts `mkevolve lsp` for Python buffers and exposes the
+-- server's actions as user commands. Works on Neovim 0.7 (vim.lsp.start_client)
+-- and 0.8+ (vim.lsp.start). Progress ($/progress) is shown in the command line.
+--
+--   require('mkevolve').setup{
+--     cmd = { 'mkevolve', 'lsp', '--stdio' },   -- server command
+--     settings = { backend = 'auto', proposer = 'builtin', debounceMs = 400 },
+--     filetypes = { 'python' },
+--     progress = true,                           -- echo progress messages
+--   }
+local M = {}
+
+local defaults = {
+  cmd = { 'mkevolve', 'lsp', '--stdio' },
+  settings = {},
+  filetypes = { 'python' },
+  progress = true,
+  root_markers = { '.git', 'pyproject.toml', 'setup.py' },
+}
+
+M.config = vim.deepcopy(defaults)
+M.client_id = nil
+M.progress_log = {} -- every $/progress value received, newest last (tests read it)
+M.active = {}       -- token -> title of progresses begun and not ended
+
+local function root_dir(bufname)
+  local dir = vim.fn.fnamemodify(bufname, ':p:h')
+  for _, marker in ipairs(M.config.root_markers) do
+    local found = vim.fn.finddir(marker, dir .. ';')
+    if found == '' then found = vim.fn.findfile(marker, dir .. ';') end
+    if found ~= '' then return vim.fn.fnamemodify(found, ':p:h:h') end
+  end
+  return dir
+end
+
+local function on_progress(err, result, ctx)
+  if err or not result or not result.value then return end
+  local v = result.value
+  table.insert(M.progress_log, v)
+  if v.kind == 'begin' then
+    M.active[result.token] = v.title or 'mkevolve'
+  elseif v.kind == 'end' then
+    M.active[result.token] = nil
+  end
+  if not M.config.progress then return end
+  local parts = { 'mkevolve:' }
+  if v.title then table.insert(parts, v.title) end
+  if v.message then table.insert(parts, v.message) end
+  if v.percentage then table.insert(parts, string.format('(%d%%)', v.percentage)) end
+  if v.kind == 'end' then table.insert(parts, '— done') end
+  vim.api.nvim_echo({ { table.concat(parts, ' ') } }, false, {})
+end
+
+local function client_config(bufnr)
+  local handlers = {
+    ['$/progress'] = function(err, result, ctx)
+      on_progress(err, result, ctx)
+      -- keep Neovim's own progress bookkeeping (statusline plugins use it)
+      local default = vim.lsp.handlers['$/progress']
+      if default then pcall(default, err, result, ctx) end
+    end,
+  }
+  return {
+    name = 'mkevolve',
+    cmd = M.config.cmd,
+    root_dir = root_dir(vim.api.nvim_buf_get_name(bufnr)),
+    init_options = M.config.settings,
+    settings = { mkevolve = M.config.settings },
+    handlers = handlers,
+  }
+end
+
+--- Starts (or reuses) the client and attaches it to bufnr.
+function M.attach(bufnr)
+  bufnr = bufnr or vim.api.nvim_get_current_buf()
+  local conf = client_config(bufnr)
+  if vim.lsp.start then
+    M.client_id = vim.lsp.start(conf, { bufnr = bufnr })
+    return M.client_id
+  end
+  if not M.client_id or not vim.lsp.get_client_by_id(M.client_id) then
+    M.client_id = vim.lsp.start_client(conf)
+  end
+  if M.client_id then vim.lsp.buf_attach_client(bufnr, M.client_id) end
+  return M.client_id
+end
+
+local function client()
+  return M.client_id and vim.lsp.get_client_by_id(M.client_id) or nil
+end
+
+--- Code actions at the cursor whose title matches `pattern` (a Lua pattern).
+--- Calls cb(list) with the server's actions; synchronous when cb is nil.
+function M.actions(pattern, cb)
+  local c = client()
+  if not c then
+    vim.notify('mkevolve: server not running', vim.log.levels.WARN)
+    return {}
+  end
+  local params = vim.lsp.util.make_range_params()
+  params.context = { diagnostics = vim.lsp.diagnostic.get_line_diagnostics() }
+  local function filter(result)
+    local out = {}
+    for _, a in ipairs(result or {}) do
+      if not pattern or (a.title or ''):match(pattern) then table.insert(out, a) end
+    end
+    return out
+  end
+  if cb then
+    c.request('textDocument/codeAction', params, function(err, result)
+      cb(err and {} or filter(result))
+    end, 0)
+    return nil
+  end
+  local resp = c.request_sync('textDocument/codeAction', params, 5000, 0)
+  return filter(resp and resp.result)
+end
+
+--- Runs an action (CodeAction or Command) through workspace/executeCommand.
+function M.run(action)
+  local c = client()
+  if not c or not action then return end
+  local cmd = action.command
+  if type(cmd) == 'table' then
+    c.request('workspace/executeCommand', { command = cmd.command, arguments = cmd.arguments },
+      function(err)
+        if err then vim.notify('mkevolve: ' .. (err.message or 'failed'), vim.log.levels.ERROR) end
+      end, 0)
+  elseif type(cmd) == 'string' then
+    c.request('workspace/executeCommand', { command = cmd, arguments = action.arguments }, nil, 0)
+  end
+end
+
+--- Picks among actions matching `pattern` (vim.ui.select) and runs one.
+function M.pick(pattern)
+  M.actions(pattern, function(list)
+    if #list == 0 then
+      vim.notify('mkevolve: no matching action here', vim.log.levels.INFO)
+      return
+    end
+    if #list == 1 then return M.run(list[1]) end
+    vim.ui.select(list, { prompt = 'mkevolve', format_item = function(a) return a.title end },
+      function(choice) if choice then M.run(choice) end end)
+  end)
+end
+
+local commands = {
+  MkDecompose = '^Decompose',
+  MkEvolve = '^Evolve subkernel',
+  MkEvolveAll = '^Evolve all',
+  MkSwap = '^Swap subkernel',
+  MkRestore = '^Restore PyTorch reference',
+}
+
+function M.setup(opts)
+  M.config = vim.tbl_deep_extend('force', vim.deepcopy(defaults), opts or {})
+  local group = vim.api.nvim_create_augroup('mkevolve', { clear = true })
+  vim.api.nvim_create_autocmd('FileType', {
+    group = group,
+    pattern = M.config.filetypes,
+    callback = function(args) M.attach(args.buf) end,
+  })
+  for name, pattern in pairs(commands) do
+    vim.api.nvim_create_user_command(name, function() M.pick(pattern) end, {})
+  end
+  vim.api.nvim_create_user_command('MkActions', function() M.pick(nil) end, {})
+  vim.api.nvim_create_user_command('MkEvolveCancel', function()
+    -- cancels every cancellable mkevolve progress the server has open
+    local c = client()
+    if not c then return end
+    for token, _ in pairs(M.active) do
+      c.notify('window/workDoneProgress/cancel', { token = token })
+    end
+  end, {})
+  -- buffers already open when setup runs
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(buf) and vim.tbl_contains(M.config.filetypes, vim.bo[buf].filetype) then
+      M.attach(buf)
+    end
+  end
+end
+
+return M

@@ -1,0 +1,256 @@
+/* bench_report.c — the Markdown summary and the self-contained HTML report
+ * (inline CSS and SVG; opens with no network). Plots: distribution of
+ * speedups vs eager, per-problem bars vs both baselines (log scale), and
+ * time per subkernel for each problem. */
+#include "mk_bench.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *or_dash(const char *s) { return s && *s ? s : "-"; }
+
+static void md_ms(mk_buf *b, double v) {
+  if (v >= 0) mk_buf_printf(b, " %.3f |", v);
+  else mk_buf_puts(b, " - |");
+}
+
+static void md_x(mk_buf *b, double v) {
+  if (v > 0) mk_buf_printf(b, " %.2fx |", v);
+  else mk_buf_puts(b, " - |");
+}
+
+static void md_aggregate(mk_buf *b, const mk_bench_aggregate *a) {
+  mk_buf_puts(b, "| baseline | problems | correct | fast_0 | fast_1 | fast_1.5 | fast_2 | geomean |\n");
+  mk_buf_puts(b, "|---|---|---|---|---|---|---|---|\n");
+  for (int vs = 0; vs < 2; vs++) {
+    mk_buf_printf(b, "| %s | %d | %d |", vs ? "torch.compile" : "eager", a->problems, a->correct);
+    for (int k = 0; k < 4; k++)
+      mk_buf_printf(b, " %.2f |", vs ? a->fast[k].vs_compile : a->fast[k].vs_eager);
+    md_x(b, vs ? a->geomean_vs_compile : a->geomean_vs_eager);
+    mk_buf_putc(b, '\n');
+  }
+}
+
+int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
+  mk_buf_printf(b, "# MKEvolve bench — %s, proposer %s\n\n", or_dash(r->device), or_dash(r->proposer));
+  if (r->command) mk_buf_printf(b, "Command: `%s`  \n", r->command);
+  if (r->started) mk_buf_printf(b, "Started: %s  \n", r->started);
+  if (r->note) mk_buf_printf(b, "Note: %s  \n", r->note);
+  mk_buf_puts(b, "\nfast_p = fraction of all problems that are correct and more than p times faster "
+                 "(fast_0 = correct). Times are medians measured in one run.\n\n## All problems\n\n");
+  mk_bench_aggregate a;
+  mk_bench_aggregate_of(r, 0, &a);
+  md_aggregate(b, &a);
+  for (int level = 1; level <= 3; level++) {
+    mk_bench_aggregate al;
+    mk_bench_aggregate_of(r, level, &al);
+    if (al.problems == 0) continue;
+    mk_buf_printf(b, "\n## Level %d\n\n", level);
+    md_aggregate(b, &al);
+  }
+  if (a.tokens_in + a.tokens_out > 0)
+    mk_buf_printf(b, "\nTokens: %ld in, %ld out; cost $%.2f.\n", a.tokens_in, a.tokens_out, a.cost_usd);
+  mk_buf_printf(b, "\nWall time: %.0f s.\n\n## Per problem\n\n", a.wall_s);
+  mk_buf_puts(b, "| problem | correct | eager ms | compile ms | ours ms | vs eager | vs compile | "
+                 "subkernels (replaced) | wall s | note |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int i = 0; i < r->nrecords; i++) {
+    const mk_bench_record *rec = &r->records[i];
+    int replaced = 0;
+    for (int k = 0; k < rec->nsubkernels; k++)
+      replaced += rec->subkernels[k].origin && strcmp(rec->subkernels[k].origin, "reference") != 0;
+    mk_buf_printf(b, "| %s | %s |", rec->id, rec->correct ? "yes" : "**no**");
+    md_ms(b, rec->eager_ms);
+    md_ms(b, rec->compile_ms);
+    md_ms(b, rec->ours_ms);
+    md_x(b, mk_bench_speedup(rec->eager_ms, rec->ours_ms));
+    md_x(b, mk_bench_speedup(rec->compile_ms, rec->ours_ms));
+    mk_buf_printf(b, " %d (%d) | %.1f | %s |\n", rec->nsubkernels, replaced, rec->wall_s,
+                  rec->error ? rec->error : "");
+  }
+  return b->err;
+}
+
+/* ---- HTML ---------------------------------------------------------------- */
+
+static void html_text(mk_buf *b, const char *s) {
+  for (; s && *s; s++) {
+    switch (*s) {
+    case '<': mk_buf_puts(b, "&lt;"); break;
+    case '>': mk_buf_puts(b, "&gt;"); break;
+    case '&': mk_buf_puts(b, "&amp;"); break;
+    case '"': mk_buf_puts(b, "&quot;"); break;
+    default: mk_buf_putc(b, *s);
+    }
+  }
+}
+
+static const char *CSS =
+    "body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#222}"
+    "h1{font-size:22px}h2{font-size:17px;margin-top:28px}"
+    ".cards{display:flex;gap:12px;flex-wrap:wrap}.card{border:1px solid #ddd;border-radius:8px;"
+    "padding:10px 14px;min-width:140px}.card b{display:block;font-size:20px}"
+    "table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #eee;padding:4px 8px;"
+    "text-align:right}td:first-child,th:first-child{text-align:left}.bad{color:#b00020}"
+    "svg text{font:11px system-ui,sans-serif}";
+
+static void card(mk_buf *b, const char *label, const char *fmt, double v) {
+  mk_buf_printf(b, "<div class=card><b>");
+  if (v >= 0) mk_buf_printf(b, fmt, v);
+  else mk_buf_puts(b, "-");
+  mk_buf_printf(b, "</b>%s</div>", label);
+}
+
+/* Histogram of log2(speedup vs eager) in half-octave bins from 1/8x to 8x. */
+static void svg_histogram(mk_buf *b, const mk_bench_results *r) {
+  enum { NB = 12 };
+  int bins[NB] = {0};
+  int maxc = 1;
+  for (int i = 0; i < r->nrecords; i++) {
+    double s = mk_bench_speedup(r->records[i].eager_ms, r->records[i].ours_ms);
+    if (!r->records[i].correct || s <= 0) continue;
+    int k = (int)floor((log2(s) + 3.0) * 2.0);
+    k = k < 0 ? 0 : k >= NB ? NB - 1 : k;
+    if (++bins[k] > maxc) maxc = bins[k];
+  }
+  int w = 600, h = 220, left = 40, bottom = 30, bw = (w - left) / NB;
+  mk_buf_printf(b, "<svg role=img aria-label=\"speedup distribution\" width=%d height=%d>", w, h);
+  for (int k = 0; k < NB; k++) {
+    int bh = (h - bottom - 10) * bins[k] / maxc;
+    double lo = pow(2.0, k / 2.0 - 3.0);
+    mk_buf_printf(b, "<rect x=%d y=%d width=%d height=%d fill=\"%s\"><title>%.2fx-%.2fx: %d</title></rect>",
+                  left + k * bw + 1, h - bottom - bh, bw - 2, bh, lo >= 1 ? "#2e7d32" : "#c62828", lo,
+                  lo * M_SQRT2, bins[k]);
+    if (k % 2 == 0) mk_buf_printf(b, "<text x=%d y=%d>%gx</text>", left + k * bw, h - 12, lo);
+  }
+  mk_buf_printf(b, "<line x1=%d x2=%d y1=%d y2=%d stroke=#999 />", left, w, h - bottom, h - bottom);
+  mk_buf_printf(b, "<text x=0 y=12>count (max %d)</text></svg>", maxc);
+}
+
+/* Horizontal bars of log2 speedup per problem, vs eager and vs compile. */
+static void svg_bars(mk_buf *b, const mk_bench_results *r) {
+  int row = 18, label = 300, w = 900, mid = label + (w - label) / 2;
+  double scale = (w - label) / 2 / 3.0; /* 3 octaves each side */
+  int h = row * r->nrecords + 44;
+  mk_buf_printf(b, "<svg role=img aria-label=\"speedup per problem\" width=%d height=%d>", w, h);
+  for (int i = 0; i < r->nrecords; i++) {
+    const mk_bench_record *rec = &r->records[i];
+    int y = 24 + i * row;
+    mk_buf_printf(b, "<text x=0 y=%d>", y + 11);
+    html_text(b, rec->id);
+    mk_buf_puts(b, "</text>");
+    for (int vs = 0; vs < 2; vs++) {
+      double s = mk_bench_speedup(vs ? rec->compile_ms : rec->eager_ms, rec->ours_ms);
+      if (!rec->correct || s <= 0) continue;
+      double l = log2(s);
+      l = l > 3 ? 3 : l < -3 ? -3 : l;
+      int x0 = l >= 0 ? mid : mid + (int)(l * scale);
+      int len = (int)(fabs(l) * scale);
+      mk_buf_printf(b, "<rect x=%d y=%d width=%d height=7 fill=\"%s\"><title>%.2fx vs %s</title></rect>", x0,
+                    y + 1 + vs * 8, len > 0 ? len : 1, vs ? "#1565c0" : "#2e7d32", s,
+                    vs ? "torch.compile" : "eager");
+    }
+    if (!rec->correct) mk_buf_printf(b, "<text x=%d y=%d class=bad>incorrect</text>", mid + 4, y + 11);
+  }
+  mk_buf_printf(b, "<line x1=%d x2=%d y1=0 y2=%d stroke=#555 />", mid, mid, h - 20);
+  mk_buf_printf(b, "<text x=%d y=%d>1x</text><text x=%d y=%d>8x faster</text><text x=%d y=%d>8x slower</text>",
+                mid - 6, h - 6, w - 70, h - 6, label, h - 6);
+  mk_buf_puts(b, "<text x=620 y=10 fill=#2e7d32>vs eager</text><text x=700 y=10 fill=#1565c0>vs torch.compile</text></svg>");
+}
+
+/* Stacked bars: the chosen variant's time of each subkernel, per problem. */
+static void svg_subkernels(mk_buf *b, const mk_bench_results *r) {
+  static const char *colors[] = {"#1565c0", "#2e7d32", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457"};
+  int row = 18, label = 300, w = 900;
+  double maxt = 0;
+  for (int i = 0; i < r->nrecords; i++) {
+    double t = 0;
+    for (int k = 0; k < r->records[i].nsubkernels; k++)
+      if (r->records[i].subkernels[k].ours_ms > 0) t += r->records[i].subkernels[k].ours_ms;
+    if (t > maxt) maxt = t;
+  }
+  int h = row * r->nrecords + 20;
+  mk_buf_printf(b, "<svg role=img aria-label=\"time per subkernel\" width=%d height=%d>", w, h);
+  for (int i = 0; i < r->nrecords; i++) {
+    const mk_bench_record *rec = &r->records[i];
+    int y = 4 + i * row;
+    mk_buf_printf(b, "<text x=0 y=%d>", y + 11);
+    html_text(b, rec->id);
+    mk_buf_puts(b, "</text>");
+    double x = label;
+    for (int k = 0; k < rec->nsubkernels; k++) {
+      double t = rec->subkernels[k].ours_ms;
+      if (!(t > 0) || maxt <= 0) continue;
+      double len = t / maxt * (w - label - 10);
+      mk_buf_printf(b, "<rect x=%.1f y=%d width=%.1f height=12 fill=\"%s\"><title>", x, y + 1,
+                    len < 1 ? 1 : len, colors[k % 6]);
+      html_text(b, rec->subkernels[k].name);
+      mk_buf_printf(b, ": %.3f ms (", t);
+      html_text(b, or_dash(rec->subkernels[k].variant));
+      mk_buf_puts(b, ")</title></rect>");
+      x += len;
+    }
+  }
+  mk_buf_puts(b, "</svg>");
+}
+
+static void html_table(mk_buf *b, const mk_bench_results *r) {
+  mk_buf_puts(b, "<table><tr><th>problem</th><th>correct</th><th>eager ms</th><th>compile ms</th>"
+                 "<th>ours ms</th><th>vs eager</th><th>vs compile</th><th>subkernels</th><th>wall s</th></tr>");
+  for (int i = 0; i < r->nrecords; i++) {
+    const mk_bench_record *rec = &r->records[i];
+    mk_buf_puts(b, "<tr><td>");
+    html_text(b, rec->id);
+    mk_buf_printf(b, "</td><td%s>%s</td>", rec->correct ? "" : " class=bad", rec->correct ? "yes" : "no");
+    double vals[3] = {rec->eager_ms, rec->compile_ms, rec->ours_ms};
+    for (int k = 0; k < 3; k++) {
+      if (vals[k] >= 0) mk_buf_printf(b, "<td>%.3f</td>", vals[k]);
+      else mk_buf_puts(b, "<td>-</td>");
+    }
+    for (int vs = 0; vs < 2; vs++) {
+      double s = mk_bench_speedup(vs ? rec->compile_ms : rec->eager_ms, rec->ours_ms);
+      if (s > 0) mk_buf_printf(b, "<td>%.2fx</td>", s);
+      else mk_buf_puts(b, "<td>-</td>");
+    }
+    mk_buf_printf(b, "<td>%d</td><td>%.1f</td></tr>", rec->nsubkernels, rec->wall_s);
+    if (rec->error) {
+      mk_buf_puts(b, "<tr><td colspan=9 class=bad>");
+      html_text(b, rec->error);
+      mk_buf_puts(b, "</td></tr>");
+    }
+  }
+  mk_buf_puts(b, "</table>");
+}
+
+int mk_bench_write_html(const mk_bench_results *r, mk_buf *b) {
+  mk_bench_aggregate a;
+  mk_bench_aggregate_of(r, 0, &a);
+  mk_buf_printf(b, "<!doctype html><html lang=en><head><meta charset=utf-8><title>MKEvolve bench</title>"
+                   "<style>%s</style></head><body><h1>MKEvolve bench — ", CSS);
+  html_text(b, or_dash(r->device));
+  mk_buf_puts(b, ", proposer ");
+  html_text(b, or_dash(r->proposer));
+  mk_buf_puts(b, "</h1><p>");
+  if (r->command) {
+    mk_buf_puts(b, "Command: <code>");
+    html_text(b, r->command);
+    mk_buf_puts(b, "</code><br>");
+  }
+  if (r->note) html_text(b, r->note);
+  mk_buf_puts(b, "</p><div class=cards>");
+  card(b, "problems", "%.0f", a.problems);
+  card(b, "correct (fast_0)", "%.0f%%", 100 * a.fast[0].vs_eager);
+  card(b, "fast_1 vs eager", "%.0f%%", 100 * a.fast[1].vs_eager);
+  card(b, "fast_1 vs torch.compile", "%.0f%%", 100 * a.fast[1].vs_compile);
+  card(b, "geomean vs eager", "%.2fx", a.geomean_vs_eager);
+  card(b, "geomean vs torch.compile", "%.2fx", a.geomean_vs_compile);
+  if (a.tokens_in + a.tokens_out > 0) card(b, "tokens", "%.0f", (double)(a.tokens_in + a.tokens_out));
+  mk_buf_puts(b, "</div><h2>Speedup vs eager: distribution</h2>");
+  svg_histogram(b, r);
+  mk_buf_puts(b, "<h2>Speedup per problem (log scale)</h2>");
+  svg_bars(b, r);
+  mk_buf_puts(b, "<h2>Time per subkernel (chosen variants)</h2>");
+  svg_subkernels(b, r);
+  mk_buf_puts(b, "<h2>Problems</h2>");
+  html_table(b, r);
+  return mk_buf_puts(b, "</body></html>\n");
+}

@@ -1,0 +1,260 @@
+/* bench_results.c — benchmark records, their JSON form and aggregates
+ * (fast_p, geometric means) as KernelBench defines them: fast_p is the
+ * fraction of all problems that are correct and more than p times faster. */
+#include "mk_bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+double mk_bench_speedup(double base_ms, double ours_ms) {
+  if (!(base_ms > 0) || !(ours_ms > 0)) return -1.0;
+  return base_ms / ours_ms;
+}
+
+static void fast_of(const mk_bench_results *r, int level, double p, mk_bench_fast *f) {
+  int n = 0, fe = 0, fc = 0;
+  for (int i = 0; i < r->nrecords; i++) {
+    const mk_bench_record *rec = &r->records[i];
+    if (level && rec->level != level) continue;
+    n++;
+    if (!rec->correct) continue;
+    double se = mk_bench_speedup(rec->eager_ms, rec->ours_ms);
+    double sc = mk_bench_speedup(rec->compile_ms, rec->ours_ms);
+    /* p = 0 counts correctness alone, as KernelBench's fast_0 does */
+    if (p == 0 || se > p) fe++;
+    if (p == 0 || sc > p) fc++;
+  }
+  f->p = p;
+  f->vs_eager = n ? (double)fe / n : 0;
+  f->vs_compile = n ? (double)fc / n : 0;
+}
+
+void mk_bench_aggregate_of(const mk_bench_results *r, int level, mk_bench_aggregate *out) {
+  memset(out, 0, sizeof *out);
+  static const double ps[4] = {0, 1, 1.5, 2};
+  for (int k = 0; k < 4; k++) fast_of(r, level, ps[k], &out->fast[k]);
+  double le = 0, lc = 0;
+  int ne = 0, nc = 0;
+  for (int i = 0; i < r->nrecords; i++) {
+    const mk_bench_record *rec = &r->records[i];
+    if (level && rec->level != level) continue;
+    out->problems++;
+    out->tokens_in += rec->tokens_in;
+    out->tokens_out += rec->tokens_out;
+    out->cost_usd += rec->cost_usd;
+    out->wall_s += rec->wall_s;
+    if (!rec->correct) continue;
+    out->correct++;
+    double se = mk_bench_speedup(rec->eager_ms, rec->ours_ms);
+    double sc = mk_bench_speedup(rec->compile_ms, rec->ours_ms);
+    if (se > 0) le += log(se), ne++;
+    if (sc > 0) lc += log(sc), nc++;
+  }
+  out->geomean_vs_eager = ne ? exp(le / ne) : -1;
+  out->geomean_vs_compile = nc ? exp(lc / nc) : -1;
+}
+
+static void add_str(cJSON *o, const char *k, const char *v) {
+  if (v) cJSON_AddStringToObject(o, k, v);
+  else cJSON_AddNullToObject(o, k);
+}
+
+static void add_ms(cJSON *o, const char *k, double v) {
+  if (v >= 0) cJSON_AddNumberToObject(o, k, v);
+  else cJSON_AddNullToObject(o, k);
+}
+
+cJSON *mk_bench_record_to_json(const mk_bench_record *rec) {
+  cJSON *o = cJSON_CreateObject();
+  add_str(o, "id", rec->id);
+  add_str(o, "path", rec->path);
+  cJSON_AddNumberToObject(o, "level", rec->level);
+  cJSON_AddBoolToObject(o, "correct", rec->correct);
+  add_str(o, "error", rec->error);
+  add_ms(o, "eager_ms", rec->eager_ms);
+  add_ms(o, "compile_ms", rec->compile_ms);
+  add_ms(o, "ours_ms", rec->ours_ms);
+  add_ms(o, "speedup_vs_eager", mk_bench_speedup(rec->eager_ms, rec->ours_ms));
+  add_ms(o, "speedup_vs_compile", mk_bench_speedup(rec->compile_ms, rec->ours_ms));
+  cJSON_AddNumberToObject(o, "tokens_in", (double)rec->tokens_in);
+  cJSON_AddNumberToObject(o, "tokens_out", (double)rec->tokens_out);
+  cJSON_AddNumberToObject(o, "cost_usd", rec->cost_usd);
+  cJSON_AddNumberToObject(o, "wall_s", rec->wall_s);
+  add_ms(o, "gpu_fraction", rec->gpu_fraction);
+  cJSON *sks = cJSON_AddArrayToObject(o, "subkernels");
+  for (int i = 0; i < rec->nsubkernels; i++) {
+    const mk_bench_subkernel *s = &rec->subkernels[i];
+    cJSON *j = cJSON_CreateObject();
+    add_str(j, "name", s->name);
+    add_str(j, "variant", s->variant);
+    add_str(j, "origin", s->origin);
+    add_ms(j, "ref_ms", s->ref_ms);
+    add_ms(j, "ours_ms", s->ours_ms);
+    cJSON_AddItemToArray(sks, j);
+  }
+  return o;
+}
+
+static char *get_str(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(v) ? mk_strdup(v->valuestring) : NULL;
+}
+
+static double get_num(const cJSON *o, const char *k, double dflt) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg *err) {
+  memset(out, 0, sizeof *out);
+  if (!cJSON_IsObject(json)) return mk_errf(err, MK_EINVAL, "bench record is not an object");
+  out->id = get_str(json, "id");
+  if (out->id == NULL) return mk_errf(err, MK_EINVAL, "bench record without id");
+  out->path = get_str(json, "path");
+  out->level = (int)get_num(json, "level", 0);
+  out->correct = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "correct"));
+  out->error = get_str(json, "error");
+  out->eager_ms = get_num(json, "eager_ms", -1);
+  out->compile_ms = get_num(json, "compile_ms", -1);
+  out->ours_ms = get_num(json, "ours_ms", -1);
+  out->tokens_in = (long)get_num(json, "tokens_in", 0);
+  out->tokens_out = (long)get_num(json, "tokens_out", 0);
+  out->cost_usd = get_num(json, "cost_usd", 0);
+  out->wall_s = get_num(json, "wall_s", 0);
+  out->gpu_fraction = get_num(json, "gpu_fraction", -1);
+  const cJSON *sks = cJSON_GetObjectItemCaseSensitive(json, "subkernels");
+  int n = cJSON_IsArray(sks) ? cJSON_GetArraySize(sks) : 0;
+  if (n > 0) {
+    out->subkernels = calloc((size_t)n, sizeof *out->subkernels);
+    if (out->subkernels == NULL) return MK_ENOMEM;
+    const cJSON *j;
+    cJSON_ArrayForEach(j, sks) {
+      mk_bench_subkernel *s = &out->subkernels[out->nsubkernels++];
+      s->name = get_str(j, "name");
+      s->variant = get_str(j, "variant");
+      s->origin = get_str(j, "origin");
+      s->ref_ms = get_num(j, "ref_ms", -1);
+      s->ours_ms = get_num(j, "ours_ms", -1);
+    }
+  }
+  return 0;
+}
+
+void mk_bench_record_free(mk_bench_record *rec) {
+  free(rec->id);
+  free(rec->path);
+  free(rec->error);
+  for (int i = 0; i < rec->nsubkernels; i++) {
+    free(rec->subkernels[i].name);
+    free(rec->subkernels[i].variant);
+    free(rec->subkernels[i].origin);
+  }
+  free(rec->subkernels);
+  memset(rec, 0, sizeof *rec);
+}
+
+int mk_bench_results_add(mk_bench_results *r, mk_bench_record *rec) {
+  if (r->nrecords == r->cap) {
+    int cap = r->cap ? r->cap * 2 : 32;
+    mk_bench_record *p = realloc(r->records, sizeof *p * (size_t)cap);
+    if (p == NULL) return MK_ENOMEM;
+    r->records = p;
+    r->cap = cap;
+  }
+  r->records[r->nrecords++] = *rec;
+  memset(rec, 0, sizeof *rec);
+  return 0;
+}
+
+void mk_bench_results_free(mk_bench_results *r) {
+  for (int i = 0; i < r->nrecords; i++) mk_bench_record_free(&r->records[i]);
+  free(r->records);
+  free(r->command);
+  free(r->device);
+  free(r->proposer);
+  free(r->started);
+  free(r->note);
+  memset(r, 0, sizeof *r);
+}
+
+static cJSON *aggregate_json(const mk_bench_aggregate *a) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "problems", a->problems);
+  cJSON_AddNumberToObject(o, "correct", a->correct);
+  cJSON *fe = cJSON_AddObjectToObject(o, "fast_vs_eager");
+  cJSON *fc = cJSON_AddObjectToObject(o, "fast_vs_compile");
+  for (int k = 0; k < 4; k++) {
+    char key[16];
+    snprintf(key, sizeof key, "%g", a->fast[k].p);
+    cJSON_AddNumberToObject(fe, key, a->fast[k].vs_eager);
+    cJSON_AddNumberToObject(fc, key, a->fast[k].vs_compile);
+  }
+  add_ms(o, "geomean_vs_eager", a->geomean_vs_eager);
+  add_ms(o, "geomean_vs_compile", a->geomean_vs_compile);
+  cJSON_AddNumberToObject(o, "tokens_in", (double)a->tokens_in);
+  cJSON_AddNumberToObject(o, "tokens_out", (double)a->tokens_out);
+  cJSON_AddNumberToObject(o, "cost_usd", a->cost_usd);
+  cJSON_AddNumberToObject(o, "wall_s", a->wall_s);
+  return o;
+}
+
+int mk_bench_write_json(const mk_bench_results *r, mk_buf *out) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "schema", 1);
+  add_str(o, "command", r->command);
+  add_str(o, "device", r->device);
+  add_str(o, "proposer", r->proposer);
+  add_str(o, "started", r->started);
+  add_str(o, "note", r->note);
+  cJSON *probs = cJSON_AddArrayToObject(o, "problems");
+  for (int i = 0; i < r->nrecords; i++) cJSON_AddItemToArray(probs, mk_bench_record_to_json(&r->records[i]));
+  mk_bench_aggregate a;
+  mk_bench_aggregate_of(r, 0, &a);
+  cJSON *agg = aggregate_json(&a);
+  cJSON *by = cJSON_AddObjectToObject(agg, "by_level");
+  for (int level = 1; level <= 3; level++) {
+    mk_bench_aggregate al;
+    mk_bench_aggregate_of(r, level, &al);
+    if (al.problems == 0) continue;
+    char key[8];
+    snprintf(key, sizeof key, "%d", level);
+    cJSON_AddItemToObject(by, key, aggregate_json(&al));
+  }
+  cJSON_AddItemToObject(o, "aggregate", agg);
+  char *text = cJSON_Print(o);
+  cJSON_Delete(o);
+  if (text == NULL) return MK_ENOMEM;
+  int rc = mk_buf_puts(out, text);
+  mk_buf_putc(out, '\n');
+  free(text);
+  return rc;
+}
+
+int mk_bench_read_json(const char *text, mk_bench_results *out, mk_errmsg *err) {
+  memset(out, 0, sizeof *out);
+  cJSON *o = cJSON_Parse(text);
+  if (o == NULL) return mk_errf(err, MK_EPARSE, "results.json is not valid JSON");
+  out->command = get_str(o, "command");
+  out->device = get_str(o, "device");
+  out->proposer = get_str(o, "proposer");
+  out->started = get_str(o, "started");
+  out->note = get_str(o, "note");
+  const cJSON *probs = cJSON_GetObjectItemCaseSensitive(o, "problems");
+  const cJSON *j;
+  int rc = 0;
+  cJSON_ArrayForEach(j, probs) {
+    mk_bench_record rec;
+    rc = mk_bench_record_from_json(j, &rec, err);
+    if (rc) {
+      mk_bench_record_free(&rec);
+      break;
+    }
+    rc = mk_bench_results_add(out, &rec);
+    if (rc) break;
+  }
+  cJSON_Delete(o);
+  if (rc) mk_bench_results_free(out);
+  return rc;
+}

@@ -1,0 +1,86 @@
+/* mk_bench.h — benchmark sweeps: per-problem records, aggregates and the
+ * reports (results.json, Markdown summary, self-contained HTML with SVG
+ * plots).
+ *
+ * Schema of results.json (stable, documented in docs/bench.md):
+ *   {"schema": 1, "command": "...", "device": "...", "proposer": "...",
+ *    "started": "ISO time", "problems": [record...], "aggregate": {...}}
+ * A record is written per problem as soon as it finishes (problems/<id>.json
+ * in the output folder), which is what makes sweeps resumable.
+ *
+ * Ownership: mk_bench_results owns its records and strings. */
+#ifndef MK_BENCH_H
+#define MK_BENCH_H
+
+#include "mk_buf.h"
+#include "mk_err.h"
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+
+typedef struct mk_bench_subkernel {
+  char *name;
+  char *variant;    /* chosen variant name */
+  char *origin;     /* "reference", "builtin", "llm:..." */
+  double ref_ms;    /* reference time of this subkernel, < 0 unknown */
+  double ours_ms;   /* chosen variant's time, < 0 unknown */
+} mk_bench_subkernel;
+
+typedef struct mk_bench_record {
+  char *id;          /* "level2/40_Matmul_Scaling_ResidualAdd" */
+  char *path;
+  int level;         /* 1..3, 0 when not from a level folder */
+  bool correct;
+  char *error;       /* why it failed, or NULL */
+  double eager_ms, compile_ms, ours_ms; /* medians from one run; < 0 unknown */
+  long tokens_in, tokens_out;
+  double cost_usd;
+  double wall_s;
+  double gpu_fraction; /* achieved fraction of the device's roofline, < 0 unknown */
+  mk_bench_subkernel *subkernels; int nsubkernels;
+} mk_bench_record;
+
+typedef struct mk_bench_results {
+  char *command, *device, *proposer, *started, *note;
+  mk_bench_record *records; int nrecords, cap;
+} mk_bench_results;
+
+typedef struct mk_bench_fast {
+  double p;
+  double vs_eager;   /* fraction of problems correct and > p times faster */
+  double vs_compile;
+} mk_bench_fast;
+
+typedef struct mk_bench_aggregate {
+  int problems, correct;
+  mk_bench_fast fast[4]; /* p = 0, 1, 1.5, 2 */
+  double geomean_vs_eager, geomean_vs_compile; /* over correct, timed problems */
+  long tokens_in, tokens_out;
+  double cost_usd, wall_s;
+} mk_bench_aggregate;
+
+/* speedup helpers: < 0 when either time is unknown */
+double mk_bench_speedup(double base_ms, double ours_ms);
+
+/* Aggregates records; level 0 means all levels. */
+void mk_bench_aggregate_of(const mk_bench_results *r, int level, mk_bench_aggregate *out);
+
+/* Records <-> JSON. record_from_json copies what it needs (json stays the caller's). */
+cJSON *mk_bench_record_to_json(const mk_bench_record *rec);
+int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg *err);
+void mk_bench_record_free(mk_bench_record *rec);
+
+/* Adds a record (takes ownership of its contents; *rec is zeroed). */
+int mk_bench_results_add(mk_bench_results *r, mk_bench_record *rec);
+void mk_bench_results_free(mk_bench_results *r);
+
+/* results.json text, the Markdown summary and the HTML report (no network
+ * needed to open it: inline CSS and SVG only). Each appends to out. */
+int mk_bench_write_json(const mk_bench_results *r, mk_buf *out);
+int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *out);
+int mk_bench_write_html(const mk_bench_results *r, mk_buf *out);
+
+/* Reads a results.json back (for report regeneration). */
+int mk_bench_read_json(const char *text, mk_bench_results *out, mk_errmsg *err);
+
+#endif

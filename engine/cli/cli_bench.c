@@ -1,0 +1,384 @@
+/* cli_bench.c — `mkevolve bench PATHS...`: evolve and evaluate every
+ * KernelBench-format problem given (files or folders), resumable, then
+ * write results.json, summary.md and report.html (engine/bench).
+ *
+ *   mkevolve bench PATHS... [-o DIR] [--levels 1,2,3] [--limit N] [--gpus N]
+ *                  [--fresh] plus every session option of `evolve`
+ *
+ * Each problem's record is written to DIR/problems/<level>_<name>.json as
+ * soon as it finishes; a later run with the same DIR skips those (unless
+ * --fresh), so an interrupted sweep resumes where it stopped. */
+#include "cli_common.h"
+#include "mk_bench.h"
+#include "mk_buf.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct problem {
+  char *path;
+  char *id;   /* "level2/40_Matmul_Scaling_ResidualAdd" */
+  char *slug; /* "level2_40_Matmul_Scaling_ResidualAdd" */
+  int level;
+  int number;
+} problem;
+
+typedef struct bench_cli {
+  mk_session *session;
+  problem *probs;
+  int nprobs, cap;
+  int next, running, done, parallel;
+  const char *outdir;
+  bool fresh, tty;
+  mk_bench_results results;
+  double t0;
+  double *started; /* per problem start time */
+} bench_cli;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int level_of(const char *path) {
+  const char *p = strstr(path, "level");
+  while (p) {
+    if (p[5] >= '1' && p[5] <= '9') return p[5] - '0';
+    p = strstr(p + 5, "level");
+  }
+  return 0;
+}
+
+static int add_problem(bench_cli *b, const char *path, unsigned level_mask) {
+  int level = level_of(path);
+  if (level && level_mask && !(level_mask & (1u << level))) return 0;
+  if (b->nprobs == b->cap) {
+    int cap = b->cap ? b->cap * 2 : 64;
+    problem *p = realloc(b->probs, sizeof *p * (size_t)cap);
+    if (p == NULL) return MK_ENOMEM;
+    b->probs = p;
+    b->cap = cap;
+  }
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  size_t stem = strcspn(base, ".");
+  mk_buf id, slug;
+  mk_buf_init(&id, 4096);
+  mk_buf_init(&slug, 4096);
+  if (level) mk_buf_printf(&id, "level%d/", level);
+  mk_buf_append(&id, base, stem);
+  if (level) mk_buf_printf(&slug, "level%d_", level);
+  mk_buf_append(&slug, base, stem);
+  problem *p = &b->probs[b->nprobs++];
+  *p = (problem){.path = mk_strdup(path), .id = mk_buf_steal(&id, NULL),
+                 .slug = mk_buf_steal(&slug, NULL), .level = level, .number = atoi(base)};
+  return p->path && p->id && p->slug ? 0 : MK_ENOMEM;
+}
+
+static int collect(bench_cli *b, const char *path, unsigned level_mask) {
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    fprintf(stderr, "mkevolve bench: %s does not exist\n", path);
+    return MK_ENOENT;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    char abs[4096];
+    return add_problem(b, realpath(path, abs) ? abs : path, level_mask);
+  }
+  DIR *d = opendir(path);
+  if (d == NULL) return MK_EIO;
+  struct dirent *e;
+  int rc = 0;
+  while (!rc && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.' || strcmp(e->d_name, "__pycache__") == 0) continue;
+    mk_buf child;
+    mk_buf_init(&child, 8192);
+    mk_buf_printf(&child, "%s/%s", path, e->d_name);
+    struct stat cs;
+    if (!child.err && stat(mk_buf_cstr(&child), &cs) == 0) {
+      size_t n = strlen(e->d_name);
+      if (S_ISDIR(cs.st_mode)) rc = collect(b, mk_buf_cstr(&child), level_mask);
+      else if (n > 3 && strcmp(e->d_name + n - 3, ".py") == 0) rc = collect(b, mk_buf_cstr(&child), level_mask);
+    }
+    mk_buf_free(&child);
+  }
+  closedir(d);
+  return rc;
+}
+
+static int by_level_number(const void *x, const void *y) {
+  const problem *a = x, *b = y;
+  if (a->level != b->level) return a->level - b->level;
+  if (a->number != b->number) return a->number - b->number;
+  return strcmp(a->id, b->id);
+}
+
+static char *record_path(const bench_cli *b, const problem *p) {
+  mk_buf path;
+  mk_buf_init(&path, 8192);
+  mk_buf_printf(&path, "%s/problems/%s.json", b->outdir, p->slug);
+  return mk_buf_steal(&path, NULL);
+}
+
+/* Loads a finished record (resume); returns true if one was found. */
+static bool load_record(bench_cli *b, const problem *p) {
+  char *path = record_path(b, p);
+  char *text = NULL;
+  size_t n = 0;
+  bool ok = false;
+  if (path && mk_read_file(path, 16 << 20, &text, &n) == 0) {
+    cJSON *j = cJSON_Parse(text);
+    mk_bench_record rec;
+    if (j && mk_bench_record_from_json(j, &rec, NULL) == 0) ok = mk_bench_results_add(&b->results, &rec) == 0;
+    cJSON_Delete(j);
+  }
+  free(text);
+  free(path);
+  return ok;
+}
+
+static void save_record(bench_cli *b, const problem *p, const mk_bench_record *rec) {
+  char *path = record_path(b, p);
+  cJSON *j = mk_bench_record_to_json(rec);
+  char *text = cJSON_Print(j);
+  if (path && text) mk_write_file(path, text, strlen(text));
+  free(text);
+  cJSON_Delete(j);
+  free(path);
+}
+
+static void fill_record(mk_bench_record *rec, const problem *p, int status,
+                        const mk_session_module *m, const char *error, double wall) {
+  *rec = (mk_bench_record){.id = mk_strdup(p->id), .path = mk_strdup(p->path), .level = p->level,
+                           .correct = status == 0, .eager_ms = -1, .compile_ms = -1, .ours_ms = -1,
+                           .wall_s = wall, .gpu_fraction = -1};
+  if (error) rec->error = mk_strdup(error);
+  if (m == NULL) return;
+  rec->eager_ms = m->eager_ms;
+  rec->compile_ms = m->compile_ms;
+  rec->ours_ms = m->ours_ms;
+  rec->tokens_in = m->tokens_in;
+  rec->tokens_out = m->tokens_out;
+  if (m->note && *m->note && rec->error == NULL) rec->error = mk_strdup(m->note);
+  rec->subkernels = calloc((size_t)m->nsubkernels + 1, sizeof *rec->subkernels);
+  if (rec->subkernels == NULL) return;
+  rec->nsubkernels = m->nsubkernels;
+  for (int i = 0; i < m->nsubkernels; i++) {
+    const mk_session_subkernel *sk = &m->subkernels[i];
+    const mk_session_variant *v = &sk->variants[sk->chosen];
+    rec->subkernels[i] = (mk_bench_subkernel){
+        .name = mk_strdup(sk->name), .variant = mk_strdup(v->name), .origin = mk_strdup(v->origin),
+        .ref_ms = sk->nvariants ? sk->variants[0].time_ms : -1, .ours_ms = v->time_ms};
+  }
+}
+
+static void start_next(bench_cli *b);
+
+static void show_progress(bench_cli *b, const problem *p, int status) {
+  double el = now_s() - b->t0;
+  int finished = b->done;
+  double eta = finished ? el / finished * (b->nprobs - finished) : 0;
+  fprintf(stderr, "[%d/%d] %-55.55s %s  elapsed %.0fs  eta %.0fs\n", finished, b->nprobs, p->id,
+          status == 0 ? "ok" : "FAILED", el, eta);
+}
+
+typedef struct job {
+  bench_cli *b;
+  int index;
+} job;
+
+static void finish_problem(job *j, int status, const mk_session_module *m, const char *error) {
+  bench_cli *b = j->b;
+  const problem *p = &b->probs[j->index];
+  mk_bench_record rec;
+  fill_record(&rec, p, status, m, error, now_s() - b->started[j->index]);
+  save_record(b, p, &rec);
+  mk_bench_results_add(&b->results, &rec);
+  mk_session_forget(b->session, p->path);
+  b->running--;
+  b->done++;
+  show_progress(b, p, status);
+  free(j);
+  start_next(b);
+}
+
+static void on_evolved(void *data, int status, const mk_session_module *m, const char *error) {
+  finish_problem(data, status, m, error);
+}
+
+static void on_analyzed(void *data, int status, const mk_session_module *m, const char *error) {
+  job *j = data;
+  if (status) {
+    finish_problem(j, status, NULL, error);
+    return;
+  }
+  mk_errmsg err = {{0}};
+  if (mk_session_evolve(j->b->session, j->b->probs[j->index].path, -1, NULL, on_evolved, j, NULL,
+                        &err))
+    finish_problem(j, MK_EINVAL, NULL, err.text);
+}
+
+static void start_next(bench_cli *b) {
+  while (b->running < b->parallel && b->next < b->nprobs) {
+    int i = b->next++;
+    if (!b->fresh && load_record(b, &b->probs[i])) {
+      b->done++;
+      fprintf(stderr, "[%d/%d] %-55.55s cached\n", b->done, b->nprobs, b->probs[i].id);
+      continue;
+    }
+    job *j = malloc(sizeof *j);
+    if (j == NULL) return;
+    *j = (job){b, i};
+    b->running++;
+    b->started[i] = now_s();
+    mk_errmsg err = {{0}};
+    if (mk_session_analyze(b->session, b->probs[i].path, NULL, on_analyzed, j, &err))
+      finish_problem(j, MK_EINVAL, NULL, err.text);
+  }
+}
+
+static int write_reports(bench_cli *b) {
+  /* Records arrive in completion order; reports list problems in order. */
+  for (int i = 1; i < b->results.nrecords; i++)
+    for (int k = i; k > 0; k--) {
+      mk_bench_record *x = &b->results.records[k - 1], *y = &b->results.records[k];
+      problem px = {.id = x->id, .level = x->level, .number = atoi(strchr(x->id, '/') ? strchr(x->id, '/') + 1 : x->id)};
+      problem py = {.id = y->id, .level = y->level, .number = atoi(strchr(y->id, '/') ? strchr(y->id, '/') + 1 : y->id)};
+      if (by_level_number(&px, &py) <= 0) break;
+      mk_bench_record t = *x;
+      *x = *y;
+      *y = t;
+    }
+  const char *names[3] = {"results.json", "summary.md", "report.html"};
+  int (*writers[3])(const mk_bench_results *, mk_buf *) = {mk_bench_write_json, mk_bench_write_markdown,
+                                                           mk_bench_write_html};
+  for (int k = 0; k < 3; k++) {
+    mk_buf text, path;
+    mk_buf_init(&text, 0);
+    mk_buf_init(&path, 8192);
+    mk_buf_printf(&path, "%s/%s", b->outdir, names[k]);
+    int rc = writers[k](&b->results, &text);
+    if (!rc) rc = mk_write_file(mk_buf_cstr(&path), mk_buf_cstr(&text), text.len);
+    if (rc) fprintf(stderr, "mkevolve bench: cannot write %s\n", mk_buf_cstr(&path));
+    else printf("wrote %s\n", mk_buf_cstr(&path));
+    mk_buf_free(&text);
+    mk_buf_free(&path);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static char *joined_command(int argc, char **argv) {
+  mk_buf b;
+  mk_buf_init(&b, 1 << 16);
+  mk_buf_puts(&b, "mkevolve");
+  for (int i = 1; i < argc; i++) mk_buf_printf(&b, " %s", argv[i]);
+  return mk_buf_steal(&b, NULL);
+}
+
+static char *iso_now(void) {
+  char buf[64];
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return mk_strdup(buf);
+}
+
+static unsigned parse_levels(const char *v) {
+  unsigned mask = 0;
+  for (; v && *v; v++)
+    if (*v >= '1' && *v <= '9') mask |= 1u << (*v - '0');
+  return mask;
+}
+
+static void free_problems(bench_cli *b) {
+  for (int i = 0; i < b->nprobs; i++) {
+    free(b->probs[i].path);
+    free(b->probs[i].id);
+    free(b->probs[i].slug);
+  }
+  free(b->probs);
+  free(b->started);
+}
+
+int mk_cli_bench(int argc, char **argv) {
+  mk_session_config cfg;
+  mk_session_config_defaults(&cfg);
+  bench_cli b = {.outdir = "bench-out", .parallel = 1, .tty = isatty(2)};
+  unsigned levels = 0;
+  int limit = 0;
+  const char *paths[256];
+  int npaths = 0;
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int used = mk_cli_session_option(&cfg, a, v);
+    if (used < 0) return fprintf(stderr, "mkevolve bench: bad value for %s\n", a), 2;
+    if (used > 0) {
+      i += used - 1;
+      continue;
+    }
+    if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && v) b.outdir = argv[++i];
+    else if (strcmp(a, "--levels") == 0 && v) levels = parse_levels(argv[++i]);
+    else if (strcmp(a, "--limit") == 0 && v) limit = atoi(argv[++i]);
+    else if (strcmp(a, "--gpus") == 0 && v) b.parallel = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
+    else if (strcmp(a, "--fresh") == 0) b.fresh = true;
+    else if (a[0] != '-' && npaths < 256) paths[npaths++] = a;
+    else return fprintf(stderr, "mkevolve bench: unknown option '%s'\n", a), 2;
+  }
+  if (npaths == 0) {
+    fputs("usage: mkevolve bench PATHS... [-o DIR] [--levels 1,2,3] [--limit N] [--gpus N] [--fresh]\n"
+          "                      [evolve options: --proposer --budget --beam --device --batch ...]\n",
+          stderr);
+    return 2;
+  }
+  for (int i = 0; i < npaths; i++)
+    if (collect(&b, paths[i], levels)) return free_problems(&b), 1;
+  qsort(b.probs, (size_t)b.nprobs, sizeof *b.probs, by_level_number);
+  while (limit > 0 && b.nprobs > limit) {
+    problem *p = &b.probs[--b.nprobs];
+    free(p->path);
+    free(p->id);
+    free(p->slug);
+  }
+  b.started = calloc((size_t)b.nprobs + 1, sizeof *b.started);
+  mkdir(b.outdir, 0755);
+  mk_buf sub;
+  mk_buf_init(&sub, 8192);
+  mk_buf_printf(&sub, "%s/problems", b.outdir);
+  mkdir(mk_buf_cstr(&sub), 0755);
+  mk_buf_free(&sub);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  mk_errmsg err = {{0}};
+  if (mk_session_new(&loop, &cfg, &b.session, &err)) {
+    fprintf(stderr, "mkevolve bench: %s\n", err.text);
+    uv_loop_close(&loop);
+    return 1;
+  }
+  b.results.command = joined_command(argc, argv);
+  b.results.proposer = mk_strdup(cfg.proposer);
+  b.results.started = iso_now();
+  b.t0 = now_s();
+  fprintf(stderr, "mkevolve bench: %d problems, %d at a time, results in %s\n", b.nprobs, b.parallel,
+          b.outdir);
+  start_next(&b);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  b.results.device = mk_strdup(mk_session_device(b.session));
+  mk_cli_close_session(&loop, b.session);
+  int rc = write_reports(&b);
+  mk_bench_aggregate a;
+  mk_bench_aggregate_of(&b.results, 0, &a);
+  printf("%d problems: %d correct; fast_1 vs eager %.2f, vs torch.compile %.2f\n", a.problems,
+         a.correct, a.fast[1].vs_eager, a.fast[1].vs_compile);
+  mk_bench_results_free(&b.results);
+  free_problems(&b);
+  return rc ? 1 : 0;
+}

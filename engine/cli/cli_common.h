@@ -1,0 +1,25 @@
+/* cli_common.h — helpers shared by the CLI subcommands (not public). */
+#ifndef MK_CLI_COMMON_H
+#define MK_CLI_COMMON_H
+
+#include "mk_session.h"
+
+#include <cjson/cJSON.h>
+
+/* Parses one session option (--beam, --budget, --device, ...) at argv
+ * position `a` with its value `v` (may be NULL). Returns how many argv
+ * entries it used (1 or 2), 0 when `a` is not a session option, or -1
+ * when the value is missing or invalid. */
+int mk_cli_session_option(mk_session_config *cfg, const char *a, const char *v);
+
+/* A module's state as JSON (documented in docs/cli.md). Caller deletes. */
+cJSON *mk_cli_module_json(const mk_session_module *m);
+
+/* Closes the session, runs the loop until everything is released, closes
+ * the loop. */
+void mk_cli_close_session(uv_loop_t *loop, mk_session *s);
+
+int mk_cli_evolve(int argc, char **argv);
+int mk_cli_bench(int argc, char **argv);
+
+#endif

@@ -1,0 +1,196 @@
+/* cli_evolve.c — `mkevolve evolve FILE`: analyse, evolve every subkernel,
+ * compose and verify, then print a table per subkernel and write ModelNew.
+ *
+ *   mkevolve evolve FILE [-o OUT.py] [--budget N] [--beam W] [--depth D]
+ *                   [--seed S] [--proposer builtin|llm] [--device auto|cpu|cuda]
+ *                   [--batch N|full] [--trials N] [--atol X] [--rtol X]
+ *                   [--time-budget SECONDS] [--token-budget N] [--llm-config JSON]
+ *                   [--workdir DIR] [--json] [-q] */
+#include "cli_common.h"
+#include "mk_buf.h"
+#include "mk_session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct evolve_cli {
+  mk_session *session;
+  const char *file;
+  const char *out;
+  bool json, quiet, tty;
+  int status;
+  char error[2048];
+  int last_pct;
+} evolve_cli;
+
+static void progress(void *data, double fraction, const char *message) {
+  evolve_cli *c = data;
+  if (c->quiet) return;
+  int pct = (int)(fraction * 100 + 0.5);
+  if (c->tty) {
+    int filled = pct * 30 / 100;
+    fprintf(stderr, "\r[%.*s%*s] %3d%% %-60.60s", filled, "##############################",
+            30 - filled, "", pct, message ? message : "");
+  } else if (pct / 10 != c->last_pct / 10 || c->last_pct < 0) {
+    fprintf(stderr, "[%3d%%] %s\n", pct, message ? message : "");
+  }
+  c->last_pct = pct;
+  fflush(stderr);
+}
+
+static void fmt_x(char *buf, size_t n, double x) {
+  if (x > 0) snprintf(buf, n, "%.2fx", x);
+  else snprintf(buf, n, "-");
+}
+
+static void fmt_ms(char *buf, size_t n, double x) {
+  if (x >= 0) snprintf(buf, n, "%.3f", x);
+  else snprintf(buf, n, "-");
+}
+
+static void print_table(const mk_session_module *m, FILE *out) {
+  fprintf(out, "\n%-3s %-30s %-9s %-34s %9s %8s %8s %7s\n", "#", "subkernel", "lines", "variant",
+          "ms", "eager", "compile", "trials");
+  for (int i = 0; i < m->nsubkernels; i++) {
+    const mk_session_subkernel *sk = &m->subkernels[i];
+    const mk_session_variant *v = &sk->variants[sk->chosen];
+    char lines[32], ms[32], se[32], sc[32], tr[32];
+    snprintf(lines, sizeof lines, "%d-%d", sk->first_line, sk->last_line);
+    fmt_ms(ms, sizeof ms, v->time_ms);
+    fmt_x(se, sizeof se, v->speedup_eager);
+    fmt_x(sc, sizeof sc, v->speedup_compile);
+    snprintf(tr, sizeof tr, "%d/%d", v->trials_passed, v->trials);
+    fprintf(out, "%-3d %-30.30s %-9s %-34.34s %9s %8s %8s %7s\n", i, sk->name, lines,
+            sk->chosen ? v->name : "PyTorch reference", ms, se, sc, sk->chosen ? tr : "-");
+    int tried = sk->nvariants - 1, ok = 0;
+    for (int k = 1; k < sk->nvariants; k++) ok += strcmp(sk->variants[k].status, "ok") == 0;
+    if (tried > 0 && sk->chosen == 0)
+      fprintf(out, "    %d variants tried, %d verified: %s\n", tried, ok, sk->summary);
+  }
+  char e[32], c[32], o[32], se[32], sc[32];
+  fmt_ms(e, sizeof e, m->eager_ms);
+  fmt_ms(c, sizeof c, m->compile_ms);
+  fmt_ms(o, sizeof o, m->ours_ms);
+  fmt_x(se, sizeof se, m->eager_ms > 0 && m->ours_ms > 0 ? m->eager_ms / m->ours_ms : -1);
+  fmt_x(sc, sizeof sc, m->compile_ms > 0 && m->ours_ms > 0 ? m->compile_ms / m->ours_ms : -1);
+  fprintf(out, "\nwhole program on %s: eager %s ms, torch.compile %s ms, ours %s ms "
+               "(%s vs eager, %s vs torch.compile)\n",
+          m->device, e, c, o, se, sc);
+  if (!m->timed) fprintf(out, "no timings on %s: correctness only (Triton interpreter)\n", m->device);
+  if (m->note && *m->note) fprintf(out, "note: %s\n", m->note);
+  if (m->tokens_in + m->tokens_out > 0)
+    fprintf(out, "tokens: %ld in, %ld out\n", m->tokens_in, m->tokens_out);
+}
+
+static void print_json(const mk_session_module *m, const char *out_path, int status, FILE *out) {
+  cJSON *o = mk_cli_module_json(m);
+  cJSON_AddStringToObject(o, "modelnew", out_path ? out_path : "");
+  cJSON_AddBoolToObject(o, "verified", status == 0);
+  char *text = cJSON_Print(o);
+  if (text) fprintf(out, "%s\n", text);
+  free(text);
+  cJSON_Delete(o);
+}
+
+static void on_evolved(void *data, int status, const mk_session_module *m, const char *error) {
+  evolve_cli *c = data;
+  if (c->tty && !c->quiet) fputc('\n', stderr);
+  c->status = status;
+  if (error) snprintf(c->error, sizeof c->error, "%s", error);
+  if (m == NULL) return;
+  mk_errmsg err = {{0}};
+  char *written = NULL;
+  if (status == 0 && mk_session_compose(c->session, c->file, c->out, &written, &err)) {
+    snprintf(c->error, sizeof c->error, "%s", err.text);
+    c->status = MK_EIO;
+  }
+  if (c->json) print_json(m, written, c->status, stdout);
+  else print_table(m, stdout);
+  if (written && !c->json) printf("ModelNew written to %s (verified as a whole)\n", written);
+  free(written);
+}
+
+static void on_analyzed(void *data, int status, const mk_session_module *m, const char *error) {
+  evolve_cli *c = data;
+  if (status) {
+    c->status = status;
+    snprintf(c->error, sizeof c->error, "%s", error ? error : mk_strerror(status));
+    return;
+  }
+  if (!c->quiet)
+    fprintf(stderr, "%s: %d subkernels on %s%s%s\n", c->file, m->nsubkernels, m->device,
+            m->note && *m->note ? "; " : "", m->note ? m->note : "");
+  mk_errmsg err = {{0}};
+  int rc = mk_session_evolve(c->session, c->file, -1, progress, on_evolved, c, NULL, &err);
+  if (rc) {
+    c->status = rc;
+    snprintf(c->error, sizeof c->error, "%s", err.text);
+  }
+}
+
+static void usage(void) {
+  fputs("usage: mkevolve evolve FILE [-o OUT.py] [--budget N] [--beam W] [--depth D] [--seed S]\n"
+        "                       [--proposer builtin|llm] [--device auto|cpu|cuda] [--batch N|full]\n"
+        "                       [--trials N] [--atol X] [--rtol X] [--time-budget S]\n"
+        "                       [--token-budget N] [--llm-config JSON] [--workdir DIR] [--json] [-q]\n",
+        stderr);
+}
+
+int mk_cli_evolve(int argc, char **argv) {
+  mk_session_config cfg;
+  mk_session_config_defaults(&cfg);
+  evolve_cli c = {.last_pct = -1, .tty = isatty(2)};
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int used = mk_cli_session_option(&cfg, a, v);
+    if (used < 0) {
+      fprintf(stderr, "mkevolve evolve: bad value for %s\n", a);
+      return 2;
+    }
+    if (used > 0) {
+      i += used - 1;
+      continue;
+    }
+    if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && v) c.out = argv[++i];
+    else if (strcmp(a, "--json") == 0) c.json = true;
+    else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) c.quiet = true;
+    else if (a[0] != '-' && c.file == NULL) c.file = a;
+    else {
+      fprintf(stderr, "mkevolve evolve: unknown option '%s'\n", a);
+      usage();
+      return 2;
+    }
+  }
+  if (c.file == NULL) {
+    usage();
+    return 2;
+  }
+  char abs_file[4096];
+  if (realpath(c.file, abs_file) == NULL) {
+    fprintf(stderr, "mkevolve evolve: cannot open %s\n", c.file);
+    return 1;
+  }
+  c.file = abs_file;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  mk_errmsg err = {{0}};
+  if (mk_session_new(&loop, &cfg, &c.session, &err)) {
+    fprintf(stderr, "mkevolve evolve: %s\n", err.text);
+    uv_loop_close(&loop);
+    return 1;
+  }
+  if (mk_session_analyze(c.session, c.file, NULL, on_analyzed, &c, &err)) {
+    c.status = MK_EINVAL;
+    snprintf(c.error, sizeof c.error, "%s", err.text);
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  mk_cli_close_session(&loop, c.session);
+  if (c.status) {
+    fprintf(stderr, "mkevolve evolve: %s\n", c.error[0] ? c.error : mk_strerror(c.status));
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,320 @@
+/* compose.c — writes a composition as a KernelBench-format ModelNew file.
+ *
+ * Layout of the emitted file:
+ *   header comment (source, subkernels and the variant chosen for each)
+ *   imports (the union of what the candidates import)
+ *   the user's module source, verbatim
+ *   one section per non-reference subkernel: the candidate's code with its
+ *     functions and classes prefixed (sk<i>_) so sections never collide
+ *   class ModelNew(Model): forward calls the subkernels in order
+ * ModelNew inherits __init__ so parameters, buffers and their initialisation
+ * order are exactly the user's. */
+#include "mk_compose.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct namer_ctx {
+  const mk_graph *g;
+  int *alias;                    /* alias[vid] = vid it is a new version of, or -1 */
+  const char *const *input_names;
+  int ninput_names;
+} namer_ctx;
+
+static int value_name(void *vctx, int vid, mk_buf *out) {
+  namer_ctx *c = vctx;
+  if (vid < 0 || vid >= c->g->nvalues) return out->err = MK_EINVAL;
+  while (c->alias[vid] >= 0) vid = c->alias[vid];
+  const mk_value *v = &c->g->values[vid];
+  switch (v->kind) {
+  case MK_VALUE_INPUT:
+    if (v->index >= 0 && v->index < c->ninput_names) return mk_buf_puts(out, c->input_names[v->index]);
+    return mk_buf_printf(out, "x%d", v->index);
+  case MK_VALUE_PARAM:
+  case MK_VALUE_BUFFER:
+  case MK_VALUE_ATTR:
+    return mk_pyemit_self_path(v->name ? v->name : "", out);
+  case MK_VALUE_NODE:
+    return mk_buf_printf(out, "v%d", vid);
+  case MK_VALUE_CONST:
+  default:
+    return out->err = MK_EUNSUPPORTED;
+  }
+}
+
+/* Values a node outputs but does not return are new versions of the values
+ * it mutates (docs/protocol.md): alias them so later code uses the same name. */
+static void collect_returned(const cJSON *s, int *returned, int nvalues) {
+  if (s == NULL) return;
+  if (cJSON_IsObject(s) && s->child && s->child->string && strcmp(s->child->string, "t") == 0) {
+    int vid = s->child->valueint;
+    if (vid >= 0 && vid < nvalues) returned[vid] = 1;
+    return;
+  }
+  for (const cJSON *it = s->child; it; it = it->next) collect_returned(it, returned, nvalues);
+}
+
+static int build_aliases(const mk_graph *g, int *alias) {
+  for (int i = 0; i < g->nvalues; i++) alias[i] = -1;
+  int *returned = calloc((size_t)g->nvalues + 1, sizeof *returned);
+  if (returned == NULL) return MK_ENOMEM;
+  for (int i = 0; i < g->nnodes; i++) {
+    const mk_node *n = &g->nodes[i];
+    collect_returned(n->out, returned, g->nvalues);
+    int m = 0;
+    for (int k = 0; k < n->noutputs && m < n->nmutates; k++) {
+      int vid = n->outputs[k];
+      if (vid >= 0 && vid < g->nvalues && !returned[vid]) alias[vid] = n->mutates[m++];
+    }
+  }
+  free(returned);
+  return 0;
+}
+
+static int is_reference(const mk_candidate *c) {
+  return c == NULL || (c->origin && strcmp(c->origin, "reference") == 0);
+}
+
+/* ---- candidate rewriting ------------------------------------------------ */
+
+static int is_ident_char(char c) {
+  return c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+typedef struct name_list {
+  char names[64][128];
+  int n;
+} name_list;
+
+/* "def foo(" / "async def foo(" / "class Foo" at column 0 -> foo. */
+static void collect_def(const char *line, name_list *names) {
+  const char *p = line;
+  if (strncmp(p, "async def ", 10) == 0) p += 10;
+  else if (strncmp(p, "def ", 4) == 0) p += 4;
+  else if (strncmp(p, "class ", 6) == 0) p += 6;
+  else return;
+  size_t n = 0;
+  while (is_ident_char(p[n])) n++;
+  if (n == 0 || n >= sizeof names->names[0] || names->n >= 64) return;
+  memcpy(names->names[names->n], p, n);
+  names->names[names->n][n] = '\0';
+  names->n++;
+}
+
+static int starts_import(const char *line) {
+  return strncmp(line, "import ", 7) == 0 || strncmp(line, "from ", 5) == 0;
+}
+
+static const char *line_end(const char *p) {
+  const char *e = strchr(p, '\n');
+  return e ? e : p + strlen(p);
+}
+
+/* Appends `line` with every whole-word occurrence of a collected name that is
+ * not an attribute (not after '.') prefixed. */
+static void append_renamed(mk_buf *out, const char *p, size_t len, const name_list *names,
+                           const char *prefix) {
+  size_t i = 0;
+  while (i < len) {
+    if (is_ident_char(p[i]) && (i == 0 || !is_ident_char(p[i - 1]))) {
+      size_t j = i;
+      while (j < len && is_ident_char(p[j])) j++;
+      int hit = 0;
+      if (i == 0 || p[i - 1] != '.') {
+        for (int k = 0; k < names->n && !hit; k++)
+          hit = strlen(names->names[k]) == j - i && memcmp(names->names[k], p + i, j - i) == 0;
+      }
+      if (hit) mk_buf_puts(out, prefix);
+      mk_buf_append(out, p + i, j - i);
+      i = j;
+    } else {
+      mk_buf_putc(out, p[i++]);
+    }
+  }
+}
+
+/* Import statements may continue over several lines inside parentheses. */
+static const char *skip_statement(const char *p, mk_buf *imports) {
+  int depth = 0;
+  const char *q = p;
+  for (;;) {
+    const char *e = line_end(q);
+    for (const char *c = q; c < e; c++) depth += (*c == '(') - (*c == ')');
+    if (imports) {
+      mk_buf_append(imports, q, (size_t)(e - q));
+      mk_buf_putc(imports, '\n');
+    }
+    q = *e ? e + 1 : e;
+    if (depth <= 0 || *q == '\0') return q;
+  }
+}
+
+static int rewrite_candidate(const char *source, const char *prefix, mk_buf *body,
+                             mk_buf *imports) {
+  name_list names = {.n = 0};
+  for (const char *p = source; *p;) {
+    collect_def(p, &names);
+    const char *e = line_end(p);
+    p = *e ? e + 1 : e;
+  }
+  for (const char *p = source; *p;) {
+    if (starts_import(p)) {
+      p = skip_statement(p, imports);
+      continue;
+    }
+    const char *e = line_end(p);
+    append_renamed(body, p, (size_t)(e - p), &names, prefix);
+    mk_buf_putc(body, '\n');
+    p = *e ? e + 1 : e;
+  }
+  return body->err ? body->err : imports ? imports->err : 0;
+}
+
+int mk_compose_prefix_candidate(const char *source, const char *prefix, mk_buf *out,
+                                mk_errmsg *err) {
+  int rc = rewrite_candidate(source, prefix, out, NULL);
+  return rc ? mk_errf(err, rc, "could not rewrite candidate: %s", mk_strerror(rc)) : 0;
+}
+
+/* Adds each import line of `imports` to `all` unless already present. */
+static void merge_imports(mk_buf *all, const char *imports) {
+  for (const char *p = imports; *p;) {
+    const char *e = line_end(p);
+    size_t n = (size_t)(e - p);
+    int seen = 0;
+    for (const char *q = mk_buf_cstr(all); *q && !seen;) {
+      const char *qe = line_end(q);
+      seen = (size_t)(qe - q) == n && memcmp(q, p, n) == 0;
+      q = *qe ? qe + 1 : qe;
+    }
+    if (!seen && n > 0) {
+      mk_buf_append(all, p, n);
+      mk_buf_putc(all, '\n');
+    }
+    p = *e ? e + 1 : e;
+  }
+}
+
+/* ---- forward ------------------------------------------------------------ */
+
+static int emit_reference_subkernel(const mk_graph *g, const mk_subkernel *sk, namer_ctx *nc,
+                                    mk_buf *out, mk_errmsg *err) {
+  for (int i = 0; i < sk->nnodes; i++) {
+    const mk_node *n = &g->nodes[sk->nodes[i]];
+    int rc = mk_pyemit_node(g, n, value_name, nc, 8, out, err);
+    if (rc) return err && err->text[0] ? rc : mk_errf(err, rc, "node %d (%s) at line %d cannot be emitted", n->id, n->op, n->span.line);
+  }
+  return out->err;
+}
+
+static int emit_candidate_call(const mk_subkernel *sk, int index, namer_ctx *nc, mk_buf *out) {
+  mk_buf_indent(out, 8);
+  for (int i = 0; i < sk->noutputs; i++) {
+    if (i) mk_buf_puts(out, ", ");
+    value_name(nc, sk->outputs[i], out);
+  }
+  mk_buf_printf(out, "%s = sk%d_run(", sk->noutputs ? "" : "_", index);
+  for (int i = 0; i < sk->ninputs; i++) {
+    if (i) mk_buf_puts(out, ", ");
+    value_name(nc, sk->inputs[i], out);
+  }
+  return mk_buf_puts(out, ")\n");
+}
+
+static int emit_forward(const mk_graph *g, const mk_partition *p, const mk_candidate *const *chosen,
+                        namer_ctx *nc, mk_buf *out, mk_errmsg *err) {
+  int ninputs = 0;
+  for (int i = 0; i < g->nvalues; i++)
+    if (g->values[i].kind == MK_VALUE_INPUT && g->values[i].index + 1 > ninputs)
+      ninputs = g->values[i].index + 1;
+  mk_buf_puts(out, "    def forward(self");
+  for (int i = 0; i < ninputs; i++) {
+    mk_buf_puts(out, ", ");
+    if (i < nc->ninput_names) mk_buf_puts(out, nc->input_names[i]);
+    else mk_buf_printf(out, "x%d", i);
+  }
+  mk_buf_puts(out, "):\n");
+  for (int s = 0; s < p->nsubkernels; s++) {
+    const mk_subkernel *sk = &p->subkernels[s];
+    const mk_candidate *c = chosen ? chosen[s] : NULL;
+    mk_buf_printf(out, "        # %s — lines %d-%d — %s\n", sk->name, sk->first_line,
+                  sk->last_line, is_reference(c) ? "PyTorch reference" : c->name);
+    int rc = is_reference(c) ? emit_reference_subkernel(g, sk, nc, out, err)
+                             : emit_candidate_call(sk, s, nc, out);
+    if (rc) return rc;
+  }
+  mk_buf_puts(out, "        return ");
+  int rc = mk_pyemit_arg(g->outputs, value_name, nc, out, err);
+  if (rc) return rc;
+  return mk_buf_putc(out, '\n');
+}
+
+static void emit_header(const mk_graph *g, const mk_partition *p, const mk_candidate *const *chosen,
+                        const mk_compose_options *opt, mk_buf *out) {
+  mk_buf_printf(out, "# ModelNew composed by MKEvolve %s from %s (class %s).\n", MK_VERSION,
+                opt->source_path ? opt->source_path : (g->file ? g->file : "?"),
+                g->class_name ? g->class_name : "Model");
+  if (opt->note) mk_buf_printf(out, "# %s\n", opt->note);
+  mk_buf_puts(out, "# Subkernels (each verified against PyTorch before it was chosen):\n");
+  for (int s = 0; s < p->nsubkernels; s++) {
+    const mk_candidate *c = chosen ? chosen[s] : NULL;
+    mk_buf_printf(out, "#   sk%d %-28s lines %d-%d  %s (%s)\n", s, p->subkernels[s].name,
+                  p->subkernels[s].first_line, p->subkernels[s].last_line,
+                  is_reference(c) ? "reference" : c->name,
+                  is_reference(c) ? "PyTorch" : (c->origin ? c->origin : "?"));
+  }
+}
+
+static int emit_sections(const mk_partition *p, const mk_candidate *const *chosen, mk_buf *imports,
+                         mk_buf *sections, mk_errmsg *err) {
+  for (int s = 0; s < p->nsubkernels; s++) {
+    const mk_candidate *c = chosen ? chosen[s] : NULL;
+    if (is_reference(c)) continue;
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "sk%d_", s);
+    mk_buf cand_imports;
+    mk_buf_init(&cand_imports, 0);
+    mk_buf_printf(sections, "\n\n# ---- sk%d %s: %s (%s) ----\n", s, p->subkernels[s].name,
+                  c->name ? c->name : "candidate", c->origin ? c->origin : "?");
+    int rc = rewrite_candidate(c->source ? c->source : "", prefix, sections, &cand_imports);
+    merge_imports(imports, mk_buf_cstr(&cand_imports));
+    mk_buf_free(&cand_imports);
+    if (rc) return mk_errf(err, rc, "subkernel %d: candidate could not be rewritten", s);
+  }
+  return 0;
+}
+
+int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candidate *const *chosen,
+                        const mk_compose_options *opt, mk_buf *out, mk_errmsg *err) {
+  if (g == NULL || p == NULL || opt == NULL || opt->module_source == NULL)
+    return mk_errf(err, MK_EINVAL, "compose: graph, partition and module source are required");
+  namer_ctx nc = {.g = g, .input_names = opt->input_names, .ninput_names = opt->ninput_names};
+  nc.alias = malloc(sizeof *nc.alias * ((size_t)g->nvalues + 1));
+  if (nc.alias == NULL || build_aliases(g, nc.alias)) {
+    free(nc.alias);
+    return mk_errf(err, MK_ENOMEM, "compose: out of memory");
+  }
+  mk_buf imports, sections;
+  mk_buf_init(&imports, 0);
+  mk_buf_init(&sections, 0);
+  mk_pyemit_prelude(&imports);
+  int rc = emit_sections(p, chosen, &imports, &sections, err);
+  if (!rc) {
+    emit_header(g, p, chosen, opt, out);
+    mk_buf_putc(out, '\n');
+    mk_buf_append(out, imports.data ? imports.data : "", imports.len);
+    mk_buf_puts(out, "\n# ---- the original module (verbatim) ----\n");
+    mk_buf_puts(out, opt->module_source);
+    if (out->len && out->data[out->len - 1] != '\n') mk_buf_putc(out, '\n');
+    mk_buf_append(out, sections.data ? sections.data : "", sections.len);
+    mk_buf_printf(out, "\n\nclass ModelNew(%s):\n", g->class_name ? g->class_name : "Model");
+    mk_buf_puts(out, "    \"\"\"The same module, composed of verified subkernels.\"\"\"\n\n");
+    rc = emit_forward(g, p, chosen, &nc, out, err);
+  }
+  if (!rc && out->err) rc = mk_errf(err, out->err, "compose: output too large");
+  mk_buf_free(&imports);
+  mk_buf_free(&sections);
+  free(nc.alias);
+  return rc;
+}

@@ -1,0 +1,325 @@
+/* pyemit.c — Python source for recorded torch calls.
+ *
+ * Turns the protocol's argument encoding (docs/protocol.md) back into Python
+ * literals and a node into a call expression. Common forms are spelled the
+ * way a person would write them (`F.relu(x)`, `x.view(...)`, `a + b`) so the
+ * emitted ModelNew reads like hand-written code; anything else keeps its
+ * exact dotted name, which is always valid. */
+#include "mk_compose.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Binary operator dunders printed infix. */
+static const struct {
+  const char *dunder;
+  const char *op;
+  int reflected;
+} infix_ops[] = {
+    {"__add__", "+", 0},      {"__radd__", "+", 1},     {"__sub__", "-", 0},
+    {"__rsub__", "-", 1},     {"__mul__", "*", 0},      {"__rmul__", "*", 1},
+    {"__truediv__", "/", 0},  {"__rtruediv__", "/", 1}, {"__floordiv__", "//", 0},
+    {"__rfloordiv__", "//", 1}, {"__matmul__", "@", 0}, {"__rmatmul__", "@", 1},
+    {"__pow__", "**", 0},     {"__rpow__", "**", 1},    {"__mod__", "%", 0},
+    {"__rmod__", "%", 1},     {"__and__", "&", 0},      {"__or__", "|", 0},
+    {"__xor__", "^", 0},      {"__lt__", "<", 0},       {"__le__", "<=", 0},
+    {"__gt__", ">", 0},       {"__ge__", ">=", 0},      {"__eq__", "==", 0},
+    {"__ne__", "!=", 0},
+};
+
+static int emit_seq(const cJSON *items, const char *open, const char *close, int one_comma,
+                    mk_value_namer namer, void *ctx, mk_buf *out, mk_errmsg *err) {
+  mk_buf_puts(out, open);
+  int n = 0;
+  for (const cJSON *it = items ? items->child : NULL; it; it = it->next, n++) {
+    if (n) mk_buf_puts(out, ", ");
+    int rc = mk_pyemit_arg(it, namer, ctx, out, err);
+    if (rc) return rc;
+  }
+  if (n == 1 && one_comma) mk_buf_putc(out, ',');
+  return mk_buf_puts(out, close);
+}
+
+static int emit_float(double d, mk_buf *out) {
+  if (isnan(d)) return mk_buf_puts(out, "float('nan')");
+  if (isinf(d)) return mk_buf_puts(out, d > 0 ? "float('inf')" : "float('-inf')");
+  char tmp[64];
+  /* Shortest repr that round-trips, as Python's float repr would. */
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(tmp, sizeof tmp, "%.*g", prec, d);
+    double back;
+    if (sscanf(tmp, "%lf", &back) == 1 && back == d) break;
+  }
+  mk_buf_puts(out, tmp);
+  if (strpbrk(tmp, ".eEn") == NULL) mk_buf_puts(out, ".0");
+  return out->err;
+}
+
+static int emit_number(const cJSON *arg, mk_buf *out) {
+  double d = arg->valuedouble;
+  if (d == floor(d) && fabs(d) < 9007199254740992.0) return mk_buf_printf(out, "%.0f", d);
+  return emit_float(d, out);
+}
+
+/* {"float": x} where x is a number or "inf"/"-inf"/"nan". */
+static int emit_tagged_float(const cJSON *v, mk_buf *out, mk_errmsg *err) {
+  if (cJSON_IsNumber(v)) return emit_float(v->valuedouble, out);
+  if (cJSON_IsString(v)) {
+    if (strcmp(v->valuestring, "inf") == 0) return emit_float(INFINITY, out);
+    if (strcmp(v->valuestring, "-inf") == 0) return emit_float(-INFINITY, out);
+    if (strcmp(v->valuestring, "nan") == 0) return emit_float(NAN, out);
+  }
+  return mk_errf(err, MK_EINVAL, "bad float encoding");
+}
+
+static int emit_slice_part(const cJSON *v, mk_value_namer namer, void *ctx, mk_buf *out,
+                           mk_errmsg *err) {
+  if (v == NULL || cJSON_IsNull(v)) return 0; /* empty slot: a[:n] */
+  return mk_pyemit_arg(v, namer, ctx, out, err);
+}
+
+static int emit_slice(const cJSON *parts, mk_value_namer namer, void *ctx, mk_buf *out,
+                      mk_errmsg *err) {
+  if (!cJSON_IsArray(parts) || cJSON_GetArraySize(parts) != 3)
+    return mk_errf(err, MK_EINVAL, "bad slice encoding");
+  mk_buf_puts(out, "slice(");
+  for (int i = 0; i < 3; i++) {
+    if (i) mk_buf_puts(out, ", ");
+    const cJSON *v = cJSON_GetArrayItem(parts, i);
+    if (v == NULL || cJSON_IsNull(v)) {
+      mk_buf_puts(out, "None");
+      continue;
+    }
+    int rc = emit_slice_part(v, namer, ctx, out, err);
+    if (rc) return rc;
+  }
+  return mk_buf_putc(out, ')');
+}
+
+static int emit_dict(const cJSON *pairs, mk_value_namer namer, void *ctx, mk_buf *out,
+                     mk_errmsg *err) {
+  mk_buf_putc(out, '{');
+  int n = 0;
+  for (const cJSON *p = pairs ? pairs->child : NULL; p; p = p->next, n++) {
+    if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 2)
+      return mk_errf(err, MK_EINVAL, "bad dict encoding");
+    if (n) mk_buf_puts(out, ", ");
+    int rc = mk_pyemit_arg(cJSON_GetArrayItem(p, 0), namer, ctx, out, err);
+    if (!rc) rc = mk_buf_puts(out, ": ");
+    if (!rc) rc = mk_pyemit_arg(cJSON_GetArrayItem(p, 1), namer, ctx, out, err);
+    if (rc) return rc;
+  }
+  return mk_buf_putc(out, '}');
+}
+
+/* Names like "float32", "cuda:0", "channels_last": checked to be identifier-ish
+ * so a hostile capture cannot inject code into the emitted file. */
+static int is_safe_token(const char *s) {
+  if (s == NULL || *s == '\0') return 0;
+  for (; *s; s++)
+    if (!(*s == '_' || *s == ':' || (*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'z') ||
+          (*s >= 'A' && *s <= 'Z')))
+      return 0;
+  return 1;
+}
+
+static int emit_tagged(const cJSON *arg, mk_value_namer namer, void *ctx, mk_buf *out,
+                       mk_errmsg *err) {
+  const cJSON *tag = arg->child;
+  if (tag == NULL) return mk_buf_puts(out, "{}");
+  const char *k = tag->string;
+  if (strcmp(k, "t") == 0) {
+    if (!cJSON_IsNumber(tag)) return mk_errf(err, MK_EINVAL, "bad tensor reference");
+    return namer(ctx, tag->valueint, out);
+  }
+  if (strcmp(k, "tuple") == 0) return emit_seq(tag, "(", ")", 1, namer, ctx, out, err);
+  if (strcmp(k, "list") == 0) return emit_seq(tag, "[", "]", 0, namer, ctx, out, err);
+  if (strcmp(k, "size") == 0) return emit_seq(tag, "torch.Size([", "])", 0, namer, ctx, out, err);
+  if (strcmp(k, "float") == 0) return emit_tagged_float(tag, out, err);
+  if (strcmp(k, "slice") == 0) return emit_slice(tag, namer, ctx, out, err);
+  if (strcmp(k, "ellipsis") == 0) return mk_buf_puts(out, "...");
+  if (strcmp(k, "dict") == 0) return emit_dict(tag, namer, ctx, out, err);
+  if (!cJSON_IsString(tag) || !is_safe_token(tag->valuestring))
+    return mk_errf(err, MK_EUNSUPPORTED, "argument '%s' cannot be written as Python", k);
+  if (strcmp(k, "dtype") == 0) return mk_buf_printf(out, "torch.%s", tag->valuestring);
+  if (strcmp(k, "device") == 0) return mk_buf_printf(out, "torch.device('%s')", tag->valuestring);
+  if (strcmp(k, "memory_format") == 0 || strcmp(k, "layout") == 0)
+    return mk_buf_printf(out, "torch.%s", tag->valuestring);
+  return mk_errf(err, MK_EUNSUPPORTED, "argument of kind '%s' cannot be written as Python", k);
+}
+
+int mk_pyemit_arg(const cJSON *arg, mk_value_namer namer, void *ctx, mk_buf *out, mk_errmsg *err) {
+  if (arg == NULL || cJSON_IsNull(arg)) return mk_buf_puts(out, "None");
+  if (cJSON_IsTrue(arg)) return mk_buf_puts(out, "True");
+  if (cJSON_IsFalse(arg)) return mk_buf_puts(out, "False");
+  if (cJSON_IsNumber(arg)) return emit_number(arg, out);
+  if (cJSON_IsString(arg)) return mk_buf_py_str(out, arg->valuestring);
+  if (cJSON_IsArray(arg)) return emit_seq(arg, "[", "]", 0, namer, ctx, out, err);
+  if (cJSON_IsObject(arg)) {
+    if (cJSON_GetObjectItemCaseSensitive(arg, "opaque"))
+      return mk_errf(err, MK_EUNSUPPORTED, "an argument could not be recorded exactly");
+    return emit_tagged(arg, namer, ctx, out, err);
+  }
+  return mk_errf(err, MK_EINVAL, "unknown argument encoding");
+}
+
+int mk_pyemit_self_path(const char *path, mk_buf *out) {
+  mk_buf_puts(out, "self");
+  const char *p = path;
+  while (*p) {
+    const char *dot = strchr(p, '.');
+    size_t n = dot ? (size_t)(dot - p) : strlen(p);
+    int digits = n > 0;
+    for (size_t i = 0; i < n; i++)
+      if (p[i] < '0' || p[i] > '9') digits = 0;
+    if (digits) mk_buf_printf(out, "[%.*s]", (int)n, p);
+    else mk_buf_printf(out, ".%.*s", (int)n, p);
+    p += n;
+    if (*p == '.') p++;
+  }
+  return out->err;
+}
+
+static int emit_args_list(const mk_node *n, int skip_first, mk_value_namer namer, void *ctx,
+                          mk_buf *out, mk_errmsg *err) {
+  int count = 0;
+  const cJSON *a = n->args ? n->args->child : NULL;
+  if (skip_first && a) a = a->next;
+  for (; a; a = a->next, count++) {
+    if (count) mk_buf_puts(out, ", ");
+    int rc = mk_pyemit_arg(a, namer, ctx, out, err);
+    if (rc) return rc;
+  }
+  for (const cJSON *kw = n->kwargs ? n->kwargs->child : NULL; kw; kw = kw->next, count++) {
+    if (count) mk_buf_puts(out, ", ");
+    mk_buf_printf(out, "%s=", kw->string);
+    int rc = mk_pyemit_arg(kw, namer, ctx, out, err);
+    if (rc) return rc;
+  }
+  return out->err;
+}
+
+static int is_identifier(const char *s, size_t n) {
+  if (n == 0 || (s[0] >= '0' && s[0] <= '9')) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!(s[i] == '_' || (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
+          (s[i] >= 'A' && s[i] <= 'Z')))
+      return 0;
+  return 1;
+}
+
+/* Every component of a dotted op name must be an identifier. */
+static int is_dotted_name(const char *op) {
+  const char *p = op;
+  while (*p) {
+    const char *dot = strchr(p, '.');
+    size_t n = dot ? (size_t)(dot - p) : strlen(p);
+    if (!is_identifier(p, n)) return 0;
+    p += n;
+    if (*p == '.') p++;
+  }
+  return strncmp(op, "torch.", 6) == 0;
+}
+
+static int emit_infix(const mk_node *n, const char *method, mk_value_namer namer, void *ctx,
+                      mk_buf *out, mk_errmsg *err, int *done) {
+  *done = 0;
+  if (cJSON_GetArraySize(n->args) != 2 || (n->kwargs && n->kwargs->child)) return 0;
+  for (size_t i = 0; i < sizeof infix_ops / sizeof infix_ops[0]; i++) {
+    if (strcmp(method, infix_ops[i].dunder) != 0) continue;
+    const cJSON *a = cJSON_GetArrayItem(n->args, infix_ops[i].reflected ? 1 : 0);
+    const cJSON *b = cJSON_GetArrayItem(n->args, infix_ops[i].reflected ? 0 : 1);
+    mk_buf_putc(out, '(');
+    int rc = mk_pyemit_arg(a, namer, ctx, out, err);
+    if (!rc) rc = mk_buf_printf(out, " %s ", infix_ops[i].op);
+    if (!rc) rc = mk_pyemit_arg(b, namer, ctx, out, err);
+    if (!rc) rc = mk_buf_putc(out, ')');
+    *done = 1;
+    return rc;
+  }
+  return 0;
+}
+
+int mk_pyemit_call(const mk_graph *g, const mk_node *n, mk_value_namer namer, void *ctx,
+                   mk_buf *out, mk_errmsg *err) {
+  (void)g;
+  if (!is_dotted_name(n->op))
+    return mk_errf(err, MK_EUNSUPPORTED, "op '%.200s' is not a torch callable", n->op);
+  static const char tensor_prefix[] = "torch.Tensor.";
+  static const char f_prefix[] = "torch.nn.functional.";
+  if (strncmp(n->op, tensor_prefix, sizeof tensor_prefix - 1) == 0 && n->args &&
+      cJSON_GetArraySize(n->args) >= 1) {
+    const char *method = n->op + sizeof tensor_prefix - 1;
+    int done = 0;
+    int rc = emit_infix(n, method, namer, ctx, out, err, &done);
+    if (rc || done) return rc;
+    if (strncmp(method, "__", 2) != 0) {
+      /* x.view(...) rather than torch.Tensor.view(x, ...) */
+      rc = mk_pyemit_arg(n->args->child, namer, ctx, out, err);
+      if (!rc) rc = mk_buf_printf(out, ".%s(", method);
+      if (!rc) rc = emit_args_list(n, 1, namer, ctx, out, err);
+      if (!rc) rc = mk_buf_putc(out, ')');
+      return rc;
+    }
+  }
+  if (strncmp(n->op, f_prefix, sizeof f_prefix - 1) == 0)
+    mk_buf_printf(out, "F.%s(", n->op + sizeof f_prefix - 1);
+  else
+    mk_buf_printf(out, "%s(", n->op);
+  int rc = emit_args_list(n, 0, namer, ctx, out, err);
+  if (!rc) rc = mk_buf_putc(out, ')');
+  return rc;
+}
+
+/* Walks the node's return structure, emitting one assignment per tensor
+ * found at `path` (a chain of [i] subscripts on `_r`). */
+static int bind_outputs(const cJSON *s, mk_buf *path, mk_value_namer namer, void *ctx, int indent,
+                        mk_buf *out) {
+  if (s == NULL || !cJSON_IsObject(s) || s->child == NULL) return 0;
+  const cJSON *tag = s->child;
+  if (strcmp(tag->string, "t") == 0) {
+    mk_buf_indent(out, indent);
+    namer(ctx, tag->valueint, out);
+    return mk_buf_printf(out, " = _r%s\n", mk_buf_cstr(path));
+  }
+  if (strcmp(tag->string, "tuple") && strcmp(tag->string, "list")) return 0;
+  int i = 0;
+  for (const cJSON *it = tag->child; it; it = it->next, i++) {
+    size_t mark = path->len;
+    mk_buf_printf(path, "[%d]", i);
+    int rc = bind_outputs(it, path, namer, ctx, indent, out);
+    path->len = mark;
+    if (path->data) path->data[mark] = '\0';
+    if (rc) return rc;
+  }
+  return out->err;
+}
+
+int mk_pyemit_node(const mk_graph *g, const mk_node *n, mk_value_namer namer, void *ctx, int indent,
+                   mk_buf *out, mk_errmsg *err) {
+  const cJSON *s = n->out;
+  int single = s && cJSON_IsObject(s) && s->child && strcmp(s->child->string, "t") == 0;
+  mk_buf_indent(out, indent);
+  if (single) {
+    namer(ctx, s->child->valueint, out);
+    mk_buf_puts(out, " = ");
+  } else {
+    mk_buf_puts(out, "_r = ");
+  }
+  int rc = mk_pyemit_call(g, n, namer, ctx, out, err);
+  if (rc) return rc;
+  mk_buf_putc(out, '\n');
+  if (single) return out->err;
+  mk_buf path;
+  mk_buf_init(&path, 4096);
+  rc = bind_outputs(s, &path, namer, ctx, indent, out);
+  mk_buf_free(&path);
+  return rc ? rc : out->err;
+}
+
+int mk_pyemit_prelude(mk_buf *out) {
+  return mk_buf_puts(out,
+                     "import math\n\nimport torch\nimport torch.nn as nn\n"
+                     "import torch.nn.functional as F\n");
+}

@@ -1,0 +1,930 @@
+/* builtin_ew.c — elementwise expression codegen.
+ *
+ * An elementwise run is computed at flat offsets of its broadcast output
+ * shape. Every tensor it reads from outside (a "leaf") is loaded at the
+ * offset its own broadcasting implies: a full-shape leaf at `offs`, a
+ * per-channel parameter at ((offs // inner) % C) * stride, a 0-d tensor once.
+ * The broadcast pattern (which dims are real for each leaf) is decided from
+ * the captured shapes; the sizes and strides themselves are read from the
+ * tensors at run time, and the launcher checks the pattern still holds.
+ *
+ * The same body is used standalone (one kernel per run), as the epilogue of
+ * an anchor (the anchor's value is bound to a register) and as a prologue
+ * (computed while an anchor loads its input). */
+#include "builtin_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- dtypes ------------------------------------------------------------- */
+
+static const char *torch_dtype(mk_dtype d) {
+  switch (d) {
+  case MK_DTYPE_F32: return "float32";
+  case MK_DTYPE_F16: return "float16";
+  case MK_DTYPE_BF16: return "bfloat16";
+  case MK_DTYPE_F64: return "float64";
+  case MK_DTYPE_I64: return "int64";
+  case MK_DTYPE_I32: return "int32";
+  case MK_DTYPE_I16: return "int16";
+  case MK_DTYPE_I8: return "int8";
+  case MK_DTYPE_U8: return "uint8";
+  case MK_DTYPE_BOOL: return "bool";
+  default: return NULL;
+  }
+}
+
+static const char *tl_dtype(mk_dtype d) {
+  switch (d) {
+  case MK_DTYPE_F32: return "tl.float32";
+  case MK_DTYPE_F16: return "tl.float16";
+  case MK_DTYPE_BF16: return "tl.bfloat16";
+  case MK_DTYPE_F64: return "tl.float64";
+  case MK_DTYPE_I64: return "tl.int64";
+  case MK_DTYPE_I32: return "tl.int32";
+  case MK_DTYPE_I16: return "tl.int16";
+  case MK_DTYPE_I8: return "tl.int8";
+  case MK_DTYPE_U8: return "tl.uint8";
+  case MK_DTYPE_BOOL: return "tl.int1";
+  default: return NULL;
+  }
+}
+
+int bi_run_name(const bi_plan *p, int vid, mk_buf *out) { return bi_value_name(p->g, vid, out); }
+
+/* ---- which ops ----------------------------------------------------------- */
+
+typedef enum {
+  A_UNARY,  /* f(x) */
+  A_BINARY, /* f(a, b) */
+  A_OTHER,  /* handled case by case */
+} ew_arity;
+
+static const struct {
+  const char *name;
+  ew_arity arity;
+} ew_ops[] = {
+    {"add", A_BINARY}, {"radd", A_BINARY}, {"iadd", A_BINARY}, {"sub", A_BINARY},
+    {"subtract", A_BINARY}, {"rsub", A_BINARY}, {"isub", A_BINARY}, {"mul", A_BINARY},
+    {"multiply", A_BINARY}, {"rmul", A_BINARY}, {"imul", A_BINARY}, {"div", A_BINARY},
+    {"divide", A_BINARY}, {"truediv", A_BINARY}, {"true_divide", A_BINARY}, {"rtruediv", A_BINARY},
+    {"itruediv", A_BINARY}, {"rdiv", A_BINARY}, {"floordiv", A_BINARY}, {"rfloordiv", A_BINARY},
+    {"floor_divide", A_BINARY}, {"pow", A_BINARY}, {"rpow", A_BINARY}, {"maximum", A_BINARY},
+    {"minimum", A_BINARY}, {"fmax", A_BINARY}, {"fmin", A_BINARY}, {"max", A_BINARY},
+    {"min", A_BINARY}, {"lt", A_BINARY}, {"le", A_BINARY}, {"gt", A_BINARY}, {"ge", A_BINARY},
+    {"eq", A_BINARY}, {"ne", A_BINARY}, {"less", A_BINARY}, {"greater", A_BINARY},
+    {"logical_and", A_BINARY}, {"logical_or", A_BINARY}, {"and", A_BINARY}, {"or", A_BINARY},
+    {"neg", A_UNARY}, {"negative", A_UNARY}, {"pos", A_UNARY}, {"abs", A_UNARY}, {"exp", A_UNARY},
+    {"exp2", A_UNARY}, {"expm1", A_UNARY}, {"log", A_UNARY}, {"log2", A_UNARY}, {"log10", A_UNARY},
+    {"log1p", A_UNARY}, {"sqrt", A_UNARY}, {"rsqrt", A_UNARY}, {"reciprocal", A_UNARY},
+    {"square", A_UNARY}, {"sin", A_UNARY}, {"cos", A_UNARY}, {"tan", A_UNARY}, {"tanh", A_UNARY},
+    {"sigmoid", A_UNARY}, {"erf", A_UNARY}, {"floor", A_UNARY}, {"ceil", A_UNARY},
+    {"sign", A_UNARY}, {"relu", A_UNARY}, {"relu6", A_UNARY}, {"silu", A_UNARY},
+    {"mish", A_UNARY}, {"selu", A_UNARY}, {"hardswish", A_UNARY}, {"hardsigmoid", A_UNARY},
+    {"logsigmoid", A_UNARY}, {"softsign", A_UNARY}, {"tanhshrink", A_UNARY},
+    {"logical_not", A_UNARY}, {"clone", A_UNARY}, {"detach", A_UNARY}, {"float", A_UNARY},
+    {"half", A_UNARY}, {"bfloat16", A_UNARY}, {"to", A_OTHER}, {"type_as", A_OTHER},
+    {"leaky_relu", A_OTHER}, {"elu", A_OTHER}, {"celu", A_OTHER}, {"gelu", A_OTHER},
+    {"softplus", A_OTHER}, {"hardtanh", A_OTHER}, {"clamp", A_OTHER}, {"clip", A_OTHER},
+    {"clamp_min", A_OTHER}, {"clamp_max", A_OTHER}, {"threshold", A_OTHER}, {"where", A_OTHER},
+    {"dropout", A_OTHER}, {"dropout1d", A_OTHER}, {"dropout2d", A_OTHER}, {"dropout3d", A_OTHER},
+    {"alpha_dropout", A_OTHER}, {"feature_alpha_dropout", A_OTHER}, {"addcmul", A_OTHER},
+    {"addcdiv", A_OTHER}, {"lerp", A_OTHER}, {"hardshrink", A_OTHER}, {"softshrink", A_OTHER},
+    {"identity", A_UNARY},
+};
+
+static int find_op(const char *s) {
+  for (size_t i = 0; i < sizeof ew_ops / sizeof ew_ops[0]; i++)
+    if (strcmp(ew_ops[i].name, s) == 0) return (int)i;
+  return -1;
+}
+
+bool bi_ew_supported(const mk_node *n, mk_errmsg *err) {
+  char s[64];
+  bi_short(n, s, sizeof s);
+  int k = find_op(s);
+  if (k < 0) return false;
+  if (n->noutputs < 1) return false;
+  /* max/min with a dim are reductions, not elementwise. */
+  if ((strcmp(s, "max") == 0 || strcmp(s, "min") == 0) && bi_arg_tensor(bi_arg(n, 1, "other")) < 0)
+    return false;
+  if (strncmp(s, "dropout", 7) == 0 || strstr(s, "alpha_dropout")) {
+    double p = 0.5;
+    bi_arg_number(bi_arg(n, 1, "p"), &p);
+    bool training = bi_arg_bool(bi_arg(n, 2, "training"), true, NULL);
+    if (p != 0.0 && training) {
+      if (err) mk_errf(err, MK_EUNSUPPORTED, "dropout with p=%g in training mode is random", p);
+      return false;
+    }
+  }
+  if (strcmp(s, "pow") == 0 || strcmp(s, "rpow") == 0) {
+    /* pow needs a number on one side: a**2, 2**x. */
+    double d;
+    bool num_exp = bi_arg_number(bi_arg(n, 1, "exponent"), &d);
+    bool num_base = bi_arg_number(bi_arg(n, 0, "self"), &d);
+    if (!num_exp && !num_base) {
+      if (err) mk_errf(err, MK_EUNSUPPORTED, "pow with a tensor exponent");
+      return false;
+    }
+  }
+  if (strcmp(s, "div") == 0 || strcmp(s, "divide") == 0) {
+    const char *mode = bi_arg_str(bi_arg(n, 2, "rounding_mode"));
+    if (mode && strcmp(mode, "floor") && strcmp(mode, "trunc")) return false;
+  }
+  if (strcmp(s, "gelu") == 0) {
+    const char *a = bi_arg_str(bi_arg(n, 1, "approximate"));
+    if (a && strcmp(a, "none") && strcmp(a, "tanh")) return false;
+  }
+  return true;
+}
+
+/* ---- leaves ---------------------------------------------------------------- */
+
+typedef struct leaf {
+  int vid;
+  bool bound;        /* computed in registers by the enclosing kernel */
+  bool scalar;       /* loaded once (0-d or fully broadcast) */
+  bool full;         /* same shape as the run: loaded at offs */
+  bool mutated;      /* an in-place op of the run writes back into it */
+  int nruns;
+  int run_lo[MK_IR_MAX_RANK], run_hi[MK_IR_MAX_RANK];
+} leaf;
+
+#define MAX_LEAVES 64
+
+static bool produced_in(const bi_plan *p, int s, int vid) {
+  const mk_value *v = &p->g->values[vid];
+  return v->kind == MK_VALUE_NODE && v->producer >= 0 && p->stage_of[v->producer] == s;
+}
+
+static bool strided_value(const bi_emit *e, int vid);
+
+static void leaf_pattern(const bi_emit *e, int s, leaf *l) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  const mk_value *v = &p->g->values[l->vid];
+  int R = st->rank;
+  bool real[MK_IR_MAX_RANK] = {false};
+  int nreal = 0;
+  for (int d = 0; d < R; d++) {
+    int j = d - (R - v->rank);
+    if (j < 0) continue;
+    if (v->shape[j] == 1 && st->shape[d] != 1) continue;
+    if (st->shape[d] == 1) continue; /* index is always 0 */
+    real[d] = true;
+    nreal++;
+  }
+  l->scalar = nreal == 0;
+  l->full = v->rank == R && nreal > 0;
+  for (int d = 0; d < R && l->full; d++) l->full = v->shape[d] == st->shape[d];
+  bool strided = strided_value(e, l->vid);
+  if (strided) l->full = false;
+  l->nruns = 0;
+  for (int d = 0; d < R; d++) {
+    if (!real[d]) continue;
+    /* Merge consecutive real dims (valid on a contiguous leaf). */
+    if (!strided && l->nruns > 0 && l->run_hi[l->nruns - 1] == d - 1) {
+      l->run_hi[l->nruns - 1] = d;
+      continue;
+    }
+    l->run_lo[l->nruns] = d;
+    l->run_hi[l->nruns] = d;
+    l->nruns++;
+  }
+}
+
+static bool strided_value(const bi_emit *e, int vid) {
+  for (int i = 0; i < e->nstrided; i++)
+    if (e->strided[i] == vid) return true;
+  return false;
+}
+
+static void add_leaf(leaf *ls, int *nl, int vid, bi_ew_bind bind) {
+  for (int i = 0; i < *nl; i++)
+    if (ls[i].vid == vid) return;
+  if (*nl >= MAX_LEAVES) return;
+  ls[*nl] = (leaf){.vid = vid, .bound = vid == bind.value};
+  (*nl)++;
+}
+
+static void collect_tensors(const cJSON *a, int *ids, int *n, int max) {
+  if (a == NULL) return;
+  int t = bi_arg_tensor(a);
+  if (t >= 0) {
+    if (*n < max) ids[(*n)++] = t;
+    return;
+  }
+  if (cJSON_IsArray(a) || cJSON_IsObject(a))
+    for (const cJSON *c = a->child; c; c = c->next) collect_tensors(c, ids, n, max);
+}
+
+static int stage_leaves(const bi_emit *e, int s, bi_ew_bind bind, leaf *ls, int *nl,
+                        mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  *nl = 0;
+  for (int i = 0; i < st->nnodes; i++) {
+    const mk_node *n = &p->g->nodes[st->nodes[i]];
+    int ids[32], cnt = 0;
+    collect_tensors(n->args, ids, &cnt, 32);
+    collect_tensors(n->kwargs, ids, &cnt, 32);
+    for (int k = 0; k < cnt; k++) {
+      if (ids[k] < 0 || ids[k] >= p->g->nvalues)
+        return mk_errf(err, MK_EINVAL, "node %d reads value %d, which does not exist", n->id, ids[k]);
+      if (!produced_in(p, s, ids[k])) add_leaf(ls, nl, ids[k], bind);
+    }
+  }
+  if (*nl >= MAX_LEAVES) return mk_errf(err, MK_EUNSUPPORTED, "elementwise run reads too many tensors");
+  for (int i = 0; i < *nl; i++) {
+    leaf_pattern(e, s, &ls[i]);
+    for (int k = 0; k < st->nnodes; k++) {
+      const mk_node *n = &p->g->nodes[st->nodes[k]];
+      for (int m = 0; m < n->nmutates; m++) ls[i].mutated |= n->mutates[m] == ls[i].vid;
+    }
+    if (ls[i].mutated && !ls[i].full && !ls[i].bound)
+      return mk_errf(err, MK_EUNSUPPORTED, "an in-place op writes a tensor of another shape");
+  }
+  return 0;
+}
+
+/* ---- expressions ------------------------------------------------------------ */
+
+typedef struct ew_ctx {
+  const bi_emit *e;
+  int s;
+  const char *pfx;
+  bi_ew_bind bind;
+} ew_ctx;
+
+static int reg_name(const ew_ctx *c, int vid, mk_buf *out) {
+  if (vid == c->bind.value) return mk_buf_puts(out, c->bind.var);
+  if (produced_in(c->e->p, c->s, vid)) return mk_buf_printf(out, "v%d", vid);
+  mk_buf_puts(out, c->pfx);
+  return bi_run_name(c->e->p, vid, out);
+}
+
+/* Appends the Triton operand for an argument: a register or a literal. */
+static int operand(const ew_ctx *c, const cJSON *a, mk_buf *out, mk_errmsg *err) {
+  int t = bi_arg_tensor(a);
+  if (t >= 0) return reg_name(c, t, out);
+  double d;
+  long long iv;
+  if (a && cJSON_IsNumber(a) && bi_arg_int(a, &iv)) return mk_buf_printf(out, "%lld", iv);
+  if (bi_arg_number(a, &d)) return bi_tl_float(d, out);
+  return mk_errf(err, MK_EUNSUPPORTED, "an elementwise operand is neither a tensor nor a number");
+}
+
+/* Operand as a separate string (for templates that repeat it). */
+static int operand_str(const ew_ctx *c, const cJSON *a, char *buf, size_t size, mk_errmsg *err) {
+  mk_buf b;
+  mk_buf_init(&b, size);
+  int rc = operand(c, a, &b, err);
+  if (rc == 0 && b.err == 0) mk_strlcpy(buf, mk_buf_cstr(&b), size);
+  else if (rc == 0) rc = mk_errf(err, MK_ERANGE, "operand too long");
+  mk_buf_free(&b);
+  return rc;
+}
+
+static double num_or(const cJSON *a, double def) {
+  double d;
+  return bi_arg_number(a, &d) ? d : def;
+}
+
+static int flt(mk_buf *o, double d) { return bi_tl_float(d, o); }
+
+/* tanh via exp: exact to a few ulps in fp32 and the same on every Triton. */
+static void emit_tanh(mk_buf *o, const char *x) {
+  mk_buf_printf(o, "(1.0 - 2.0 / (tl.exp(2.0 * (%s)) + 1.0))", x);
+}
+
+static void emit_softplus(mk_buf *o, const char *x, double beta, double threshold) {
+  mk_buf_printf(o, "tl.where((%s) * ", x);
+  flt(o, beta);
+  mk_buf_puts(o, " > ");
+  flt(o, threshold);
+  mk_buf_printf(o, ", %s, tl.log(1.0 + tl.exp((%s) * ", x, x);
+  flt(o, beta);
+  mk_buf_puts(o, ")) / ");
+  flt(o, beta);
+  mk_buf_puts(o, ")");
+}
+
+/* Appends the expression for node n. `A`/`B` are its first two operands. */
+static int node_expr(const ew_ctx *c, const mk_node *n, mk_buf *o, mk_errmsg *err) {
+  char s[64];
+  bi_short(n, s, sizeof s);
+  char A[512] = "", B[512] = "";
+  int rc = 0;
+  const cJSON *a0 = bi_arg(n, 0, "input");
+  if (a0 == NULL) a0 = bi_arg(n, 0, "self");
+  const mk_value *outv = &c->e->p->g->values[n->outputs[0]];
+  int k = find_op(s);
+  if (k < 0) return mk_errf(err, MK_EUNSUPPORTED, "no elementwise kernel for %s", n->op);
+  if (a0) rc = operand_str(c, a0, A, sizeof A, err);
+  if (rc) return rc;
+  if (ew_ops[k].arity == A_BINARY) {
+    const cJSON *a1 = bi_arg(n, 1, "other");
+    if (a1 == NULL) a1 = bi_arg(n, 1, "exponent");
+    if (a1 == NULL) return mk_errf(err, MK_EUNSUPPORTED, "%s without a second operand", n->op);
+    rc = operand_str(c, a1, B, sizeof B, err);
+    if (rc) return rc;
+  }
+#define IS(x) (strcmp(s, x) == 0)
+  if (IS("add") || IS("radd") || IS("iadd") || IS("sub") || IS("subtract") || IS("isub") ||
+      IS("rsub")) {
+    double alpha = num_or(bi_arg(n, 2, "alpha"), 1.0);
+    bool minus = IS("sub") || IS("subtract") || IS("isub") || IS("rsub");
+    /* torch.rsub(a, b, alpha) = b - alpha * a; Tensor.__rsub__(self, other) = other - self. */
+    bool rev = IS("rsub");
+    const char *x = rev ? B : A, *y = rev ? A : B;
+    mk_buf_printf(o, "%s %s ", x, minus ? "-" : "+");
+    if (alpha != 1.0) {
+      flt(o, alpha);
+      mk_buf_puts(o, " * ");
+    }
+    return mk_buf_printf(o, "%s", y);
+  }
+  if (IS("mul") || IS("multiply") || IS("rmul") || IS("imul")) return mk_buf_printf(o, "%s * %s", A, B);
+  if (IS("div") || IS("divide") || IS("truediv") || IS("true_divide") || IS("itruediv") ||
+      IS("rtruediv") || IS("rdiv")) {
+    bool rev = IS("rtruediv") || IS("rdiv");
+    const char *x = rev ? B : A, *y = rev ? A : B;
+    const char *mode = bi_arg_str(bi_arg(n, 2, "rounding_mode"));
+    if (mode && strcmp(mode, "floor") == 0) return mk_buf_printf(o, "tl.floor(%s / %s)", x, y);
+    if (mode && strcmp(mode, "trunc") == 0)
+      return mk_buf_printf(o, "tl.where(%s / %s < 0, tl.ceil(%s / %s), tl.floor(%s / %s))", x, y,
+                           x, y, x, y);
+    return mk_buf_printf(o, "%s / %s", x, y);
+  }
+  if (IS("floordiv") || IS("rfloordiv") || IS("floor_divide")) {
+    bool rev = IS("rfloordiv");
+    return mk_buf_printf(o, "tl.floor(%s / %s)", rev ? B : A, rev ? A : B);
+  }
+  if (IS("pow") || IS("rpow")) {
+    bool rev = IS("rpow");
+    const char *base = rev ? B : A, *ex = rev ? A : B;
+    const cJSON *exa = rev ? bi_arg(n, 0, "self") : bi_arg(n, 1, "exponent");
+    double e;
+    if (bi_arg_number(exa, &e)) {
+      if (e == 1.0) return mk_buf_printf(o, "%s", base);
+      if (e == 2.0) return mk_buf_printf(o, "%s * %s", base, base);
+      if (e == 3.0) return mk_buf_printf(o, "%s * %s * %s", base, base, base);
+      if (e == 0.5) return mk_buf_printf(o, "tl.sqrt(%s)", base);
+      if (e == -1.0) return mk_buf_printf(o, "1.0 / %s", base);
+      if (e == -0.5) return mk_buf_printf(o, "tl.rsqrt(%s)", base);
+      if (e == 0.0) return mk_buf_printf(o, "%s * 0.0 + 1.0", base);
+      if (e == floor(e) && fabs(e) <= 8) {
+        /* Integer powers of negative bases keep their sign: repeated products. */
+        mk_buf_puts(o, e < 0 ? "1.0 / (" : "(");
+        for (int i = 0; i < (int)fabs(e); i++) mk_buf_printf(o, "%s%s", i ? " * " : "", base);
+        return mk_buf_puts(o, ")");
+      }
+      /* Non-integer exponent: negative bases give nan, as in torch. */
+      mk_buf_printf(o, "tl.exp(%s * tl.log(%s))", ex, base);
+      return o->err;
+    }
+    /* number ** tensor */
+    double b;
+    const cJSON *ba = rev ? bi_arg(n, 1, "other") : bi_arg(n, 0, "self");
+    if (bi_arg_number(ba, &b) && b > 0) {
+      mk_buf_printf(o, "tl.exp(%s * ", ex);
+      flt(o, log(b));
+      return mk_buf_puts(o, ")");
+    }
+    return mk_errf(err, MK_EUNSUPPORTED, "pow with these operands");
+  }
+  if (IS("maximum") || IS("fmax") || IS("max")) return mk_buf_printf(o, "tl.maximum(%s, %s)", A, B);
+  if (IS("minimum") || IS("fmin") || IS("min")) return mk_buf_printf(o, "tl.minimum(%s, %s)", A, B);
+  if (IS("lt") || IS("less")) return mk_buf_printf(o, "%s < %s", A, B);
+  if (IS("le")) return mk_buf_printf(o, "%s <= %s", A, B);
+  if (IS("gt") || IS("greater")) return mk_buf_printf(o, "%s > %s", A, B);
+  if (IS("ge")) return mk_buf_printf(o, "%s >= %s", A, B);
+  if (IS("eq")) return mk_buf_printf(o, "%s == %s", A, B);
+  if (IS("ne")) return mk_buf_printf(o, "%s != %s", A, B);
+  if (IS("logical_and") || IS("and")) return mk_buf_printf(o, "(%s != 0) & (%s != 0)", A, B);
+  if (IS("logical_or") || IS("or")) return mk_buf_printf(o, "(%s != 0) | (%s != 0)", A, B);
+  if (IS("neg") || IS("negative")) return mk_buf_printf(o, "-%s", A);
+  if (IS("pos") || IS("clone") || IS("detach") || IS("identity")) return mk_buf_printf(o, "%s", A);
+  if (IS("abs")) return mk_buf_printf(o, "tl.abs(%s)", A);
+  if (IS("exp")) return mk_buf_printf(o, "tl.exp(%s)", A);
+  if (IS("exp2")) return mk_buf_printf(o, "tl.exp2(%s)", A);
+  if (IS("expm1")) return mk_buf_printf(o, "tl.exp(%s) - 1.0", A);
+  if (IS("log")) return mk_buf_printf(o, "tl.log(%s)", A);
+  if (IS("log2")) return mk_buf_printf(o, "tl.log2(%s)", A);
+  if (IS("log10")) return mk_buf_printf(o, "tl.log(%s) * 0.4342944819032518", A);
+  if (IS("log1p")) return mk_buf_printf(o, "tl.log(1.0 + %s)", A);
+  if (IS("sqrt")) return mk_buf_printf(o, "tl.sqrt(%s)", A);
+  if (IS("rsqrt")) return mk_buf_printf(o, "tl.rsqrt(%s)", A);
+  if (IS("reciprocal")) return mk_buf_printf(o, "1.0 / %s", A);
+  if (IS("square")) return mk_buf_printf(o, "%s * %s", A, A);
+  if (IS("sin")) return mk_buf_printf(o, "tl.sin(%s)", A);
+  if (IS("cos")) return mk_buf_printf(o, "tl.cos(%s)", A);
+  if (IS("tan")) return mk_buf_printf(o, "tl.sin(%s) / tl.cos(%s)", A, A);
+  if (IS("tanh")) {
+    emit_tanh(o, A);
+    return o->err;
+  }
+  if (IS("sigmoid")) return mk_buf_printf(o, "1.0 / (1.0 + tl.exp(-%s))", A);
+  if (IS("erf")) return mk_buf_printf(o, "tl.erf(%s)", A);
+  if (IS("floor")) return mk_buf_printf(o, "tl.floor(%s)", A);
+  if (IS("ceil")) return mk_buf_printf(o, "tl.ceil(%s)", A);
+  if (IS("sign"))
+    return mk_buf_printf(o, "tl.where(%s > 0, 1.0, tl.where(%s < 0, -1.0, 0.0))", A, A);
+  if (IS("relu")) return mk_buf_printf(o, "tl.where(%s > 0, %s, 0.0)", A, A);
+  if (IS("relu6")) return mk_buf_printf(o, "tl.minimum(tl.maximum(%s, 0.0), 6.0)", A);
+  if (IS("silu")) return mk_buf_printf(o, "%s / (1.0 + tl.exp(-%s))", A, A);
+  if (IS("mish")) {
+    mk_buf sp;
+    mk_buf_init(&sp, 4096);
+    emit_softplus(&sp, A, 1.0, 20.0);
+    mk_buf_printf(o, "%s * ", A);
+    emit_tanh(o, mk_buf_cstr(&sp));
+    mk_buf_free(&sp);
+    return o->err;
+  }
+  if (IS("selu"))
+    return mk_buf_printf(o,
+                         "1.0507009873554805 * tl.where(%s > 0, %s, 1.6732632423543772 * "
+                         "(tl.exp(%s) - 1.0))",
+                         A, A, A);
+  if (IS("hardswish")) return mk_buf_printf(o, "%s * tl.minimum(tl.maximum(%s + 3.0, 0.0), 6.0) / 6.0", A, A);
+  if (IS("hardsigmoid")) return mk_buf_printf(o, "tl.minimum(tl.maximum(%s + 3.0, 0.0), 6.0) / 6.0", A);
+  if (IS("logsigmoid"))
+    return mk_buf_printf(o, "tl.minimum(%s, 0.0) - tl.log(1.0 + tl.exp(-tl.abs(%s)))", A, A);
+  if (IS("softsign")) return mk_buf_printf(o, "%s / (1.0 + tl.abs(%s))", A, A);
+  if (IS("tanhshrink")) {
+    mk_buf_printf(o, "%s - ", A);
+    emit_tanh(o, A);
+    return o->err;
+  }
+  if (IS("logical_not")) return mk_buf_printf(o, "%s == 0", A);
+  if (IS("float") || IS("half") || IS("bfloat16") || IS("to") || IS("type_as")) {
+    const char *t = tl_dtype(outv->dtype);
+    if (t == NULL) return mk_errf(err, MK_EUNSUPPORTED, "cast to an unknown dtype");
+    return mk_buf_printf(o, "(%s).to(%s)", A, t);
+  }
+  if (IS("leaky_relu")) {
+    mk_buf_printf(o, "tl.where(%s > 0, %s, %s * ", A, A, A);
+    flt(o, num_or(bi_arg(n, 1, "negative_slope"), 0.01));
+    return mk_buf_puts(o, ")");
+  }
+  if (IS("elu") || IS("celu")) {
+    double alpha = num_or(bi_arg(n, 1, "alpha"), 1.0);
+    mk_buf_printf(o, "tl.where(%s > 0, %s, ", A, A);
+    flt(o, alpha);
+    if (IS("celu")) {
+      mk_buf_printf(o, " * (tl.exp(%s / ", A);
+      flt(o, alpha);
+      return mk_buf_puts(o, ") - 1.0))");
+    }
+    return mk_buf_printf(o, " * (tl.exp(%s) - 1.0))", A);
+  }
+  if (IS("gelu")) {
+    const char *ap = bi_arg_str(bi_arg(n, 1, "approximate"));
+    if (ap && strcmp(ap, "tanh") == 0) {
+      mk_buf inner;
+      mk_buf_init(&inner, 8192);
+      mk_buf_printf(&inner, "0.7978845608028654 * (%s + 0.044715 * %s * %s * %s)", A, A, A, A);
+      mk_buf_printf(o, "0.5 * %s * (1.0 + ", A);
+      emit_tanh(o, mk_buf_cstr(&inner));
+      mk_buf_free(&inner);
+      return mk_buf_puts(o, ")");
+    }
+    return mk_buf_printf(o, "0.5 * %s * (1.0 + tl.erf(%s * 0.7071067811865476))", A, A);
+  }
+  if (IS("softplus")) {
+    emit_softplus(o, A, num_or(bi_arg(n, 1, "beta"), 1.0), num_or(bi_arg(n, 2, "threshold"), 20.0));
+    return o->err;
+  }
+  if (IS("hardtanh")) {
+    mk_buf_printf(o, "tl.minimum(tl.maximum(%s, ", A);
+    flt(o, num_or(bi_arg(n, 1, "min_val"), -1.0));
+    mk_buf_puts(o, "), ");
+    flt(o, num_or(bi_arg(n, 2, "max_val"), 1.0));
+    return mk_buf_puts(o, ")");
+  }
+  if (IS("clamp") || IS("clip") || IS("clamp_min") || IS("clamp_max")) {
+    const cJSON *lo = IS("clamp_max") ? NULL : bi_arg(n, 1, "min");
+    const cJSON *hi = IS("clamp_min") ? NULL : bi_arg(n, IS("clamp_max") ? 1 : 2, "max");
+    char L[512] = "", H[512] = "";
+    if (!bi_arg_none(lo) && (rc = operand_str(c, lo, L, sizeof L, err))) return rc;
+    if (!bi_arg_none(hi) && (rc = operand_str(c, hi, H, sizeof H, err))) return rc;
+    /* torch.clamp: min(max(x, lo), hi), so hi wins when lo > hi. */
+    if (H[0]) mk_buf_puts(o, "tl.minimum(");
+    if (L[0]) mk_buf_printf(o, "tl.maximum(%s, %s)", A, L);
+    else mk_buf_puts(o, A);
+    if (H[0]) mk_buf_printf(o, ", %s)", H);
+    return o->err;
+  }
+  if (IS("threshold")) {
+    mk_buf_printf(o, "tl.where(%s > ", A);
+    flt(o, num_or(bi_arg(n, 1, "threshold"), 0.0));
+    mk_buf_printf(o, ", %s, ", A);
+    flt(o, num_or(bi_arg(n, 2, "value"), 0.0));
+    return mk_buf_puts(o, ")");
+  }
+  if (IS("where")) {
+    char X[512], Y[512];
+    if ((rc = operand_str(c, bi_arg(n, 1, "input"), X, sizeof X, err))) return rc;
+    if ((rc = operand_str(c, bi_arg(n, 2, "other"), Y, sizeof Y, err))) return rc;
+    char C[512];
+    if ((rc = operand_str(c, bi_arg(n, 0, "condition"), C, sizeof C, err))) return rc;
+    return mk_buf_printf(o, "tl.where(%s != 0, %s, %s)", C, X, Y);
+  }
+  if (strstr(s, "dropout")) return mk_buf_printf(o, "%s", A); /* p == 0 or eval: identity */
+  if (IS("addcmul") || IS("addcdiv")) {
+    char T1[512], T2[512];
+    if ((rc = operand_str(c, bi_arg(n, 1, "tensor1"), T1, sizeof T1, err))) return rc;
+    if ((rc = operand_str(c, bi_arg(n, 2, "tensor2"), T2, sizeof T2, err))) return rc;
+    mk_buf_printf(o, "%s + ", A);
+    flt(o, num_or(bi_arg(n, 3, "value"), 1.0));
+    return mk_buf_printf(o, " * (%s %s %s)", T1, IS("addcmul") ? "*" : "/", T2);
+  }
+  if (IS("lerp")) {
+    char E[512], W[512];
+    if ((rc = operand_str(c, bi_arg(n, 1, "end"), E, sizeof E, err))) return rc;
+    if ((rc = operand_str(c, bi_arg(n, 2, "weight"), W, sizeof W, err))) return rc;
+    return mk_buf_printf(o, "%s + %s * (%s - %s)", A, W, E, A);
+  }
+  if (IS("hardshrink") || IS("softshrink")) {
+    double l = num_or(bi_arg(n, 1, "lambd"), 0.5);
+    char L[64];
+    mk_buf lb;
+    mk_buf_init(&lb, sizeof L);
+    flt(&lb, l);
+    mk_strlcpy(L, mk_buf_cstr(&lb), sizeof L);
+    mk_buf_free(&lb);
+    if (IS("hardshrink")) return mk_buf_printf(o, "tl.where(tl.abs(%s) > %s, %s, 0.0)", A, L, A);
+    return mk_buf_printf(o, "tl.where(%s > %s, %s - %s, tl.where(%s < -%s, %s + %s, 0.0))", A, L,
+                         A, L, A, L, A, L);
+  }
+#undef IS
+  return mk_errf(err, MK_EUNSUPPORTED, "no elementwise kernel for %s", n->op);
+}
+
+/* ---- kernel parameters and body --------------------------------------------- */
+
+static int dims_product(const char *pfx, int lo, int hi, mk_buf *out) {
+  for (int d = lo; d <= hi; d++) mk_buf_printf(out, "%s%sD%d", d > lo ? " * " : "", pfx, d);
+  return out->err;
+}
+
+int bi_ew_params(bi_emit *e, int s, const char *pfx, const char *shape_var, bi_ew_bind bind,
+                 mk_buf *sig, mk_buf *call, mk_errmsg *err) {
+  leaf ls[MAX_LEAVES];
+  int nl = 0;
+  int rc = stage_leaves(e, s, bind, ls, &nl, err);
+  if (rc) return rc;
+  const bi_plan *p = e->p;
+  for (int i = 0; i < nl; i++) {
+    if (ls[i].bound) continue;
+    mk_buf_printf(sig, "%s", pfx);
+    bi_run_name(p, ls[i].vid, sig);
+    mk_buf_puts(sig, "_ptr, ");
+    bi_run_name(p, ls[i].vid, call);
+    mk_buf_puts(call, ls[i].mutated || strided_value(e, ls[i].vid) ? ", " : ".contiguous(), ");
+  }
+  /* Outputs that are not written back into a leaf. */
+  int stored[64];
+  bool fused = p->st[s].fused_into >= 0;
+  int ns = fused && p->st[p->st[s].fused_into].pro == s ? 0 : bi_stage_stored(p, s, stored, 64);
+  for (int i = 0; i < ns; i++) {
+    const mk_value *v = &p->g->values[stored[i]];
+    const mk_node *prod = &p->g->nodes[v->producer];
+    bool alias = false;
+    for (int m = 0; m < prod->nmutates; m++)
+      for (int l = 0; l < nl; l++) alias |= ls[l].vid == prod->mutates[m] && !ls[l].bound;
+    if (alias) continue;
+    mk_buf_printf(sig, "%s", pfx);
+    bi_run_name(p, stored[i], sig);
+    mk_buf_puts(sig, "_ptr, ");
+    bi_run_name(p, stored[i], call);
+    mk_buf_puts(call, ", ");
+  }
+  int R = p->st[s].rank;
+  for (int d = 0; d < R; d++) {
+    mk_buf_printf(sig, "%sD%d, ", pfx, d);
+    mk_buf_printf(call, "%s[%d], ", shape_var, d);
+  }
+  for (int i = 0; i < nl; i++) {
+    if (ls[i].bound || ls[i].scalar || ls[i].full) continue;
+    for (int r = 0; r < ls[i].nruns; r++) {
+      mk_buf_printf(sig, "%s", pfx);
+      bi_run_name(p, ls[i].vid, sig);
+      mk_buf_printf(sig, "_stride%d, ", ls[i].run_hi[r]);
+    }
+    if (ls[i].nruns == 0) continue;
+    /* Strides of the run ends, checked against the captured broadcast pattern. */
+    mk_buf_puts(call, "*_bcast_strides(");
+    bi_run_name(p, ls[i].vid, call);
+    mk_buf_printf(call, "%s, %s, (", strided_value(e, ls[i].vid) ? "" : ".contiguous()", shape_var);
+    for (int r = 0; r < ls[i].nruns; r++)
+      mk_buf_printf(call, "(%d, %d), ", ls[i].run_lo[r], ls[i].run_hi[r]);
+    mk_buf_puts(call, ")), ");
+    e->need_bcast = true;
+  }
+  return sig->err ? sig->err : call->err;
+}
+
+static int leaf_index(const bi_plan *p, const leaf *l, int R, const char *pfx, const char *offs,
+                      mk_buf *out) {
+  if (l->full) return mk_buf_puts(out, offs);
+  for (int r = 0; r < l->nruns; r++) {
+    int lo = l->run_lo[r], hi = l->run_hi[r];
+    if (r) mk_buf_puts(out, " + ");
+    mk_buf_puts(out, "(");
+    if (hi < R - 1) {
+      mk_buf_printf(out, "(%s // (", offs);
+      dims_product(pfx, hi + 1, R - 1, out);
+      mk_buf_puts(out, "))");
+    } else {
+      mk_buf_printf(out, "%s", offs);
+    }
+    if (lo > 0) {
+      mk_buf_puts(out, " % (");
+      dims_product(pfx, lo, hi, out);
+      mk_buf_puts(out, ")");
+    }
+    mk_buf_printf(out, ") * %s", pfx);
+    bi_run_name(p, l->vid, out);
+    mk_buf_printf(out, "_stride%d", hi);
+  }
+  return out->err;
+}
+
+int bi_ew_body(bi_emit *e, int s, const char *pfx, const char *offs, const char *mask,
+               bi_ew_bind bind, bool store, int indent, mk_buf *out, mk_errmsg *err) {
+  leaf ls[MAX_LEAVES];
+  int nl = 0;
+  int rc = stage_leaves(e, s, bind, ls, &nl, err);
+  if (rc) return rc;
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  ew_ctx c = {.e = e, .s = s, .pfx = pfx, .bind = bind};
+  for (int i = 0; i < nl; i++) {
+    if (ls[i].bound) continue;
+    mk_buf_indent(out, indent);
+    reg_name(&c, ls[i].vid, out);
+    mk_buf_puts(out, " = tl.load(");
+    mk_buf_puts(out, pfx);
+    bi_run_name(p, ls[i].vid, out);
+    if (ls[i].scalar) {
+      mk_buf_puts(out, "_ptr)\n");
+      continue;
+    }
+    mk_buf_puts(out, "_ptr + ");
+    leaf_index(p, &ls[i], st->rank, pfx, offs, out);
+    mk_buf_printf(out, ", mask=%s, other=0)\n", mask);
+  }
+  for (int i = 0; i < st->nnodes; i++) {
+    const mk_node *n = &p->g->nodes[st->nodes[i]];
+    mk_buf_indent(out, indent);
+    mk_buf_printf(out, "v%d = ", n->outputs[0]);
+    rc = node_expr(&c, n, out, err);
+    if (rc) return rc;
+    char sn[64];
+    mk_buf_printf(out, "  # %s (line %d)\n", bi_short(n, sn, sizeof sn), n->span.line);
+  }
+  if (!store) return out->err;
+  int stored[64];
+  int ns = bi_stage_stored(p, s, stored, 64);
+  for (int i = 0; i < ns; i++) {
+    const mk_value *v = &p->g->values[stored[i]];
+    const mk_node *prod = &p->g->nodes[v->producer];
+    int target = stored[i];
+    for (int m = 0; m < prod->nmutates; m++)
+      for (int l = 0; l < nl; l++)
+        if (ls[l].vid == prod->mutates[m] && !ls[l].bound) target = ls[l].vid;
+    mk_buf_indent(out, indent);
+    mk_buf_printf(out, "tl.store(%s", pfx);
+    bi_run_name(p, target, out);
+    mk_buf_printf(out, "_ptr + %s, v%d, mask=%s)\n", offs, stored[i], mask);
+  }
+  return out->err;
+}
+
+int bi_ew_shape_lines(bi_emit *e, int s, const char *shape_var, bi_ew_bind bind,
+                      const char *bind_shape, mk_buf *out, mk_errmsg *err) {
+  leaf ls[MAX_LEAVES];
+  int nl = 0;
+  int rc = stage_leaves(e, s, bind, ls, &nl, err);
+  if (rc) return rc;
+  mk_buf_printf(out, "    %s = torch.broadcast_shapes(", shape_var);
+  for (int i = 0; i < nl; i++) {
+    if (ls[i].bound) mk_buf_printf(out, "%s, ", bind_shape);
+    else {
+      bi_run_name(e->p, ls[i].vid, out);
+      mk_buf_puts(out, ".shape, ");
+    }
+  }
+  return mk_buf_puts(out, ")\n");
+}
+
+/* A tensor the stage reads, to take the device from. */
+static int device_of(bi_emit *e, int s, bi_ew_bind bind, mk_buf *out, mk_errmsg *err) {
+  leaf ls[MAX_LEAVES];
+  int nl = 0;
+  int rc = stage_leaves(e, s, bind, ls, &nl, err);
+  if (rc) return rc;
+  for (int i = 0; i < nl; i++) {
+    if (ls[i].bound) continue;
+    bi_run_name(e->p, ls[i].vid, out);
+    return mk_buf_puts(out, ".device");
+  }
+  return mk_errf(err, MK_EUNSUPPORTED, "elementwise run reads no tensor");
+}
+
+int bi_ew_alloc_lines(bi_emit *e, int s, const char *shape_var, const char *like, mk_buf *out,
+                      mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  int stored[64];
+  int ns = bi_stage_stored(p, s, stored, 64);
+  for (int i = 0; i < ns; i++) {
+    const mk_value *v = &p->g->values[stored[i]];
+    const mk_node *prod = &p->g->nodes[v->producer];
+    if (prod->nmutates > 0 && !produced_in(p, s, prod->mutates[0])) {
+      /* In place on a tensor from outside: same tensor, as in the reference. */
+      mk_buf_indent(out, 4);
+      bi_run_name(p, stored[i], out);
+      mk_buf_puts(out, " = ");
+      bi_run_name(p, prod->mutates[0], out);
+      mk_buf_puts(out, "\n");
+      continue;
+    }
+    const char *dt = torch_dtype(v->dtype);
+    if (dt == NULL) return mk_errf(err, MK_EUNSUPPORTED, "value %d has an unknown dtype", stored[i]);
+    mk_buf_indent(out, 4);
+    bi_run_name(p, stored[i], out);
+    mk_buf_printf(out, " = torch.empty(%s, device=%s, dtype=torch.%s)\n", shape_var, like, dt);
+  }
+  return out->err;
+}
+
+int bi_kernel_name(bi_emit *e, int s, const char *what, mk_buf *out) {
+  mk_buf_printf(out, "_%s", what);
+  if (s >= 0) {
+    mk_buf_putc(out, '_');
+    bi_stage_label(e->p, s, out);
+  }
+  return mk_buf_printf(out, "_kernel%d", e->kcount);
+}
+
+int bi_emit_ew_stage(bi_emit *e, int s, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  bi_ew_bind nobind = {.value = -1, .var = NULL};
+  int res = bi_stage_result(p, s);
+  int stored[64];
+  int ns = bi_stage_stored(p, s, stored, 64);
+  if (ns == 0) return 0; /* nothing it computes is used: dead code */
+  char shape_var[32], n_var[32];
+  snprintf(shape_var, sizeof shape_var, "shape%d", res);
+  snprintf(n_var, sizeof n_var, "n%d", res);
+  mk_buf kname, sig, call, dev;
+  mk_buf_init(&kname, 256);
+  mk_buf_init(&sig, 0);
+  mk_buf_init(&call, 0);
+  mk_buf_init(&dev, 256);
+  e->kcount++;
+  bi_kernel_name(e, s, "ew", &kname);
+  int rc = bi_ew_params(e, s, "", shape_var, nobind, &sig, &call, err);
+  if (!rc) rc = device_of(e, s, nobind, &dev, err);
+  if (!rc) {
+    /* kernel */
+    mk_buf *k = e->kernels;
+    mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%snumel, BLOCK: tl.constexpr):\n", mk_buf_cstr(&kname),
+                  mk_buf_cstr(&sig));
+    bi_stage_comment(p, s, 4, k);
+    mk_buf_puts(k, "    pid = tl.program_id(0)\n"
+                   "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n"
+                   "    mask = offs < numel\n");
+    rc = bi_ew_body(e, s, "", "offs", "mask", nobind, true, 4, k, err);
+  }
+  if (!rc) {
+    mk_buf *b = e->body;
+    bi_stage_comment(p, s, 4, b);
+    rc = bi_ew_shape_lines(e, s, shape_var, nobind, NULL, b, err);
+    if (!rc) rc = bi_ew_alloc_lines(e, s, shape_var, mk_buf_cstr(&dev), b, err);
+    if (!rc) {
+      mk_buf_printf(b, "    %s = math.prod(%s)\n", n_var, shape_var);
+      mk_buf_printf(b, "    if %s > 0:\n", n_var);
+      mk_buf_printf(b, "        %s[(triton.cdiv(%s, %d),)](\n            %s%s, BLOCK=%d, num_warps=%d)\n",
+                    mk_buf_cstr(&kname), n_var, e->cfg->block, mk_buf_cstr(&call), n_var,
+                    e->cfg->block, e->cfg->warps);
+    }
+  }
+  (void)st;
+  mk_buf_free(&kname);
+  mk_buf_free(&sig);
+  mk_buf_free(&call);
+  mk_buf_free(&dev);
+  if (!rc && (e->kernels->err || e->body->err)) rc = mk_errf(err, MK_ERANGE, "generated code too large");
+  return rc;
+}
+
+/* Anchor helpers: the fused epilogue and prologue. ---------------------------- */
+
+int bi_epi_alloc(bi_emit *e, int s, const char *out_shape_var, const char *like, mk_buf *out,
+                 mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  const mk_node *an = &p->g->nodes[st->nodes[0]];
+  int av = an->outputs[0];
+  const mk_value *v = &p->g->values[av];
+  const char *dt = torch_dtype(v->dtype);
+  if (dt == NULL) return mk_errf(err, MK_EUNSUPPORTED, "anchor output has an unknown dtype");
+  if (st->epi < 0 || bi_value_escapes(p, s, av)) {
+    mk_buf_indent(out, 4);
+    bi_run_name(p, av, out);
+    mk_buf_printf(out, " = torch.empty(%s, device=%s, dtype=torch.%s)\n", out_shape_var, like, dt);
+  }
+  if (st->epi >= 0) return bi_ew_alloc_lines(e, st->epi, out_shape_var, like, out, err);
+  return out->err;
+}
+
+int bi_epi_params(bi_emit *e, int s, const char *out_shape_var, mk_buf *sig, mk_buf *call,
+                  mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  int av = p->g->nodes[st->nodes[0]].outputs[0];
+  if (st->epi < 0 || bi_value_escapes(p, s, av)) {
+    bi_run_name(p, av, sig);
+    mk_buf_puts(sig, "_ptr, ");
+    bi_run_name(p, av, call);
+    mk_buf_puts(call, ", ");
+  }
+  if (st->epi < 0) return sig->err;
+  bi_ew_bind bind = {.value = av, .var = "acc"};
+  return bi_ew_params(e, st->epi, "epi_", out_shape_var, bind, sig, call, err);
+}
+
+int bi_epi_body(bi_emit *e, int s, const char *var, const char *offs, const char *mask, int indent,
+                mk_buf *out, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  int av = p->g->nodes[st->nodes[0]].outputs[0];
+  if (st->epi < 0 || bi_value_escapes(p, s, av)) {
+    mk_buf_indent(out, indent);
+    mk_buf_puts(out, "tl.store(");
+    bi_run_name(p, av, out);
+    mk_buf_printf(out, "_ptr + %s, %s, mask=%s)\n", offs, var, mask);
+  }
+  if (st->epi < 0) return out->err;
+  mk_buf_indent(out, indent);
+  mk_buf_puts(out, "# fused epilogue\n");
+  bi_ew_bind bind = {.value = av, .var = var};
+  return bi_ew_body(e, st->epi, "epi_", offs, mask, bind, true, indent, out, err);
+}
+
+int bi_pro_params(bi_emit *e, int s, int in_vid, const char *in_shape_var, mk_buf *sig,
+                  mk_buf *call, mk_errmsg *err) {
+  const bi_stage *st = &e->p->st[s];
+  if (st->pro < 0) {
+    bi_run_name(e->p, in_vid, sig);
+    mk_buf_puts(sig, "_ptr, ");
+    bi_run_name(e->p, in_vid, call);
+    mk_buf_puts(call, ".contiguous(), ");
+    return sig->err;
+  }
+  bi_ew_bind nobind = {.value = -1, .var = NULL};
+  return bi_ew_params(e, st->pro, "pro_", in_shape_var, nobind, sig, call, err);
+}
+
+int bi_pro_load(bi_emit *e, int s, int in_vid, const char *var, const char *offs, const char *mask,
+                const char *other, int indent, mk_buf *out, mk_errmsg *err) {
+  const bi_stage *st = &e->p->st[s];
+  mk_buf_indent(out, indent);
+  if (st->pro < 0) {
+    mk_buf_printf(out, "%s = tl.load(", var);
+    bi_run_name(e->p, in_vid, out);
+    return mk_buf_printf(out, "_ptr + %s, mask=%s, other=%s).to(tl.float32)\n", offs, mask, other);
+  }
+  mk_buf_puts(out, "# fused prologue\n");
+  bi_ew_bind nobind = {.value = -1, .var = NULL};
+  int rc = bi_ew_body(e, st->pro, "pro_", offs, mask, nobind, false, indent, out, err);
+  if (rc) return rc;
+  mk_buf_indent(out, indent);
+  return mk_buf_printf(out, "%s = tl.where(%s, v%d, %s).to(tl.float32)\n", var, mask,
+                       bi_stage_result(e->p, st->pro), other);
+}
+
+int bi_anchor_input_shape(bi_emit *e, int s, int in_vid, const char *shape_var, mk_buf *out,
+                          mk_errmsg *err) {
+  const bi_stage *st = &e->p->st[s];
+  if (st->pro < 0) {
+    mk_buf_printf(out, "    %s = ", shape_var);
+    bi_run_name(e->p, in_vid, out);
+    mk_buf_puts(out, ".shape\n");
+    mk_buf_printf(out, "    %s_device = ", shape_var);
+    bi_run_name(e->p, in_vid, out);
+    return mk_buf_puts(out, ".device\n");
+  }
+  bi_ew_bind nobind = {.value = -1, .var = NULL};
+  int rc = bi_ew_shape_lines(e, st->pro, shape_var, nobind, NULL, out, err);
+  if (rc) return rc;
+  mk_buf_printf(out, "    %s_device = ", shape_var);
+  rc = device_of(e, st->pro, nobind, out, err);
+  if (rc) return rc;
+  return mk_buf_puts(out, "\n");
+}

@@ -1,0 +1,227 @@
+/* builtin_internal.h — private interface between the builtin proposer's files.
+ *
+ * Not a public header: only the builtin_*.c files of engine/propose include it. The builtin
+ * generator works in three steps:
+ *   1. plan   (builtin_plan.c): split a subkernel into stages — runs of
+ *      elementwise ops, view ops, and one "anchor" per heavy op — and decide
+ *      which elementwise runs fuse into the anchor next to them (prologue or
+ *      epilogue);
+ *   2. emit   (builtin_ew.c, _reduce.c, _norm.c, _pool.c, _gemm.c, _torch.c):
+ *      each stage appends a Triton kernel (or a delegated torch call) and its
+ *      launcher lines for one configuration;
+ *   3. assemble (builtin_propose.c): one Python module per variant, with a
+ *      `run(...)` that runs the stages in order.
+ * Every generated name is derived from value ids and op names, so the same
+ * subkernel always gives the same text (deterministic proposals). */
+#ifndef MK_BUILTIN_INTERNAL_H
+#define MK_BUILTIN_INTERNAL_H
+
+#include "mk_buf.h"
+#include "mk_decompose.h"
+#include "mk_err.h"
+#include "mk_ir.h"
+#include "mk_propose.h"
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+
+/* ---- arguments of recorded calls (builtin_emit.c) ---------------------- */
+
+/* The argument at position `pos` of node n, or its keyword `kw` (either may be
+ * -1 / NULL). For torch.Tensor methods position 0 is `self`. NULL if absent. */
+const cJSON *bi_arg(const mk_node *n, int pos, const char *kw);
+/* True if the argument is absent or None. */
+bool bi_arg_none(const cJSON *a);
+/* Numeric value of a Python number argument ({"float": x} included).
+ * Returns false for anything else (tensors, None, strings). */
+bool bi_arg_number(const cJSON *a, double *out);
+bool bi_arg_int(const cJSON *a, long long *out);
+bool bi_arg_bool(const cJSON *a, bool def, bool *ok);
+/* Tensor value id of an argument {"t": id}, or -1. */
+int bi_arg_tensor(const cJSON *a);
+/* Integer list from an int or a tuple/list/size of ints. Returns the count
+ * (0..max) or -1 when the argument is not of that form. */
+int bi_arg_ints(const cJSON *a, long long *out, int max);
+/* String argument or NULL. */
+const char *bi_arg_str(const cJSON *a);
+
+/* Appends the Python literal of an encoded argument; tensors are spelled by
+ * `namer`. MK_EUNSUPPORTED for opaque arguments. */
+typedef int (*bi_namer)(void *ctx, int vid, mk_buf *out);
+int bi_py_arg(const cJSON *a, bi_namer namer, void *ctx, mk_buf *out, mk_errmsg *err);
+/* Appends `torch.xxx(args...)` / `x.method(...)` / `(a + b)` for node n. */
+int bi_py_call(const mk_node *n, bi_namer namer, void *ctx, mk_buf *out, mk_errmsg *err);
+/* Appends statements binding n's tensor outputs (a = ... / _r = ...; a = _r[0]). */
+int bi_py_node(const mk_graph *g, const mk_node *n, bi_namer namer, void *ctx, int indent,
+               mk_buf *out, mk_errmsg *err);
+/* Shortest float literal that round-trips ("0.5", "1e-05", "float('inf')"). */
+int bi_py_float(double d, mk_buf *out);
+/* Float literal for Triton code (never an int: "2.0"). */
+int bi_tl_float(double d, mk_buf *out);
+
+/* ---- value naming shared by reference and generated modules ------------ */
+
+/* Python parameter name of value `vid` in run(...): graph inputs "x0",
+ * parameters/buffers/attributes by their sanitized state name
+ * ("conv_weight"), node values "v12". Unique within a graph. */
+int bi_value_name(const mk_graph *g, int vid, mk_buf *out);
+/* A bi_namer over bi_value_name (ctx is the graph). */
+int bi_graph_namer(void *ctx, int vid, mk_buf *out);
+
+/* run(...) signature and return line of a subkernel (builtin_ref.c). */
+int bi_emit_run_signature(const mk_graph *g, const mk_subkernel *sk, mk_buf *out);
+int bi_emit_return(const mk_graph *g, const mk_subkernel *sk, mk_buf *out);
+/* Short op name: last dotted component without surrounding underscores and
+ * without the in-place "_" ("torch.Tensor.__iadd__" -> "iadd"). */
+const char *bi_short(const mk_node *n, char *buf, size_t size);
+
+/* ---- plan (builtin_plan.c) ---------------------------------------------- */
+
+typedef enum bi_kind {
+  BI_EW,      /* elementwise run: one Triton kernel over its broadcast shape */
+  BI_VIEW,    /* metadata op replayed in the launcher (view/reshape/flatten...) */
+  BI_REDUCE,  /* sum/mean/max/min/amax/amin/logsumexp over dims */
+  BI_SOFTMAX, /* softmax / log_softmax over one dim */
+  BI_NORM,    /* layer/group/instance/batch norm */
+  BI_POOL,    /* max/avg pool 1-3d, adaptive pools */
+  BI_GEMM,    /* linear / matmul / mm / bmm / addmm */
+  BI_TORCH,   /* conv, conv_transpose: delegated to PyTorch (MK_USES_TORCH) */
+} bi_kind;
+
+typedef struct bi_stage {
+  bi_kind kind;
+  int *nodes;
+  int nnodes;      /* EW: the run in order; other kinds: exactly one node */
+  int pro, epi;    /* indices of EW stages fused before / after, -1 if none */
+  int fused_into;  /* EW stage fused into that anchor stage, else -1 */
+  int rank;        /* EW: rank of the broadcast shape */
+  int64_t shape[MK_IR_MAX_RANK]; /* EW: broadcast shape at capture */
+} bi_stage;
+
+typedef struct bi_plan {
+  const mk_graph *g;
+  const mk_subkernel *sk;
+  bi_stage *st;
+  int nst;
+  int *stage_of;   /* node id -> stage index, -1 outside the subkernel */
+  bool *is_input;  /* value id -> is a subkernel input */
+  bool *is_output; /* value id -> is a subkernel output */
+} bi_plan;
+
+/* Builds the plan; MK_EUNSUPPORTED (with reason) for nodes the generator
+ * cannot write. Free with bi_plan_free. */
+int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_errmsg *err);
+void bi_plan_free(bi_plan *p);
+/* Value ids produced inside stage s and read outside it (by a later stage
+ * not fused with it, or as a subkernel output). Returns the count. */
+int bi_stage_stored(const bi_plan *p, int s, int *out, int max);
+/* True if value v is read by any node of the subkernel outside stage s (and
+ * outside the stages fused with s), or is a subkernel output. */
+bool bi_value_escapes(const bi_plan *p, int s, int v);
+/* The value id a stage produces as its main result. */
+int bi_stage_result(const bi_plan *p, int s);
+/* Readable short name of a stage from its op names ("relu_add"). */
+int bi_stage_label(const bi_plan *p, int s, mk_buf *out);
+
+/* ---- emission context -------------------------------------------------- */
+
+/* One configuration for every kernel family; each emitter reads what it
+ * needs. `index` picks within each family's table. */
+typedef struct bi_config {
+  int block;        /* elementwise / row block */
+  int block_r, block_i; /* reductions: reduced x kept tile */
+  int bm, bn, bk;   /* GEMM tile */
+  int warps, stages;
+  const char *precision; /* GEMM: "ieee" or "tf32x3" */
+  bool gemm_torch;  /* GEMM via torch (cuBLAS) + Triton epilogue */
+  bool channels_last; /* conv in channels_last */
+} bi_config;
+
+typedef struct bi_emit {
+  const bi_plan *p;
+  const bi_config *cfg;
+  mk_buf *kernels;  /* @triton.jit functions */
+  mk_buf *body;     /* lines of run(...), indented 4 */
+  mk_buf *uses_torch; /* "'conv2d', " list for MK_USES_TORCH */
+  bool need_bcast;  /* the _bcast_strides helper is used */
+  int kcount;       /* kernels emitted so far (unique names) */
+  int strided[16];  /* values read through their own strides (channels_last conv outputs) */
+  int nstrided;
+} bi_emit;
+
+/* The Python name a value has inside run(...). */
+int bi_run_name(const bi_plan *p, int vid, mk_buf *out);
+
+/* Elementwise (builtin_ew.c). */
+typedef struct bi_ew_bind {
+  int value;          /* value computed in registers by the enclosing kernel, or -1 */
+  const char *var;    /* its variable name */
+} bi_ew_bind;
+/* Appends to `sig` the kernel parameters the EW stage needs (leaf pointers,
+ * output pointers, dims, strides, all prefixed by `pfx`) and to `call` the
+ * launcher expressions passing them. `shape_var` is the launcher's variable
+ * holding the stage's runtime shape. */
+int bi_ew_params(bi_emit *e, int s, const char *pfx, const char *shape_var, bi_ew_bind bind,
+                 mk_buf *sig, mk_buf *call, mk_errmsg *err);
+/* Appends kernel code (at `indent`) computing stage s at flat offsets `offs`
+ * (mask `mask`) of its broadcast shape; stores the values that escape when
+ * `store` is true. The result is in variable "v<id>" (bi_stage_result). */
+int bi_ew_body(bi_emit *e, int s, const char *pfx, const char *offs, const char *mask,
+               bi_ew_bind bind, bool store, int indent, mk_buf *out, mk_errmsg *err);
+/* Launcher lines computing the EW stage's runtime shape into `shape_var`
+ * (the bound value's shape given as the expression `bind_shape`). */
+int bi_ew_shape_lines(bi_emit *e, int s, const char *shape_var, bi_ew_bind bind,
+                      const char *bind_shape, mk_buf *out, mk_errmsg *err);
+/* Launcher lines allocating the escaping outputs of stage s with shape
+ * `shape_var` (in-place outputs alias their mutated input). */
+int bi_ew_alloc_lines(bi_emit *e, int s, const char *shape_var, const char *like,
+                      mk_buf *out, mk_errmsg *err);
+/* A whole standalone EW stage: kernel + launcher. */
+int bi_emit_ew_stage(bi_emit *e, int s, mk_errmsg *err);
+/* Whether op short name is an elementwise op the generator can write. */
+bool bi_ew_supported(const mk_node *n, mk_errmsg *err);
+
+/* Anchors (one file each). */
+int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err);  /* REDUCE and SOFTMAX */
+int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err);
+int bi_emit_pool_stage(bi_emit *e, int s, mk_errmsg *err);
+int bi_emit_gemm_stage(bi_emit *e, int s, mk_errmsg *err);
+int bi_emit_torch_stage(bi_emit *e, int s, mk_errmsg *err);
+/* Checks (at plan time) whether an anchor node is one this generator writes. */
+int bi_reduce_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
+int bi_norm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
+int bi_pool_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
+int bi_gemm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
+
+/* Shared epilogue helper for anchors: after computing the anchor's value in
+ * variable `var` at flat output offsets `offs` / `mask`, apply the fused
+ * epilogue (if any) and store everything that escapes. Launcher side: fills
+ * `sig`/`call` with the epilogue's parameters. Two calls: params then body. */
+int bi_epi_params(bi_emit *e, int s, const char *out_shape_var, mk_buf *sig, mk_buf *call,
+                  mk_errmsg *err);
+int bi_epi_body(bi_emit *e, int s, const char *var, const char *offs, const char *mask,
+                int indent, mk_buf *out, mk_errmsg *err);
+/* Launcher lines before the anchor's launch: allocate the anchor's output
+ * (`out_shape_var` must be set) and the epilogue's outputs. */
+int bi_epi_alloc(bi_emit *e, int s, const char *out_shape_var, const char *like, mk_buf *out,
+                 mk_errmsg *err);
+/* Prologue: parameters and in-kernel computation of the anchor's input. When
+ * the anchor has no prologue these load the input tensor `in_vid`. The value
+ * is left in variable `var`. */
+int bi_pro_params(bi_emit *e, int s, int in_vid, const char *in_shape_var, mk_buf *sig,
+                  mk_buf *call, mk_errmsg *err);
+int bi_pro_load(bi_emit *e, int s, int in_vid, const char *var, const char *offs,
+                const char *mask, const char *other, int indent, mk_buf *out, mk_errmsg *err);
+/* The launcher expression for the anchor's input tensor (materialised by an
+ * earlier stage or a subkernel input), used for shapes: "v12". When the input
+ * comes from a fused prologue, the prologue's broadcast shape variable. */
+int bi_anchor_input_shape(bi_emit *e, int s, int in_vid, const char *shape_var, mk_buf *out,
+                          mk_errmsg *err);
+
+/* Kernel name for stage s: "_k<count>_<label>_kernel". */
+int bi_kernel_name(bi_emit *e, int s, const char *what, mk_buf *out);
+
+/* Comment line naming the ops a stage replaces (with source lines). */
+int bi_stage_comment(const bi_plan *p, int s, int indent, mk_buf *out);
+
+#endif

@@ -1,0 +1,11 @@
+/* builtin_norm.c — layer/group/instance/batch norm. */
+#include "builtin_internal.h"
+
+int bi_norm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err) {
+  (void)g;
+  return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s is not generated yet", n->span.line, n->op);
+}
+
+int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
+  return bi_norm_check(e->p->g, &e->p->g->nodes[e->p->st[s].nodes[0]], err);
+}

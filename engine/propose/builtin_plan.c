@@ -1,0 +1,398 @@
+/* builtin_plan.c — splits a subkernel into stages the generator can emit.
+ *
+ * Stages follow the subkernel's node order: runs of elementwise ops (each one
+ * Triton kernel over its broadcast shape), view ops (replayed as metadata
+ * calls in the launcher), and one stage per heavy op (reduction, softmax,
+ * norm, pool, GEMM, convolution). An elementwise run right after a Triton
+ * anchor becomes its epilogue (computed on the anchor's registers before the
+ * single store); a run right before a reduction/norm/pool whose only product
+ * is the anchor's input becomes its prologue (computed while loading). */
+#include "builtin_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *bi_short(const mk_node *n, char *buf, size_t size) {
+  const char *op = n->op ? n->op : "";
+  const char *last = strrchr(op, '.');
+  last = last ? last + 1 : op;
+  while (*last == '_') last++;
+  size_t len = strlen(last);
+  while (len > 0 && last[len - 1] == '_') len--;
+  if (len >= size) len = size - 1;
+  memcpy(buf, last, len);
+  buf[len] = '\0';
+  return buf;
+}
+
+static bool in_list(const char *s, const char *const *list) {
+  for (; *list; list++)
+    if (strcmp(s, *list) == 0) return true;
+  return false;
+}
+
+static const char *const view_ops[] = {
+    "view", "reshape", "flatten", "squeeze", "unsqueeze", "permute", "transpose", "t", "expand",
+    "expand_as", "contiguous", "unflatten", "view_as", "reshape_as", "movedim", "swapaxes", NULL};
+static const char *const reduce_ops[] = {"sum", "mean", "amax", "amin", "logsumexp", "max", "min",
+                                         NULL};
+static const char *const softmax_ops[] = {"softmax", "log_softmax", NULL};
+static const char *const norm_ops[] = {"layer_norm", "group_norm", "instance_norm", "batch_norm",
+                                       NULL};
+static const char *const pool_ops[] = {
+    "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+    "adaptive_max_pool2d", "adaptive_max_pool3d", "max_pool1d_with_indices",
+    "max_pool2d_with_indices", "max_pool3d_with_indices", NULL};
+static const char *const gemm_ops[] = {"linear", "matmul", "mm", "bmm", "addmm", "rmatmul", NULL};
+static const char *const torch_ops[] = {"conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                                        "conv_transpose2d", "conv_transpose3d", NULL};
+
+/* torch.max(a, b) / torch.min(a, b) with a tensor second operand is elementwise. */
+static bool is_binary_minmax(const mk_node *n, const char *s) {
+  if (strcmp(s, "max") != 0 && strcmp(s, "min") != 0) return false;
+  return bi_arg_tensor(bi_arg(n, 1, "other")) >= 0;
+}
+
+static int classify(const mk_graph *g, const mk_node *n, bi_kind *kind, mk_errmsg *err) {
+  char s[64];
+  bi_short(n, s, sizeof s);
+  if (is_binary_minmax(n, s) || bi_ew_supported(n, NULL)) {
+    *kind = BI_EW;
+    return 0;
+  }
+  if (in_list(s, view_ops)) {
+    *kind = BI_VIEW;
+    return 0;
+  }
+  if (in_list(s, reduce_ops)) {
+    *kind = BI_REDUCE;
+    return bi_reduce_check(g, n, err);
+  }
+  if (in_list(s, softmax_ops)) {
+    *kind = BI_SOFTMAX;
+    return bi_reduce_check(g, n, err);
+  }
+  if (in_list(s, norm_ops)) {
+    *kind = BI_NORM;
+    return bi_norm_check(g, n, err);
+  }
+  if (in_list(s, pool_ops)) {
+    *kind = BI_POOL;
+    return bi_pool_check(g, n, err);
+  }
+  if (in_list(s, gemm_ops)) {
+    *kind = BI_GEMM;
+    return bi_gemm_check(g, n, err);
+  }
+  if (in_list(s, torch_ops)) {
+    *kind = BI_TORCH;
+    return 0;
+  }
+  /* An elementwise op with arguments the generator cannot write: say why. */
+  mk_errmsg why = {{0}};
+  if (n->category == MK_OP_ELEMENTWISE && !bi_ew_supported(n, &why) && why.text[0])
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s", n->span.line, why.text);
+  return mk_errf(err, MK_EUNSUPPORTED, "line %d: the builtin generator has no kernel for %s",
+                 n->span.line, n->op);
+}
+
+static bool node_in_sk(const bi_plan *p, int nid) {
+  return nid >= 0 && nid < p->g->nnodes && p->stage_of[nid] != -2;
+}
+
+/* Broadcast of two captured shapes (right-aligned); false if incompatible. */
+static bool bcast(int ra, const int64_t *a, int rb, const int64_t *b, int *ro, int64_t *o) {
+  int r = ra > rb ? ra : rb;
+  for (int i = 0; i < r; i++) {
+    int ia = i - (r - ra), ib = i - (r - rb);
+    int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1) return false;
+    o[i] = da == 1 ? db : da;
+  }
+  *ro = r;
+  return true;
+}
+
+static bool same_shape(int ra, const int64_t *a, int rb, const int64_t *b) {
+  if (ra != rb) return false;
+  for (int i = 0; i < ra; i++)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+/* Does value v (made by a node of nodes[lo..hi]) have a reader outside that run? */
+static bool used_outside_run(const bi_plan *p, const int *nodes, int lo, int hi, int v) {
+  if (p->is_output[v]) return true;
+  const mk_value *val = &p->g->values[v];
+  for (int u = 0; u < val->nusers; u++) {
+    int nid = val->users[u];
+    if (!node_in_sk(p, nid)) continue;
+    bool inside = false;
+    for (int k = lo; k <= hi && !inside; k++) inside = nodes[k] == nid;
+    if (!inside) return true;
+  }
+  return false;
+}
+
+/* Whether the run nodes[lo..hi] is one valid EW kernel: every value it must
+ * store has the run's broadcast shape (in-place results on outside tensors
+ * must be stored too). Fills the run's shape. */
+static bool run_valid(const bi_plan *p, const int *nodes, int lo, int hi, int *rank,
+                      int64_t *shape) {
+  int r = 0;
+  int64_t sh[MK_IR_MAX_RANK] = {0};
+  for (int k = lo; k <= hi; k++) {
+    const mk_node *n = &p->g->nodes[nodes[k]];
+    for (int o = 0; o < n->noutputs; o++) {
+      const mk_value *v = &p->g->values[n->outputs[o]];
+      int64_t tmp[MK_IR_MAX_RANK];
+      int rt;
+      if (!bcast(r, sh, v->rank, v->shape, &rt, tmp)) return false;
+      r = rt;
+      memcpy(sh, tmp, sizeof tmp);
+    }
+  }
+  for (int k = lo; k <= hi; k++) {
+    const mk_node *n = &p->g->nodes[nodes[k]];
+    for (int o = 0; o < n->noutputs; o++) {
+      int v = n->outputs[o];
+      bool stored = used_outside_run(p, nodes, lo, hi, v) || n->nmutates > 0;
+      const mk_value *val = &p->g->values[v];
+      if (stored && !same_shape(val->rank, val->shape, r, sh)) return false;
+    }
+  }
+  *rank = r;
+  memcpy(shape, sh, sizeof sh);
+  return true;
+}
+
+static int push_stage(bi_plan *p, bi_kind kind, const int *nodes, int nnodes) {
+  bi_stage *ns = realloc(p->st, (size_t)(p->nst + 1) * sizeof *ns);
+  if (ns == NULL) return MK_ENOMEM;
+  p->st = ns;
+  bi_stage *s = &p->st[p->nst];
+  *s = (bi_stage){.kind = kind, .pro = -1, .epi = -1, .fused_into = -1};
+  s->nodes = malloc((size_t)nnodes * sizeof *s->nodes);
+  if (s->nodes == NULL) return MK_ENOMEM;
+  memcpy(s->nodes, nodes, (size_t)nnodes * sizeof *nodes);
+  s->nnodes = nnodes;
+  for (int i = 0; i < nnodes; i++) p->stage_of[nodes[i]] = p->nst;
+  p->nst++;
+  return 0;
+}
+
+/* Splits one maximal sequence of elementwise nodes into valid runs, longest first. */
+static int add_ew_runs(bi_plan *p, const int *q, int nq) {
+  int i = 0;
+  while (i < nq) {
+    int j = nq - 1, rank = 0;
+    int64_t shape[MK_IR_MAX_RANK];
+    while (j > i && !run_valid(p, q, i, j, &rank, shape)) j--;
+    if (j == i && !run_valid(p, q, i, i, &rank, shape)) {
+      /* A single op always has one shape; reaching here means broadcasting
+       * failed at capture shapes, which torch would have refused. */
+      const mk_value *v = &p->g->values[p->g->nodes[q[i]].outputs[0]];
+      rank = v->rank;
+      memcpy(shape, v->shape, sizeof shape);
+    }
+    int rc = push_stage(p, BI_EW, q + i, j - i + 1);
+    if (rc) return rc;
+    p->st[p->nst - 1].rank = rank;
+    memcpy(p->st[p->nst - 1].shape, shape, sizeof shape);
+    i = j + 1;
+  }
+  return 0;
+}
+
+int bi_stage_result(const bi_plan *p, int s) {
+  const bi_stage *st = &p->st[s];
+  const mk_node *n = &p->g->nodes[st->nodes[st->nnodes - 1]];
+  return n->noutputs > 0 ? n->outputs[0] : -1;
+}
+
+/* The main tensor input of an anchor (the activation it reduces/normalises). */
+static int anchor_input(const bi_plan *p, int s) {
+  const mk_node *n = &p->g->nodes[p->st[s].nodes[0]];
+  return bi_arg_tensor(bi_arg(n, 0, "input"));
+}
+
+bool bi_value_escapes(const bi_plan *p, int s, int v) {
+  if (v < 0 || v >= p->g->nvalues) return false;
+  if (p->is_output[v]) return true;
+  const bi_stage *st = &p->st[s];
+  const mk_value *val = &p->g->values[v];
+  for (int u = 0; u < val->nusers; u++) {
+    int nid = val->users[u];
+    if (!node_in_sk(p, nid)) continue;
+    int us = p->stage_of[nid];
+    if (us == s) continue;
+    /* A prologue's result is consumed in registers by its anchor. */
+    if (st->fused_into >= 0 && p->st[st->fused_into].pro == s && us == st->fused_into &&
+        v == anchor_input(p, us))
+      continue;
+    /* An anchor's result is consumed in registers by its epilogue. */
+    if (st->epi >= 0 && us == st->epi) continue;
+    return true;
+  }
+  return false;
+}
+
+int bi_stage_stored(const bi_plan *p, int s, int *out, int max) {
+  int n = 0;
+  const bi_stage *st = &p->st[s];
+  for (int i = 0; i < st->nnodes; i++) {
+    const mk_node *node = &p->g->nodes[st->nodes[i]];
+    for (int o = 0; o < node->noutputs; o++) {
+      int v = node->outputs[o];
+      bool mut = st->kind == BI_EW && node->nmutates > 0;
+      if ((mut || bi_value_escapes(p, s, v)) && n < max) out[n++] = v;
+    }
+  }
+  return n;
+}
+
+static void decide_fusion(bi_plan *p) {
+  for (int s = 0; s < p->nst; s++) {
+    bi_stage *a = &p->st[s];
+    bool triton_anchor = a->kind == BI_REDUCE || a->kind == BI_SOFTMAX || a->kind == BI_NORM ||
+                         a->kind == BI_POOL || a->kind == BI_GEMM;
+    if (!triton_anchor) continue;
+    const mk_node *an = &p->g->nodes[a->nodes[0]];
+    /* Epilogue: the next EW run has the anchor's output shape and reads it. */
+    if (s + 1 < p->nst && p->st[s + 1].kind == BI_EW && p->st[s + 1].fused_into < 0) {
+      bi_stage *e = &p->st[s + 1];
+      const mk_value *ov = &p->g->values[an->outputs[0]];
+      bool reads = false;
+      for (int i = 0; i < e->nnodes && !reads; i++) {
+        const mk_node *en = &p->g->nodes[e->nodes[i]];
+        for (int k = 0; k < en->ninputs; k++) reads |= en->inputs[k] == an->outputs[0];
+      }
+      /* Only the anchor's first output may be needed (not max's indices). */
+      bool extra = false;
+      for (int o = 1; o < an->noutputs; o++) extra |= bi_value_escapes(p, s, an->outputs[o]);
+      bool mutated_leaf = false;
+      for (int i = 0; i < e->nnodes; i++) mutated_leaf |= p->g->nodes[e->nodes[i]].nmutates > 0;
+      if (reads && !extra && !mutated_leaf && same_shape(ov->rank, ov->shape, e->rank, e->shape)) {
+        a->epi = s + 1;
+        e->fused_into = s;
+      }
+    }
+    /* Prologue: the previous EW run only feeds this anchor's input. */
+    if (a->kind != BI_GEMM && s > 0 && p->st[s - 1].kind == BI_EW && p->st[s - 1].fused_into < 0) {
+      int in = anchor_input(p, s);
+      bi_stage *pr = &p->st[s - 1];
+      if (in >= 0 && bi_stage_result(p, s - 1) == in) {
+        pr->fused_into = s;
+        a->pro = s - 1;
+        int stored[8];
+        int ns = bi_stage_stored(p, s - 1, stored, 8);
+        const mk_value *iv = &p->g->values[in];
+        bool ok = ns == 0 && same_shape(iv->rank, iv->shape, pr->rank, pr->shape);
+        for (int i = 0; i < pr->nnodes; i++) ok &= p->g->nodes[pr->nodes[i]].nmutates == 0;
+        /* The input read by other nodes of the anchor (weights) is not the prologue's. */
+        if (!ok) {
+          pr->fused_into = -1;
+          a->pro = -1;
+        }
+      }
+    }
+  }
+}
+
+int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_errmsg *err) {
+  *out = (bi_plan){.g = g, .sk = sk};
+  out->stage_of = malloc((size_t)(g->nnodes + 1) * sizeof *out->stage_of);
+  out->is_input = calloc((size_t)g->nvalues + 1, sizeof *out->is_input);
+  out->is_output = calloc((size_t)g->nvalues + 1, sizeof *out->is_output);
+  int *q = malloc((size_t)(sk->nnodes + 1) * sizeof *q);
+  if (!out->stage_of || !out->is_input || !out->is_output || !q) {
+    free(q);
+    bi_plan_free(out);
+    return mk_errf(err, MK_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < g->nnodes; i++) out->stage_of[i] = -2; /* -2: not in the subkernel */
+  for (int i = 0; i < sk->nnodes; i++) {
+    if (sk->nodes[i] < 0 || sk->nodes[i] >= g->nnodes) {
+      free(q);
+      bi_plan_free(out);
+      return mk_errf(err, MK_EINVAL, "subkernel names node %d, which does not exist", sk->nodes[i]);
+    }
+    out->stage_of[sk->nodes[i]] = -1;
+  }
+  for (int i = 0; i < sk->ninputs; i++)
+    if (sk->inputs[i] >= 0 && sk->inputs[i] < g->nvalues) out->is_input[sk->inputs[i]] = true;
+  for (int i = 0; i < sk->noutputs; i++)
+    if (sk->outputs[i] >= 0 && sk->outputs[i] < g->nvalues) out->is_output[sk->outputs[i]] = true;
+
+  int rc = 0, nq = 0;
+  for (int i = 0; i < sk->nnodes && rc == 0; i++) {
+    const mk_node *n = &g->nodes[sk->nodes[i]];
+    if (!n->replayable) {
+      rc = mk_errf(err, MK_EUNSUPPORTED, "line %d: %s reads a value that was not recorded exactly",
+                   n->span.line, n->op);
+      break;
+    }
+    bi_kind kind;
+    rc = classify(g, n, &kind, err);
+    if (rc) break;
+    if (kind == BI_EW) {
+      if (n->noutputs < 1) {
+        rc = mk_errf(err, MK_EUNSUPPORTED, "line %d: %s returns no tensor", n->span.line, n->op);
+        break;
+      }
+      q[nq++] = sk->nodes[i];
+      continue;
+    }
+    if (nq) {
+      rc = add_ew_runs(out, q, nq);
+      nq = 0;
+      if (rc) break;
+    }
+    rc = push_stage(out, kind, &sk->nodes[i], 1);
+  }
+  if (rc == 0 && nq) rc = add_ew_runs(out, q, nq);
+  free(q);
+  if (rc) {
+    if (rc == MK_ENOMEM) mk_errf(err, rc, "out of memory");
+    bi_plan_free(out);
+    return rc;
+  }
+  decide_fusion(out);
+  return 0;
+}
+
+void bi_plan_free(bi_plan *p) {
+  if (p == NULL) return;
+  for (int i = 0; i < p->nst; i++) free(p->st[i].nodes);
+  free(p->st);
+  free(p->stage_of);
+  free(p->is_input);
+  free(p->is_output);
+  *p = (bi_plan){0};
+}
+
+int bi_stage_label(const bi_plan *p, int s, mk_buf *out) {
+  const bi_stage *st = &p->st[s];
+  size_t start = out->len;
+  for (int i = 0; i < st->nnodes && i < 4; i++) {
+    char buf[64];
+    bi_short(&p->g->nodes[st->nodes[i]], buf, sizeof buf);
+    if (i) mk_buf_putc(out, '_');
+    for (char *c = buf; *c; c++) mk_buf_putc(out, (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ? *c : '_');
+  }
+  if (st->nnodes > 4) mk_buf_puts(out, "_etc");
+  if (out->len == start) mk_buf_puts(out, "stage");
+  return out->err;
+}
+
+int bi_stage_comment(const bi_plan *p, int s, int indent, mk_buf *out) {
+  const bi_stage *st = &p->st[s];
+  mk_buf_indent(out, indent);
+  mk_buf_puts(out, "# replaces:");
+  for (int i = 0; i < st->nnodes; i++) {
+    const mk_node *n = &p->g->nodes[st->nodes[i]];
+    mk_buf_printf(out, "%s %s (line %d)", i ? "," : "", n->op, n->span.line);
+  }
+  return mk_buf_putc(out, '\n');
+}

@@ -1,0 +1,225 @@
+/* builtin_propose.c — mk_builtin_propose: plans a subkernel once, then emits
+ * one Python module per configuration (tile sizes, warps, stages, GEMM
+ * precision, GEMM through cuBLAS or Triton, channels_last convolutions).
+ * Each configuration is a separate candidate so the search picks by
+ * measurement. Ordering is deterministic: the default configuration first,
+ * then configurations further from it. */
+#include "builtin_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Per-family tables. Index 0 is the default. */
+static const struct { int block, warps; } ew_cfgs[] = {{1024, 4}, {256, 2}, {4096, 8}, {2048, 4}};
+static const struct { int block_r, block_i; } col_cfgs[] = {{32, 64}, {8, 128}, {64, 32}, {16, 256}};
+static const struct {
+  int bm, bn, bk, warps, stages;
+} gemm_cfgs[] = {{64, 64, 32, 4, 3}, {128, 128, 32, 8, 3}, {128, 64, 32, 4, 4}, {32, 64, 32, 4, 2}};
+static const char *const precisions[] = {"tf32x3", "ieee"};
+
+#define N_EW ((int)(sizeof ew_cfgs / sizeof ew_cfgs[0]))
+#define N_GEMM ((int)(sizeof gemm_cfgs / sizeof gemm_cfgs[0]))
+
+typedef struct variant {
+  int base;   /* ew / reduction table index */
+  int gemm;   /* 0..N_GEMM*2-1: tile x precision; N_GEMM*2: cuBLAS + epilogue */
+  int cl;     /* channels_last conv */
+  int dist;   /* distance from the default, for ordering */
+} variant;
+
+static void make_config(const variant *v, bi_config *c) {
+  *c = (bi_config){0};
+  c->block = ew_cfgs[v->base].block;
+  c->warps = ew_cfgs[v->base].warps;
+  c->block_r = col_cfgs[v->base].block_r;
+  c->block_i = col_cfgs[v->base].block_i;
+  c->gemm_torch = v->gemm == N_GEMM * 2;
+  int g = c->gemm_torch ? 0 : v->gemm % N_GEMM;
+  c->bm = gemm_cfgs[g].bm;
+  c->bn = gemm_cfgs[g].bn;
+  c->bk = gemm_cfgs[g].bk;
+  c->stages = gemm_cfgs[g].stages;
+  c->precision = precisions[c->gemm_torch ? 0 : v->gemm / N_GEMM];
+  c->channels_last = v->cl != 0;
+}
+
+static int variant_name(const bi_plan *p, const variant *v, bool has_base, bool has_gemm,
+                        bool has_conv, mk_buf *out) {
+  bi_config c;
+  make_config(v, &c);
+  mk_buf_puts(out, "triton");
+  if (has_conv) mk_buf_puts(out, c.channels_last ? "_convcl" : "_conv");
+  if (has_gemm) {
+    if (c.gemm_torch) mk_buf_puts(out, "_cublas");
+    else mk_buf_printf(out, "_gemm%dx%dx%d_w%d_s%d_%s", c.bm, c.bn, c.bk, gemm_cfgs[v->gemm % N_GEMM].warps,
+                       c.stages, c.precision);
+  }
+  if (has_base) mk_buf_printf(out, "_b%d_w%d", c.block, c.warps);
+  (void)p;
+  return out->err;
+}
+
+static const char bcast_helper[] =
+    "\n\ndef _bcast_strides(t, shape, runs):\n"
+    "    \"\"\"Strides of `t` broadcast to `shape` at the last dim of each run of real dims.\n\n"
+    "    The kernel was written for the broadcast pattern seen at capture: every other dim\n"
+    "    must be broadcast and each run contiguous, else this is not the same computation.\n"
+    "    \"\"\"\n"
+    "    st = torch.broadcast_to(t, shape).stride()\n"
+    "    real = set()\n"
+    "    for lo, hi in runs:\n"
+    "        real.update(range(lo, hi + 1))\n"
+    "        for d in range(lo, hi):\n"
+    "            if shape[d] != 1 and st[d] != st[d + 1] * shape[d + 1]:\n"
+    "                raise ValueError(\"operand layout differs from the captured one\")\n"
+    "    for d in range(len(shape)):\n"
+    "        if d not in real and shape[d] != 1 and st[d] != 0:\n"
+    "            raise ValueError(\"operand broadcast pattern differs from the captured one\")\n"
+    "    return [st[hi] for lo, hi in runs]\n";
+
+static int emit_stage(bi_emit *e, int s, mk_errmsg *err) {
+  const bi_stage *st = &e->p->st[s];
+  if (st->fused_into >= 0) return 0; /* emitted by its anchor */
+  switch (st->kind) {
+  case BI_EW: return bi_emit_ew_stage(e, s, err);
+  case BI_VIEW: {
+    bi_stage_comment(e->p, s, 4, e->body);
+    return bi_py_node(e->p->g, &e->p->g->nodes[st->nodes[0]], bi_graph_namer, (void *)e->p->g, 4,
+                      e->body, err);
+  }
+  case BI_REDUCE:
+  case BI_SOFTMAX: return bi_emit_reduce_stage(e, s, err);
+  case BI_NORM: return bi_emit_norm_stage(e, s, err);
+  case BI_POOL: return bi_emit_pool_stage(e, s, err);
+  case BI_GEMM: return bi_emit_gemm_stage(e, s, err);
+  case BI_TORCH: return bi_emit_torch_stage(e, s, err);
+  }
+  return mk_errf(err, MK_EINVAL, "unknown stage kind");
+}
+
+/* Emits one module for configuration c. */
+static int emit_module(const bi_plan *p, const bi_config *c, const char *vname, char **out,
+                       mk_errmsg *err) {
+  mk_buf kernels, body, uses, mod;
+  mk_buf_init(&kernels, 0);
+  mk_buf_init(&body, 0);
+  mk_buf_init(&uses, 4096);
+  mk_buf_init(&mod, 0);
+  bi_emit e = {.p = p, .cfg = c, .kernels = &kernels, .body = &body, .uses_torch = &uses};
+  int rc = 0;
+  for (int s = 0; s < p->nst && rc == 0; s++) rc = emit_stage(&e, s, err);
+  if (rc == 0) {
+    const mk_subkernel *sk = p->sk;
+    mk_buf_printf(&mod, "\"\"\"Subkernel %s (lines %d-%d), builtin variant %s.\n\nGenerated by "
+                        "MKEvolve's builtin proposer; sizes are read from the tensors at run time.\n\"\"\"\n",
+                  sk->name ? sk->name : "?", sk->first_line, sk->last_line, vname);
+    mk_buf_puts(&mod, "import math\n\nimport torch\nimport triton\nimport triton.language as tl\n");
+    if (uses.len) mk_buf_printf(&mod, "\nMK_USES_TORCH = (%s)\n", mk_buf_cstr(&uses));
+    mk_buf_puts(&mod, mk_buf_cstr(&kernels));
+    if (e.need_bcast) mk_buf_puts(&mod, bcast_helper);
+    mk_buf_puts(&mod, "\n\n");
+    bi_emit_run_signature(p->g, sk, &mod);
+    mk_buf_puts(&mod, mk_buf_cstr(&body));
+    bi_emit_return(p->g, sk, &mod);
+    if (mod.err || kernels.err || body.err) rc = mk_errf(err, MK_ERANGE, "generated module too large");
+  }
+  if (rc == 0) {
+    *out = mk_buf_steal(&mod, NULL);
+    if (*out == NULL) rc = mk_errf(err, MK_ENOMEM, "out of memory");
+  }
+  mk_buf_free(&kernels);
+  mk_buf_free(&body);
+  mk_buf_free(&uses);
+  mk_buf_free(&mod);
+  return rc;
+}
+
+static int cmp_variant(const void *a, const void *b) {
+  const variant *x = a, *y = b;
+  if (x->dist != y->dist) return x->dist - y->dist;
+  if (x->gemm != y->gemm) return x->gemm - y->gemm;
+  if (x->cl != y->cl) return x->cl - y->cl;
+  return x->base - y->base;
+}
+
+int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk_errmsg *err) {
+  if (req == NULL || req->graph == NULL || req->subkernel == NULL || out == NULL)
+    return mk_errf(err, MK_EINVAL, "no subkernel given");
+  bi_plan p;
+  int rc = bi_plan_build(req->graph, req->subkernel, &p, err);
+  if (rc) return rc;
+  bool has_base = false, has_gemm = false, has_conv = false, has_kernel = false;
+  for (int s = 0; s < p.nst; s++) {
+    bi_kind k = p.st[s].kind;
+    has_base |= k == BI_EW || k == BI_REDUCE || k == BI_SOFTMAX || k == BI_NORM || k == BI_POOL;
+    has_gemm |= k == BI_GEMM;
+    if (k == BI_TORCH) {
+      char sn[64];
+      bi_short(&req->graph->nodes[p.st[s].nodes[0]], sn, sizeof sn);
+      has_conv |= strstr(sn, "2d") != NULL || strstr(sn, "3d") != NULL;
+    }
+    has_kernel |= k != BI_VIEW && k != BI_TORCH;
+  }
+  if (!has_kernel) {
+    bi_plan_free(&p);
+    return mk_errf(err, MK_EUNSUPPORTED,
+                   "subkernel %s has only view or delegated ops: nothing for a Triton kernel to do",
+                   req->subkernel->name ? req->subkernel->name : "?");
+  }
+  int nb = has_base ? N_EW : 1, ng = has_gemm ? N_GEMM * 2 + 1 : 1, nc = has_conv ? 2 : 1;
+  int nv = nb * ng * nc;
+  variant *vs = calloc((size_t)nv, sizeof *vs);
+  if (vs == NULL) {
+    bi_plan_free(&p);
+    return mk_errf(err, MK_ENOMEM, "out of memory");
+  }
+  int i = 0;
+  for (int b = 0; b < nb; b++)
+    for (int g = 0; g < ng; g++)
+      for (int c = 0; c < nc; c++) {
+        /* The cuBLAS variant (g = last) and channels_last are as promising as the default. */
+        int gd = g == N_GEMM * 2 ? 1 : (g % N_GEMM) + (g / N_GEMM);
+        vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .dist = b + gd + 0 * c};
+      }
+  qsort(vs, (size_t)nv, sizeof *vs, cmp_variant);
+  int max = req->max_candidates > 0 ? req->max_candidates : nv;
+  int added = 0;
+  rc = 0;
+  for (i = 0; i < nv && added < max && rc == 0; i++) {
+    mk_buf name;
+    mk_buf_init(&name, 256);
+    variant_name(&p, &vs[i], has_base, has_gemm, has_conv, &name);
+    /* Repair / optimise: propose the other configurations, not the parent again. */
+    if (req->parent && req->parent->name && strcmp(req->parent->name, mk_buf_cstr(&name)) == 0) {
+      mk_buf_free(&name);
+      continue;
+    }
+    bi_config cfg;
+    make_config(&vs[i], &cfg);
+    char *src = NULL;
+    rc = emit_module(&p, &cfg, mk_buf_cstr(&name), &src, err);
+    if (rc == 0) {
+      mk_candidate c = {.name = mk_buf_steal(&name, NULL), .source = src,
+                        .origin = mk_strdup("builtin")};
+      mk_buf notes;
+      mk_buf_init(&notes, 512);
+      mk_buf_printf(&notes, "%d kernel stage(s)%s%s", p.nst, cfg.channels_last && has_conv ? ", channels_last conv" : "",
+                    has_gemm ? (cfg.gemm_torch ? ", cuBLAS GEMM + fused epilogue" : ", Triton GEMM") : "");
+      c.notes = mk_buf_steal(&notes, NULL);
+      mk_buf_free(&notes);
+      if (!c.name || !c.origin || !c.notes) {
+        mk_candidate_free(&c);
+        rc = mk_errf(err, MK_ENOMEM, "out of memory");
+      } else {
+        rc = mk_candidate_list_push(out, c);
+        if (rc) mk_errf(err, rc, "out of memory");
+        else added++;
+      }
+    }
+    mk_buf_free(&name);
+  }
+  free(vs);
+  bi_plan_free(&p);
+  return rc;
+}

@@ -1,0 +1,218 @@
+/* builtin_reduce.c — reductions (sum, mean, max, min, amax, amin,
+ * logsumexp) and softmax / log_softmax over any run of consecutive dims.
+ *
+ * The input is seen as [OUTER, R, INNER] (R = the reduced dims, contiguous
+ * layout): one program per (outer index, block of INNER columns) walks R in
+ * tiles of [BLOCK_R, BLOCK_I] and reduces along axis 0. With the reduced dims
+ * last (INNER = 1) the same kernel is a row reduction (BLOCK_I = 1). The
+ * elementwise run before the op (prologue) is computed while loading; the
+ * run after it (epilogue) on the result before its single store. */
+#include "builtin_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct red_info {
+  char op[64];   /* sum, mean, max, min, logsumexp, softmax, log_softmax */
+  int lo, hi;    /* reduced dims (inclusive), in the input's rank */
+  bool keepdim;
+  int rank;      /* input rank */
+} red_info;
+
+static int parse(const mk_graph *g, const mk_node *n, red_info *ri, mk_errmsg *err) {
+  char s[64];
+  bi_short(n, s, sizeof s);
+  int in = bi_arg_tensor(bi_arg(n, 0, "input"));
+  if (in < 0) in = bi_arg_tensor(bi_arg(n, 0, "self"));
+  if (in < 0 || in >= g->nvalues)
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s without a tensor input", n->span.line, n->op);
+  const mk_value *iv = &g->values[in];
+  *ri = (red_info){.rank = iv->rank};
+  if (strcmp(s, "amax") == 0) snprintf(ri->op, sizeof ri->op, "max");
+  else if (strcmp(s, "amin") == 0) snprintf(ri->op, sizeof ri->op, "min");
+  else snprintf(ri->op, sizeof ri->op, "%s", s);
+  bool softmax = strcmp(s, "softmax") == 0 || strcmp(s, "log_softmax") == 0;
+  if (iv->dtype != MK_DTYPE_F32 && iv->dtype != MK_DTYPE_F16 && iv->dtype != MK_DTYPE_BF16)
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s of a non-float tensor", n->span.line, s);
+  const cJSON *dt = bi_arg(n, softmax ? 3 : -1, "dtype");
+  if (!bi_arg_none(dt))
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with an explicit dtype", n->span.line, s);
+  long long dims[MK_IR_MAX_RANK];
+  const cJSON *da = bi_arg(n, 1, "dim");
+  int nd = bi_arg_none(da) ? 0 : bi_arg_ints(da, dims, MK_IR_MAX_RANK);
+  if (nd < 0)
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s over dims given as names", n->span.line, s);
+  ri->keepdim = bi_arg_bool(bi_arg(n, 2, "keepdim"), false, NULL);
+  if (softmax) {
+    ri->keepdim = true;
+    if (nd != 1)
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s without an explicit dim", n->span.line, s);
+  }
+  if (nd == 0) { /* all dims */
+    if ((strcmp(s, "max") == 0 || strcmp(s, "min") == 0) && !bi_arg_none(da))
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s", n->span.line, s);
+    ri->lo = 0;
+    ri->hi = iv->rank - 1;
+    if (iv->rank == 0) ri->hi = -1;
+    return 0;
+  }
+  bool seen[MK_IR_MAX_RANK] = {false};
+  for (int i = 0; i < nd; i++) {
+    long long d = dims[i] < 0 ? dims[i] + iv->rank : dims[i];
+    if (d < 0 || d >= iv->rank)
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s dim out of range", n->span.line, s);
+    seen[d] = true;
+  }
+  ri->lo = -1;
+  for (int d = 0; d < iv->rank; d++) {
+    if (!seen[d]) continue;
+    if (ri->lo < 0) ri->lo = d;
+    else if (ri->hi != d - 1)
+      return mk_errf(err, MK_EUNSUPPORTED,
+                     "line %d: %s over dims that are not next to each other", n->span.line, s);
+    ri->hi = d;
+  }
+  return 0;
+}
+
+int bi_reduce_check(const mk_graph *g, const mk_node *n, mk_errmsg *err) {
+  red_info ri;
+  return parse(g, n, &ri, err);
+}
+
+/* Launcher: OUTER, R, INNER and the output shape from the input shape. */
+static void shape_lines(mk_buf *b, const red_info *ri, int res, bool softmax) {
+  mk_buf_printf(b, "    outer%d = math.prod(in%d[:%d])\n", res, res, ri->lo);
+  mk_buf_printf(b, "    r%d = math.prod(in%d[%d:%d])\n", res, res, ri->lo, ri->hi + 1);
+  mk_buf_printf(b, "    inner%d = math.prod(in%d[%d:])\n", res, res, ri->hi + 1);
+  if (softmax) {
+    mk_buf_printf(b, "    out%d = tuple(in%d)\n", res, res);
+  } else if (ri->keepdim) {
+    mk_buf_printf(b, "    out%d = tuple(in%d[:%d]) + (1,) * %d + tuple(in%d[%d:])\n", res, res, ri->lo,
+                  ri->hi - ri->lo + 1, res, ri->hi + 1);
+  } else {
+    mk_buf_printf(b, "    out%d = tuple(in%d[:%d]) + tuple(in%d[%d:])\n", res, res, ri->lo, res,
+                  ri->hi + 1);
+  }
+}
+
+/* One pass over R, combining tiles into `acc` with `combine`. */
+static void pass(bi_emit *e, int s, int in_vid, mk_buf *k, const char *other, const char *combine,
+                 mk_errmsg *err, int *rc) {
+  if (*rc) return;
+  mk_buf_puts(k, "    for r0 in range(0, R, BLOCK_R):\n"
+                 "        rows = r0 + tl.arange(0, BLOCK_R)\n"
+                 "        offs = base + rows[:, None] * INNER + cols[None, :]\n"
+                 "        mask = (rows[:, None] < R) & (cols[None, :] < INNER)\n");
+  *rc = bi_pro_load(e, s, in_vid, "x", "offs", "mask", other, 8, k, err);
+  if (*rc) return;
+  mk_buf_printf(k, "        %s\n", combine);
+}
+
+int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  const mk_node *n = &p->g->nodes[st->nodes[0]];
+  red_info ri;
+  int rc = parse(p->g, n, &ri, err);
+  if (rc) return rc;
+  for (int o = 1; o < n->noutputs; o++)
+    if (bi_value_escapes(p, s, n->outputs[o]))
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: the indices of %s are used", n->span.line, n->op);
+  int in_vid = bi_arg_tensor(bi_arg(n, 0, "input"));
+  if (in_vid < 0) in_vid = bi_arg_tensor(bi_arg(n, 0, "self"));
+  int res = n->outputs[0];
+  bool softmax = strcmp(ri.op, "softmax") == 0 || strcmp(ri.op, "log_softmax") == 0;
+  bool rowwise = ri.hi == ri.rank - 1 || ri.rank == 0;
+  int block_r = rowwise ? e->cfg->block : e->cfg->block_r;
+  int block_i = rowwise ? 1 : e->cfg->block_i;
+  if (ri.rank == 0) { /* a 0-d input: R = 1 */
+    ri.lo = 0;
+    ri.hi = -1;
+  }
+
+  char in_shape[32], out_shape[32], dev[48];
+  snprintf(in_shape, sizeof in_shape, "in%d", res);
+  snprintf(out_shape, sizeof out_shape, "out%d", res);
+  snprintf(dev, sizeof dev, "in%d_device", res);
+  mk_buf kname, sig, call;
+  mk_buf_init(&kname, 256);
+  mk_buf_init(&sig, 0);
+  mk_buf_init(&call, 0);
+  e->kcount++;
+  bi_kernel_name(e, s, softmax ? "softmax" : "reduce", &kname);
+  rc = bi_pro_params(e, s, in_vid, in_shape, &sig, &call, err);
+  if (!rc) rc = bi_epi_params(e, s, out_shape, &sig, &call, err);
+
+  mk_buf *k = e->kernels;
+  if (!rc) {
+    mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%sR, INNER, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):\n",
+                  mk_buf_cstr(&kname), mk_buf_cstr(&sig));
+    bi_stage_comment(p, s, 4, k);
+    mk_buf_puts(k, "    o = tl.program_id(0)\n"
+                   "    cols = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)\n"
+                   "    base = o * R * INNER\n");
+    const char *op = ri.op;
+    if (strcmp(op, "sum") == 0 || strcmp(op, "mean") == 0) {
+      mk_buf_puts(k, "    acc = tl.zeros([BLOCK_I], dtype=tl.float32)\n");
+      pass(e, s, in_vid, k, "0.0", "acc = acc + tl.sum(x, axis=0)", err, &rc);
+      if (strcmp(op, "mean") == 0) mk_buf_puts(k, "    acc = acc / R\n");
+    } else if (strcmp(op, "max") == 0) {
+      mk_buf_puts(k, "    acc = tl.full([BLOCK_I], float(\"-inf\"), dtype=tl.float32)\n");
+      pass(e, s, in_vid, k, "float(\"-inf\")", "acc = tl.maximum(acc, tl.max(x, axis=0))", err, &rc);
+    } else if (strcmp(op, "min") == 0) {
+      mk_buf_puts(k, "    acc = tl.full([BLOCK_I], float(\"inf\"), dtype=tl.float32)\n");
+      pass(e, s, in_vid, k, "float(\"inf\")", "acc = tl.minimum(acc, tl.min(x, axis=0))", err, &rc);
+    } else { /* logsumexp, softmax, log_softmax: max, then sum of exp(x - max) */
+      mk_buf_puts(k, "    m = tl.full([BLOCK_I], float(\"-inf\"), dtype=tl.float32)\n");
+      pass(e, s, in_vid, k, "float(\"-inf\")", "m = tl.maximum(m, tl.max(x, axis=0))", err, &rc);
+      /* An all -inf row: torch gives -inf (logsumexp) / nan (softmax); keep exp finite. */
+      mk_buf_puts(k, "    m_safe = tl.where(m == float(\"-inf\"), 0.0, m)\n"
+                     "    ssum = tl.zeros([BLOCK_I], dtype=tl.float32)\n");
+      pass(e, s, in_vid, k, "float(\"-inf\")", "ssum = ssum + tl.sum(tl.exp(x - m_safe[None, :]), axis=0)",
+           err, &rc);
+      if (strcmp(op, "logsumexp") == 0) mk_buf_puts(k, "    acc = m_safe + tl.log(ssum)\n");
+    }
+    if (!rc && softmax) {
+      /* Third pass writes every element (with the epilogue applied). */
+      mk_buf_puts(k, "    for r0 in range(0, R, BLOCK_R):\n"
+                     "        rows = r0 + tl.arange(0, BLOCK_R)\n"
+                     "        offs = base + rows[:, None] * INNER + cols[None, :]\n"
+                     "        mask = (rows[:, None] < R) & (cols[None, :] < INNER)\n");
+      rc = bi_pro_load(e, s, in_vid, "x", "offs", "mask", "0.0", 8, k, err);
+      if (!rc) {
+        if (strcmp(ri.op, "softmax") == 0)
+          mk_buf_puts(k, "        y = tl.exp(x - m_safe[None, :]) / ssum[None, :]\n");
+        else
+          mk_buf_puts(k, "        y = x - m_safe[None, :] - tl.log(ssum[None, :])\n");
+        rc = bi_epi_body(e, s, "y", "offs", "mask", 8, k, err);
+      }
+    } else if (!rc) {
+      mk_buf_puts(k, "    out_offs = o * INNER + cols\n"
+                     "    out_mask = cols < INNER\n");
+      rc = bi_epi_body(e, s, "acc", "out_offs", "out_mask", 4, k, err);
+    }
+  }
+  if (!rc) {
+    mk_buf *b = e->body;
+    bi_stage_comment(p, s, 4, b);
+    if (st->pro >= 0) bi_stage_comment(p, st->pro, 4, b);
+    if (st->epi >= 0) bi_stage_comment(p, st->epi, 4, b);
+    rc = bi_anchor_input_shape(e, s, in_vid, in_shape, b, err);
+    if (!rc) {
+      shape_lines(b, &ri, res, softmax);
+      rc = bi_epi_alloc(e, s, out_shape, dev, b, err);
+    }
+    if (!rc)
+      mk_buf_printf(b,
+                    "    if outer%d * inner%d > 0:\n"
+                    "        %s[(outer%d, triton.cdiv(inner%d, %d))](\n"
+                    "            %sr%d, inner%d, BLOCK_R=%d, BLOCK_I=%d, num_warps=%d)\n",
+                    res, res, mk_buf_cstr(&kname), res, res, block_i, mk_buf_cstr(&call), res, res,
+                    block_r, block_i, e->cfg->warps);
+  }
+  mk_buf_free(&kname);
+  mk_buf_free(&sig);
+  mk_buf_free(&call);
+  return rc;
+}

@@ -1,0 +1,171 @@
+/* mk_search.h — MKEvolve's search: beam search per subkernel, split/merge
+ * over the decomposition, budget, and the final swap.
+ *
+ * The search talks to proposers and to the verifier only through the two
+ * small interfaces below, so it is tested with fakes and runs the same with
+ * the builtin generator, LLM agents, the CPU interpreter or a GPU.
+ *
+ * Flow (all asynchronous, on the caller's libuv loop):
+ *   1. every subkernel gets its reference variant, timed;
+ *   2. budget is handed out: first to subkernels with no verified candidate,
+ *      then in proportion to each subkernel's share of the reference time;
+ *   3. per subkernel, a beam of width W for D steps: NEW proposals, REPAIR of
+ *      failures, OPTIMISE of the best verified; each candidate verified;
+ *   4. merge: adjacent subkernels whose merged candidate measures faster than
+ *      the two apart are merged; split: a subkernel with no verified
+ *      candidate is split after its anchor and searched again;
+ *   5. swap: per subkernel the fastest verified variant (the reference
+ *      included); the whole program is verified once more, and subkernels
+ *      are reverted to the reference until it passes. Never worse than
+ *      PyTorch, never incorrect.
+ * Every step is written to a JSONL run log.
+ *
+ * Ownership: the search borrows the graph, the proposer and the evaluator
+ * for its lifetime; it owns its partition copy and all candidates. */
+#ifndef MK_SEARCH_H
+#define MK_SEARCH_H
+
+#include "mk_decompose.h"
+#include "mk_err.h"
+#include "mk_ir.h"
+#include "mk_propose.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+typedef enum mk_eval_status {
+  MK_EVAL_OK,
+  MK_EVAL_MISMATCH,
+  MK_EVAL_COMPILE_ERROR,
+  MK_EVAL_RUNTIME_ERROR,
+  MK_EVAL_REJECTED,   /* a guard fired */
+  MK_EVAL_CRASHED,
+  MK_EVAL_TIMEOUT,
+  MK_EVAL_OOM,
+  MK_EVAL_ERROR,      /* anything else (worker unavailable, ...) */
+} mk_eval_status;
+
+typedef struct mk_eval_result {
+  mk_eval_status status;
+  double time_ms;        /* median; < 0 when not timed (CPU) */
+  double min_ms;
+  double ref_eager_ms;   /* reference, same protocol; < 0 when not timed */
+  double ref_compile_ms; /* torch.compile of the reference; < 0 when not timed */
+  double max_abs_err, max_rel_err;
+  int trials_passed, trials;
+  bool cached;
+  char reason[1024];     /* one readable sentence when status != OK */
+  const char *report_json; /* the verifier's full report (borrowed, valid during the callback) */
+} mk_eval_result;
+
+typedef void (*mk_eval_cb)(void *data, const mk_eval_result *r);
+
+/* The verifier as the search sees it. `evaluate` checks candidate `c` for
+ * subkernel `sk`; `evaluate_composition` checks a ModelNew file against the
+ * problem. Each returns 0 and later calls cb exactly once, or returns < 0
+ * and never calls cb. */
+typedef struct mk_evaluator {
+  void *self;
+  int (*evaluate)(void *self, const mk_graph *g, const mk_subkernel *sk, const mk_candidate *c,
+                  mk_eval_cb cb, void *data);
+  int (*evaluate_composition)(void *self, const char *modelnew_path, mk_eval_cb cb, void *data);
+  bool timed; /* false on CPU: no timings, choices say "untimed" */
+} mk_evaluator;
+
+typedef void (*mk_propose_cb)(void *data, int status, mk_candidate_list *cands, const char *err);
+
+/* A proposer as the search sees it: fills a candidate list (ownership passes
+ * to the callback's receiver) and calls cb exactly once, or returns < 0. */
+typedef struct mk_proposer {
+  void *self;
+  const char *name;
+  int (*propose)(void *self, const mk_propose_request *req, mk_propose_cb cb, void *data);
+} mk_proposer;
+
+/* The builtin generator wrapped as an mk_proposer (synchronous underneath). */
+mk_proposer mk_builtin_proposer(void);
+
+typedef struct mk_search_config {
+  int beam_width;          /* W, default 4 */
+  int depth;               /* D, default 2 */
+  int max_proposals;       /* total candidate budget, default 400 */
+  double max_seconds;      /* wall-time budget, default 0 = none */
+  long max_tokens;         /* LLM token budget, 0 = none */
+  unsigned long long seed;
+  bool try_merge;          /* default true */
+  bool try_split;          /* default true */
+  const char *device;      /* "cpu" or GPU name, for proposers */
+  const char *workdir;     /* where composed files are written */
+  int only_subkernel;      /* >= 0: search this subkernel only (no split/merge); -1: all */
+  FILE *log;               /* JSONL run log, or NULL */
+  /* Variants already known for the initial partition (one state per
+   * subkernel, borrowed and copied at start): they are kept and not
+   * evaluated again. NULL for a fresh search. */
+  const struct mk_subkernel_state *prior;
+  int nprior;
+} mk_search_config;
+
+void mk_search_config_defaults(mk_search_config *c);
+
+/* One verified or failed variant of a subkernel. */
+typedef struct mk_variant {
+  mk_candidate cand;     /* owned */
+  mk_eval_result result; /* report_json is copied into report (owned) */
+  char *report;
+} mk_variant;
+
+typedef struct mk_subkernel_state {
+  mk_variant *variants; int nvariants, cap;
+  int chosen;            /* index into variants (0 is always the reference) */
+  int proposals;         /* candidates proposed for this subkernel */
+  bool unsupported;      /* the proposer had nothing for it */
+  char unsupported_reason[256];
+} mk_subkernel_state;
+
+typedef struct mk_search_result {
+  mk_partition partition;          /* final decomposition (owned) */
+  mk_subkernel_state *states;      /* one per subkernel (owned) */
+  char *modelnew_path;             /* the composed, verified file (owned) */
+  mk_eval_result final;            /* verification of the whole program */
+  char *final_report;              /* owned */
+  int proposals, verified, failed, merges, splits, reverted;
+  long tokens_in, tokens_out;
+  double wall_s;
+} mk_search_result;
+
+typedef enum mk_search_event_kind {
+  MK_SEARCH_PROGRESS, /* fraction + message */
+  MK_SEARCH_VARIANT,  /* a subkernel got a verified or failed variant */
+  MK_SEARCH_DONE,
+} mk_search_event_kind;
+
+typedef struct mk_search_event {
+  mk_search_event_kind kind;
+  double fraction;
+  const char *message;
+  int subkernel;           /* for VARIANT */
+  const mk_variant *variant;
+} mk_search_event;
+
+typedef void (*mk_search_event_cb)(void *data, const mk_search_event *ev);
+typedef void (*mk_search_done_cb)(void *data, int status, mk_search_result *result,
+                                  const char *error);
+
+typedef struct mk_search mk_search;
+
+/* Starts a search over graph `g` from partition `initial` (copied). The
+ * module source is needed to compose ModelNew files. done is called exactly
+ * once; the result passed to it is owned by the receiver
+ * (mk_search_result_free). */
+int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *module_source,
+                    const mk_search_config *cfg, mk_proposer proposer, mk_evaluator evaluator,
+                    mk_search_event_cb on_event, mk_search_done_cb on_done, void *data,
+                    mk_search **out, mk_errmsg *err);
+/* Requests cancellation: pending evaluations finish, no new ones start, and
+ * done reports MK_ECANCELED with the best composition so far. */
+void mk_search_cancel(mk_search *s);
+
+void mk_search_result_free(mk_search_result *r);
+const char *mk_eval_status_name(mk_eval_status s);
+
+#endif

@@ -1,0 +1,22 @@
+/* proposers.c — the builtin generator behind the asynchronous mk_proposer
+ * interface. It is synchronous, so the callback runs before propose returns
+ * (the search is written for that). */
+#include "mk_search.h"
+
+#include <stdlib.h>
+
+static int builtin_propose(void *self, const mk_propose_request *req, mk_propose_cb cb,
+                           void *data) {
+  (void)self;
+  mk_candidate_list *list = calloc(1, sizeof *list);
+  if (list == NULL) return MK_ENOMEM;
+  mk_errmsg err = {{0}};
+  int rc = mk_builtin_propose(req, list, &err);
+  cb(data, rc == MK_EUNSUPPORTED && list->n > 0 ? 0 : rc, list, err.text[0] ? err.text : NULL);
+  free(list);
+  return 0;
+}
+
+mk_proposer mk_builtin_proposer(void) {
+  return (mk_proposer){.self = NULL, .name = "builtin", .propose = builtin_propose};
+}

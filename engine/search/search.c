@@ -1,0 +1,807 @@
+/* search.c — the MKEvolve search state machine (see mk_search.h).
+ *
+ * Work happens in batches: a phase submits proposals and evaluations, each
+ * completion decrements `pending`, and when a batch is complete the machine
+ * advances. A `submitting` guard keeps synchronous completions (the builtin
+ * proposer, cached results, test fakes) from advancing a batch that is still
+ * being filled. */
+#include "mk_search.h"
+
+#include "mk_buf.h"
+#include "mk_compose.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef enum {
+  PH_REFERENCES,
+  PH_SUBKERNEL,
+  PH_SPLIT,
+  PH_MERGE,
+  PH_FINAL,
+  PH_DONE,
+} phase;
+
+struct mk_search {
+  const mk_graph *g;
+  char *source;
+  mk_search_config cfg;
+  mk_proposer prop;
+  mk_evaluator ev;
+  mk_search_event_cb on_event;
+  mk_search_done_cb on_done;
+  void *data;
+
+  mk_partition part;
+  mk_subkernel_state *st;
+  int *order;          /* subkernels in budget order */
+  phase ph;
+  int cur;             /* position in order (PH_SUBKERNEL) / subkernel (PH_SPLIT, PH_MERGE) */
+  int step;            /* beam step within the current subkernel */
+  int pending;
+  bool submitting;
+  bool cancelled;
+  bool finished;
+  double t0;
+  int budget_for_cur;
+
+  /* merge/split trial */
+  mk_partition trial;
+  mk_subkernel_state trial_st[2];
+  int trial_n;
+
+  int final_round;
+  mk_search_result *res;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *mk_eval_status_name(mk_eval_status s) {
+  static const char *names[] = {"ok",      "mismatch", "compile_error", "runtime_error", "rejected",
+                                "crashed", "timeout",  "oom",           "error"};
+  return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "error";
+}
+
+void mk_search_config_defaults(mk_search_config *c) {
+  memset(c, 0, sizeof *c);
+  c->beam_width = 4;
+  c->depth = 2;
+  c->max_proposals = 400;
+  c->try_merge = true;
+  c->try_split = true;
+  c->device = "cpu";
+  c->workdir = ".";
+  c->only_subkernel = -1;
+}
+
+static void log_event(mk_search *s, const char *event, cJSON *fields) {
+  if (s->cfg.log == NULL) {
+    cJSON_Delete(fields);
+    return;
+  }
+  cJSON *o = fields ? fields : cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "t", now_s() - s->t0);
+  cJSON_AddStringToObject(o, "event", event);
+  char *line = cJSON_PrintUnformatted(o);
+  if (line) {
+    fputs(line, s->cfg.log);
+    fputc('\n', s->cfg.log);
+    fflush(s->cfg.log);
+    free(line);
+  }
+  cJSON_Delete(o);
+}
+
+static void emit_progress(mk_search *s, const char *msg) {
+  if (s->on_event == NULL) return;
+  double frac = 0.0;
+  int n = s->part.nsubkernels ? s->part.nsubkernels : 1;
+  switch (s->ph) {
+  case PH_REFERENCES: frac = 0.02; break;
+  case PH_SUBKERNEL: frac = 0.05 + 0.75 * (double)s->cur / n; break;
+  case PH_SPLIT: case PH_MERGE: frac = 0.82; break;
+  case PH_FINAL: frac = 0.92; break;
+  case PH_DONE: frac = 1.0; break;
+  }
+  mk_search_event ev = {.kind = MK_SEARCH_PROGRESS, .fraction = frac, .message = msg};
+  s->on_event(s->data, &ev);
+}
+
+static bool budget_left(const mk_search *s) {
+  if (s->cancelled) return false;
+  if (s->cfg.max_proposals > 0 && s->res->proposals >= s->cfg.max_proposals) return false;
+  if (s->cfg.max_seconds > 0 && now_s() - s->t0 > s->cfg.max_seconds) return false;
+  if (s->cfg.max_tokens > 0 && s->res->tokens_in + s->res->tokens_out >= s->cfg.max_tokens)
+    return false;
+  return true;
+}
+
+static void variant_free(mk_variant *v) {
+  mk_candidate_free(&v->cand);
+  free(v->report);
+}
+
+static void state_free(mk_subkernel_state *st) {
+  for (int i = 0; i < st->nvariants; i++) variant_free(&st->variants[i]);
+  free(st->variants);
+  memset(st, 0, sizeof *st);
+}
+
+static mk_variant *state_add(mk_subkernel_state *st, mk_candidate cand) {
+  if (st->nvariants == st->cap) {
+    int cap = st->cap ? st->cap * 2 : 8;
+    mk_variant *v = realloc(st->variants, sizeof *v * (size_t)cap);
+    if (v == NULL) return NULL;
+    st->variants = v;
+    st->cap = cap;
+  }
+  mk_variant *v = &st->variants[st->nvariants++];
+  memset(v, 0, sizeof *v);
+  v->cand = cand;
+  v->result.status = MK_EVAL_ERROR;
+  v->result.time_ms = -1;
+  snprintf(v->result.reason, sizeof v->result.reason, "not evaluated");
+  return v;
+}
+
+static bool verified(const mk_variant *v) { return v->result.status == MK_EVAL_OK; }
+
+/* Time used to rank a variant; untimed runs rank by proposer order. */
+static double rank_time(const mk_variant *v) {
+  return v->result.time_ms >= 0 ? v->result.time_ms : INFINITY;
+}
+
+static int best_generated(const mk_subkernel_state *st) {
+  int best = -1;
+  for (int i = 1; i < st->nvariants; i++) {
+    if (!verified(&st->variants[i])) continue;
+    if (best < 0 || rank_time(&st->variants[i]) < rank_time(&st->variants[best])) best = i;
+  }
+  return best;
+}
+
+static double reference_time(const mk_subkernel_state *st) {
+  return st->nvariants > 0 ? rank_time(&st->variants[0]) : INFINITY;
+}
+
+/* ---- evaluation plumbing ------------------------------------------------- */
+
+typedef struct eval_req {
+  mk_search *s;
+  mk_subkernel_state *st;
+  int variant;
+  int subkernel;
+} eval_req;
+
+static void advance(mk_search *s);
+
+static void batch_done(mk_search *s) {
+  if (--s->pending == 0 && !s->submitting) advance(s);
+}
+
+static void on_evaluated(void *data, const mk_eval_result *r) {
+  eval_req *req = data;
+  mk_search *s = req->s;
+  mk_variant *v = &req->st->variants[req->variant];
+  v->result = *r;
+  v->result.report_json = NULL;
+  free(v->report);
+  v->report = r->report_json ? mk_strdup(r->report_json) : NULL;
+  if (req->variant > 0) {
+    if (verified(v)) s->res->verified++;
+    else s->res->failed++;
+  }
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddNumberToObject(f, "subkernel", req->subkernel);
+  cJSON_AddStringToObject(f, "variant", v->cand.name ? v->cand.name : "?");
+  cJSON_AddStringToObject(f, "origin", v->cand.origin ? v->cand.origin : "?");
+  cJSON_AddStringToObject(f, "status", mk_eval_status_name(r->status));
+  cJSON_AddNumberToObject(f, "time_ms", r->time_ms);
+  cJSON_AddNumberToObject(f, "max_abs_err", r->max_abs_err);
+  cJSON_AddBoolToObject(f, "cached", r->cached);
+  if (r->status != MK_EVAL_OK) cJSON_AddStringToObject(f, "reason", r->reason);
+  log_event(s, "evaluated", f);
+  if (s->on_event) {
+    mk_search_event ev = {.kind = MK_SEARCH_VARIANT, .subkernel = req->subkernel, .variant = v};
+    s->on_event(s->data, &ev);
+  }
+  free(req);
+  batch_done(s);
+}
+
+/* Evaluates variant `vi` of state `st` for subkernel `sk`. */
+static void submit_eval(mk_search *s, const mk_subkernel *sk, int sk_index, mk_subkernel_state *st,
+                        int vi) {
+  eval_req *req = malloc(sizeof *req);
+  if (req == NULL) return;
+  *req = (eval_req){s, st, vi, sk_index};
+  s->pending++;
+  int rc = s->ev.evaluate(s->ev.self, s->g, sk, &st->variants[vi].cand, on_evaluated, req);
+  if (rc < 0) {
+    mk_eval_result r = {.status = MK_EVAL_ERROR, .time_ms = -1};
+    snprintf(r.reason, sizeof r.reason, "could not submit: %s", mk_strerror(rc));
+    on_evaluated(req, &r);
+  }
+}
+
+typedef struct propose_req {
+  mk_search *s;
+  const mk_subkernel *sk;
+  int sk_index;
+  mk_subkernel_state *st;
+  int limit;
+} propose_req;
+
+static void on_proposed(void *data, int status, mk_candidate_list *cands, const char *err) {
+  propose_req *pr = data;
+  mk_search *s = pr->s;
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddNumberToObject(f, "subkernel", pr->sk_index);
+  cJSON_AddNumberToObject(f, "candidates", cands ? cands->n : 0);
+  if (status) cJSON_AddStringToObject(f, "error", err ? err : mk_strerror(status));
+  log_event(s, "proposed", f);
+  if (status == MK_EUNSUPPORTED && pr->st->nvariants <= 1) {
+    pr->st->unsupported = true;
+    snprintf(pr->st->unsupported_reason, sizeof pr->st->unsupported_reason, "%s",
+             err ? err : "unsupported");
+  }
+  for (int i = 0; cands && i < cands->n; i++) {
+    mk_candidate c = cands->items[i];
+    cands->items[i] = (mk_candidate){0};
+    if (i >= pr->limit || !budget_left(s)) {
+      mk_candidate_free(&c);
+      continue;
+    }
+    s->res->proposals++;
+    s->res->tokens_in += c.tokens_in;
+    s->res->tokens_out += c.tokens_out;
+    pr->st->proposals++;
+    if (state_add(pr->st, c) == NULL) {
+      mk_candidate_free(&c);
+      continue;
+    }
+    submit_eval(s, pr->sk, pr->sk_index, pr->st, pr->st->nvariants - 1);
+  }
+  if (cands) mk_candidate_list_free(cands);
+  free(pr);
+  batch_done(s);
+}
+
+static void submit_propose(mk_search *s, const mk_subkernel *sk, int sk_index,
+                           mk_subkernel_state *st, mk_propose_mode mode, int parent, int limit) {
+  propose_req *pr = malloc(sizeof *pr);
+  if (pr == NULL) return;
+  *pr = (propose_req){s, sk, sk_index, st, limit};
+  mk_propose_request req = {
+      .graph = s->g,
+      .subkernel = sk,
+      .mode = mode,
+      .parent = parent >= 0 ? &st->variants[parent].cand : NULL,
+      .report = parent >= 0 ? st->variants[parent].report : NULL,
+      .max_candidates = limit,
+      .seed = s->cfg.seed + (unsigned long long)sk_index * 1000003ULL + (unsigned long long)s->step,
+      .device = s->cfg.device,
+  };
+  s->pending++;
+  int rc = s->prop.propose(s->prop.self, &req, on_proposed, pr);
+  if (rc < 0) on_proposed(pr, rc, NULL, "proposer refused the request");
+}
+
+/* ---- phases ------------------------------------------------------------- */
+
+static void start_batch(mk_search *s) {
+  s->submitting = true;
+  s->pending++; /* the batch itself, released by end_batch */
+}
+
+static void end_batch(mk_search *s) {
+  s->submitting = false;
+  batch_done(s);
+}
+
+static int add_reference(mk_search *s, const mk_subkernel *sk, mk_subkernel_state *st) {
+  mk_candidate ref = {0};
+  mk_errmsg err = {{0}};
+  int rc = mk_reference_candidate(s->g, sk, &ref, &err);
+  if (rc) {
+    ref.name = mk_strdup("reference");
+    ref.origin = mk_strdup("reference");
+    ref.source = NULL; /* emitted inline by the composer */
+  }
+  return state_add(st, ref) ? 0 : MK_ENOMEM;
+}
+
+static int copy_candidate(const mk_candidate *src, mk_candidate *dst) {
+  *dst = (mk_candidate){.name = mk_strdup(src->name), .source = mk_strdup(src->source),
+                        .origin = mk_strdup(src->origin), .notes = mk_strdup(src->notes),
+                        .tokens_in = src->tokens_in, .tokens_out = src->tokens_out};
+  return (src->name && !dst->name) || (src->source && !dst->source) ? MK_ENOMEM : 0;
+}
+
+/* Copies prior variants of subkernel i; returns true when its reference
+ * already has a verdict (no need to evaluate it again). */
+static bool adopt_prior(mk_search *s, int i) {
+  if (s->cfg.prior == NULL || i >= s->cfg.nprior) return false;
+  const mk_subkernel_state *p = &s->cfg.prior[i];
+  for (int k = 0; k < p->nvariants; k++) {
+    mk_candidate c;
+    if (copy_candidate(&p->variants[k].cand, &c)) return false;
+    mk_variant *v = state_add(&s->st[i], c);
+    if (v == NULL) {
+      mk_candidate_free(&c);
+      return false;
+    }
+    v->result = p->variants[k].result;
+    v->report = mk_strdup(p->variants[k].report);
+  }
+  s->st[i].chosen = p->chosen < s->st[i].nvariants ? p->chosen : 0;
+  return s->st[i].nvariants > 0 && s->st[i].variants[0].result.status == MK_EVAL_OK;
+}
+
+static void phase_references(mk_search *s) {
+  start_batch(s);
+  for (int i = 0; i < s->part.nsubkernels; i++) {
+    if (adopt_prior(s, i) || s->st[i].nvariants > 0) continue;
+    if (add_reference(s, &s->part.subkernels[i], &s->st[i])) continue;
+    if (s->st[i].variants[0].cand.source)
+      submit_eval(s, &s->part.subkernels[i], i, &s->st[i], 0);
+  }
+  end_batch(s);
+}
+
+static int by_reference_time_desc(const void *a, const void *b, void *ctx) {
+  const mk_search *s = ctx;
+  double ta = reference_time(&s->st[*(const int *)a]);
+  double tb = reference_time(&s->st[*(const int *)b]);
+  if (isinf(ta) && isinf(tb)) return *(const int *)a - *(const int *)b;
+  return ta < tb ? 1 : ta > tb ? -1 : *(const int *)a - *(const int *)b;
+}
+
+/* Budget per subkernel: an even floor so every subkernel gets proposals, the
+ * rest in proportion to its share of the reference time. */
+static int budget_for(const mk_search *s, int sk) {
+  int n = s->part.nsubkernels;
+  int total = s->cfg.max_proposals > 0 ? s->cfg.max_proposals : 1000000;
+  int floor_share = total / (2 * (n ? n : 1));
+  double sum = 0;
+  for (int i = 0; i < n; i++)
+    if (!isinf(reference_time(&s->st[i]))) sum += reference_time(&s->st[i]);
+  double t = reference_time(&s->st[sk]);
+  int prop = sum > 0 && !isinf(t) ? (int)((total / 2) * (t / sum)) : floor_share;
+  int b = floor_share + prop;
+  return b < s->cfg.beam_width ? s->cfg.beam_width : b;
+}
+
+static void order_subkernels(mk_search *s) {
+  for (int i = 0; i < s->part.nsubkernels; i++) s->order[i] = i;
+  /* insertion sort keeps it dependency-free and stable */
+  for (int i = 1; i < s->part.nsubkernels; i++)
+    for (int j = i; j > 0 && by_reference_time_desc(&s->order[j - 1], &s->order[j], s) > 0; j--) {
+      int t = s->order[j];
+      s->order[j] = s->order[j - 1];
+      s->order[j - 1] = t;
+    }
+}
+
+/* One beam step for subkernel order[cur]: NEW at step 0, then OPTIMISE of
+ * the best W verified variants, or REPAIR of failures when none verified. */
+static bool beam_step(mk_search *s) {
+  int k = s->order[s->cur];
+  mk_subkernel_state *st = &s->st[k];
+  const mk_subkernel *sk = &s->part.subkernels[k];
+  int left = s->budget_for_cur - st->proposals;
+  if (s->cfg.only_subkernel >= 0 && k != s->cfg.only_subkernel) return false;
+  if (left <= 0 || !budget_left(s) || st->unsupported) return false;
+  int w = s->cfg.beam_width;
+  if (s->step == 0) {
+    submit_propose(s, sk, k, st, MK_PROPOSE_NEW, -1, left < 2 * w ? left : 2 * w);
+    return true;
+  }
+  int *rank = malloc(sizeof *rank * (size_t)(st->nvariants + 1));
+  if (rank == NULL) return false;
+  int nr = 0;
+  bool any_ok = best_generated(st) >= 0;
+  for (int i = 1; i < st->nvariants; i++)
+    if (verified(&st->variants[i]) == any_ok) rank[nr++] = i;
+  for (int i = 1; i < nr; i++)
+    for (int j = i; j > 0 && rank_time(&st->variants[rank[j]]) < rank_time(&st->variants[rank[j - 1]]); j--) {
+      int t = rank[j];
+      rank[j] = rank[j - 1];
+      rank[j - 1] = t;
+    }
+  int submitted = 0;
+  for (int i = 0; i < nr && i < w && left > 0; i++, submitted++)
+    submit_propose(s, sk, k, st, any_ok ? MK_PROPOSE_OPTIMISE : MK_PROPOSE_REPAIR, rank[i],
+                   left < 2 ? left : 2);
+  free(rank);
+  return submitted > 0;
+}
+
+static void phase_subkernel(mk_search *s) {
+  while (s->cur < s->part.nsubkernels) {
+    if (s->step == 0) s->budget_for_cur = budget_for(s, s->order[s->cur]);
+    if (s->step <= s->cfg.depth) {
+      char msg[256];
+      snprintf(msg, sizeof msg, "%s: step %d", s->part.subkernels[s->order[s->cur]].name, s->step);
+      emit_progress(s, msg);
+      start_batch(s);
+      bool any = beam_step(s);
+      s->step++;
+      if (any) {
+        end_batch(s);
+        return;
+      }
+      s->submitting = false;
+      s->pending--; /* nothing submitted: drop the batch token and move on */
+      if (s->pending) return;
+    }
+    s->cur++;
+    s->step = 0;
+  }
+  bool whole = s->cfg.only_subkernel < 0;
+  s->ph = whole && s->cfg.try_split ? PH_SPLIT : whole && s->cfg.try_merge ? PH_MERGE : PH_FINAL;
+  s->cur = 0;
+  s->step = 0;
+  advance(s);
+}
+
+/* ---- split and merge trials ---------------------------------------------- */
+
+static void trial_reset(mk_search *s) {
+  for (int i = 0; i < s->trial_n; i++) state_free(&s->trial_st[i]);
+  mk_partition_free(&s->trial);
+  s->trial_n = 0;
+}
+
+/* Replaces subkernels [index, index+count) of the search with the trial's
+ * [tindex, tindex+tcount) and their states. */
+static void adopt_trial(mk_search *s, int count) {
+  int n_old = s->part.nsubkernels;
+  int n_new = s->trial.nsubkernels;
+  mk_subkernel_state *st = calloc((size_t)n_new, sizeof *st);
+  if (st == NULL) return;
+  int delta = n_new - n_old; /* +1 split, -1 merge */
+  int at = s->cur;
+  for (int i = 0, j = 0; i < n_new; i++) {
+    if (i >= at && i < at + s->trial_n) {
+      st[i] = s->trial_st[i - at];
+      memset(&s->trial_st[i - at], 0, sizeof s->trial_st[0]);
+      continue;
+    }
+    j = i < at ? i : i - delta;
+    st[i] = s->st[j];
+    memset(&s->st[j], 0, sizeof s->st[0]);
+  }
+  for (int i = at; i < at + count; i++) state_free(&s->st[i]);
+  free(s->st);
+  s->st = st;
+  mk_partition_free(&s->part);
+  s->part = s->trial;
+  memset(&s->trial, 0, sizeof s->trial);
+  s->trial_n = 0;
+  int *order = realloc(s->order, sizeof *order * (size_t)(n_new + 1));
+  if (order) s->order = order;
+}
+
+static void submit_trial(mk_search *s) {
+  start_batch(s);
+  for (int i = 0; i < s->trial_n; i++) {
+    const mk_subkernel *sk = &s->trial.subkernels[s->cur + i];
+    if (add_reference(s, sk, &s->trial_st[i]) == 0 && s->trial_st[i].variants[0].cand.source)
+      submit_eval(s, sk, s->cur + i, &s->trial_st[i], 0);
+    submit_propose(s, sk, s->cur + i, &s->trial_st[i], MK_PROPOSE_NEW, -1, 2 * s->cfg.beam_width);
+  }
+  end_batch(s);
+}
+
+/* A split is worth trying where nothing generated was verified. */
+static bool try_next_split(mk_search *s) {
+  for (; s->cur < s->part.nsubkernels; s->cur++) {
+    const mk_subkernel *sk = &s->part.subkernels[s->cur];
+    if (best_generated(&s->st[s->cur]) >= 0 || sk->nnodes < 2 || !budget_left(s)) continue;
+    int at = sk->anchor >= 0 && sk->anchor < sk->nodes[sk->nnodes - 1] ? sk->anchor + 1
+                                                                         : sk->nodes[sk->nnodes / 2];
+    if (mk_partition_copy(&s->part, &s->trial)) return false;
+    if (mk_partition_split(s->g, &s->trial, s->cur, at, NULL)) {
+      mk_partition_free(&s->trial);
+      continue;
+    }
+    s->trial_n = 2;
+    submit_trial(s);
+    return true;
+  }
+  return false;
+}
+
+static void judge_split(mk_search *s) {
+  int a = best_generated(&s->trial_st[0]), b = best_generated(&s->trial_st[1]);
+  bool accept;
+  if (s->ev.timed) {
+    double ta = a >= 0 ? rank_time(&s->trial_st[0].variants[a]) : reference_time(&s->trial_st[0]);
+    double tb = b >= 0 ? rank_time(&s->trial_st[1].variants[b]) : reference_time(&s->trial_st[1]);
+    accept = (a >= 0 || b >= 0) && ta + tb < reference_time(&s->st[s->cur]);
+  } else {
+    accept = a >= 0 || b >= 0; /* correctness is all an untimed run can judge */
+  }
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddNumberToObject(f, "subkernel", s->cur);
+  cJSON_AddBoolToObject(f, "accepted", accept);
+  log_event(s, "split", f);
+  if (accept) {
+    adopt_trial(s, 1);
+    s->res->splits++;
+    s->cur += 2;
+  } else {
+    trial_reset(s);
+    s->cur++;
+  }
+}
+
+static bool try_next_merge(mk_search *s) {
+  for (; s->cur + 1 < s->part.nsubkernels; s->cur++) {
+    if (!budget_left(s) || !s->ev.timed) return false; /* merges are judged by time only */
+    if (mk_partition_copy(&s->part, &s->trial)) return false;
+    if (mk_partition_merge(s->g, &s->trial, s->cur, NULL)) {
+      mk_partition_free(&s->trial);
+      continue;
+    }
+    s->trial_n = 1;
+    submit_trial(s);
+    return true;
+  }
+  return false;
+}
+
+static double chosen_time(const mk_subkernel_state *st) {
+  int b = best_generated(st);
+  double tb = b >= 0 ? rank_time(&st->variants[b]) : INFINITY;
+  double tr = reference_time(st);
+  return tb < tr ? tb : tr;
+}
+
+static void judge_merge(mk_search *s) {
+  int m = best_generated(&s->trial_st[0]);
+  double tm = m >= 0 ? rank_time(&s->trial_st[0].variants[m]) : INFINITY;
+  double apart = chosen_time(&s->st[s->cur]) + chosen_time(&s->st[s->cur + 1]);
+  bool accept = m >= 0 && tm < apart;
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddNumberToObject(f, "subkernel", s->cur);
+  cJSON_AddNumberToObject(f, "merged_ms", isinf(tm) ? -1 : tm);
+  cJSON_AddNumberToObject(f, "apart_ms", isinf(apart) ? -1 : apart);
+  cJSON_AddBoolToObject(f, "accepted", accept);
+  log_event(s, "merge", f);
+  if (accept) {
+    adopt_trial(s, 2);
+    s->res->merges++;
+  } else {
+    trial_reset(s);
+    s->cur++;
+  }
+}
+
+/* ---- final swap, compose, verify ------------------------------------------ */
+
+static void choose_variants(mk_search *s, bool reference_only) {
+  for (int i = 0; i < s->part.nsubkernels; i++) {
+    mk_subkernel_state *st = &s->st[i];
+    st->chosen = 0;
+    if (reference_only) continue;
+    int b = best_generated(st);
+    if (b < 0) continue;
+    /* Timed: only when faster than the reference. Untimed: the verified kernel. */
+    if (!s->ev.timed || rank_time(&st->variants[b]) < reference_time(st)) st->chosen = b;
+  }
+}
+
+static int compose_to_file(mk_search *s, char **path_out, mk_errmsg *err) {
+  const mk_candidate **chosen = calloc((size_t)s->part.nsubkernels + 1, sizeof *chosen);
+  if (chosen == NULL) return MK_ENOMEM;
+  for (int i = 0; i < s->part.nsubkernels; i++)
+    chosen[i] = s->st[i].chosen > 0 ? &s->st[i].variants[s->st[i].chosen].cand : NULL;
+  mk_buf out;
+  mk_buf_init(&out, 0);
+  mk_compose_options opt = {.module_source = s->source, .source_path = s->g->file};
+  int rc = s->final_round >= 2 ? mk_errf(err, MK_EUNSUPPORTED, "plain subclass")
+                               : mk_compose_modelnew(s->g, &s->part, chosen, &opt, &out, err);
+  free(chosen);
+  if (rc) {
+    /* Last resort, always correct: ModelNew is the user's Model unchanged. */
+    mk_buf_reset(&out);
+    mk_buf_printf(&out, "# ModelNew composed by MKEvolve: no subkernel could be replaced.\n");
+    mk_buf_puts(&out, s->source);
+    mk_buf_printf(&out, "\n\nclass ModelNew(%s):\n    pass\n",
+                  s->g->class_name ? s->g->class_name : "Model");
+  }
+  mk_buf path;
+  mk_buf_init(&path, 4096);
+  mk_buf_printf(&path, "%s/modelnew.round%d.py", s->cfg.workdir, s->final_round);
+  rc = mk_write_file(mk_buf_cstr(&path), mk_buf_cstr(&out), out.len);
+  mk_buf_free(&out);
+  if (rc) {
+    mk_buf_free(&path);
+    return mk_errf(err, rc, "cannot write the composed file in %s", s->cfg.workdir);
+  }
+  *path_out = mk_buf_steal(&path, NULL);
+  return 0;
+}
+
+static void on_final(void *data, const mk_eval_result *r) {
+  mk_search *s = data;
+  s->res->final = *r;
+  s->res->final.report_json = NULL;
+  free(s->res->final_report);
+  s->res->final_report = r->report_json ? mk_strdup(r->report_json) : NULL;
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddNumberToObject(f, "round", s->final_round);
+  cJSON_AddStringToObject(f, "status", mk_eval_status_name(r->status));
+  cJSON_AddNumberToObject(f, "time_ms", r->time_ms);
+  if (r->status != MK_EVAL_OK) cJSON_AddStringToObject(f, "reason", r->reason);
+  log_event(s, "final_verify", f);
+  if (r->status == MK_EVAL_OK || s->final_round >= 2) {
+    s->ph = PH_DONE;
+  } else {
+    s->final_round++;
+    for (int i = 0; i < s->part.nsubkernels; i++)
+      if (s->st[i].chosen > 0) s->res->reverted++;
+  }
+  batch_done(s);
+}
+
+static void phase_final(mk_search *s) {
+  choose_variants(s, s->final_round >= 1);
+  emit_progress(s, "verifying the composed program");
+  mk_errmsg err = {{0}};
+  char *path = NULL;
+  int rc = compose_to_file(s, &path, &err);
+  if (rc) {
+    s->res->final.status = MK_EVAL_ERROR;
+    snprintf(s->res->final.reason, sizeof s->res->final.reason, "%s", err.text);
+    s->ph = PH_DONE;
+    advance(s);
+    return;
+  }
+  free(s->res->modelnew_path);
+  s->res->modelnew_path = path;
+  start_batch(s);
+  s->pending++;
+  if (s->ev.evaluate_composition(s->ev.self, path, on_final, s) < 0) {
+    mk_eval_result r = {.status = MK_EVAL_ERROR, .time_ms = -1};
+    snprintf(r.reason, sizeof r.reason, "the verifier refused the composition");
+    on_final(s, &r);
+  }
+  end_batch(s);
+}
+
+static void finish(mk_search *s) {
+  if (s->finished) return;
+  s->finished = true;
+  mk_search_result *r = s->res;
+  r->partition = s->part;
+  memset(&s->part, 0, sizeof s->part);
+  r->states = s->st;
+  s->st = NULL;
+  r->wall_s = now_s() - s->t0;
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddNumberToObject(f, "proposals", r->proposals);
+  cJSON_AddNumberToObject(f, "verified", r->verified);
+  cJSON_AddStringToObject(f, "final", mk_eval_status_name(r->final.status));
+  log_event(s, "done", f);
+  if (s->on_event) {
+    mk_search_event ev = {.kind = MK_SEARCH_DONE, .fraction = 1.0, .message = "done"};
+    s->on_event(s->data, &ev);
+  }
+  int status = s->cancelled ? MK_ECANCELED : r->final.status == MK_EVAL_OK ? 0 : MK_EMISMATCH;
+  s->res = NULL;
+  mk_search_done_cb done = s->on_done;
+  void *data = s->data;
+  trial_reset(s);
+  free(s->order);
+  free(s->source);
+  free(s);
+  done(data, status, r, status && r->final.reason[0] ? r->final.reason : NULL);
+}
+
+static void advance(mk_search *s) {
+  if (s->pending) return;
+  switch (s->ph) {
+  case PH_REFERENCES:
+    order_subkernels(s);
+    s->ph = PH_SUBKERNEL;
+    s->cur = 0;
+    s->step = 0;
+    phase_subkernel(s);
+    return;
+  case PH_SUBKERNEL:
+    phase_subkernel(s);
+    return;
+  case PH_SPLIT:
+    if (s->trial_n) judge_split(s);
+    if (!try_next_split(s)) {
+      s->ph = s->cfg.try_merge ? PH_MERGE : PH_FINAL;
+      s->cur = 0;
+      advance(s);
+    }
+    return;
+  case PH_MERGE:
+    if (s->trial_n) judge_merge(s);
+    if (!try_next_merge(s)) {
+      s->ph = PH_FINAL;
+      advance(s);
+    }
+    return;
+  case PH_FINAL:
+    phase_final(s);
+    return;
+  case PH_DONE:
+    finish(s);
+    return;
+  }
+}
+
+int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *module_source,
+                    const mk_search_config *cfg, mk_proposer proposer, mk_evaluator evaluator,
+                    mk_search_event_cb on_event, mk_search_done_cb on_done, void *data,
+                    mk_search **out, mk_errmsg *err) {
+  if (g == NULL || initial == NULL || module_source == NULL || on_done == NULL ||
+      proposer.propose == NULL || evaluator.evaluate == NULL ||
+      evaluator.evaluate_composition == NULL)
+    return mk_errf(err, MK_EINVAL, "search: missing graph, partition, source or callbacks");
+  mk_search *s = calloc(1, sizeof *s);
+  if (s == NULL) return mk_errf(err, MK_ENOMEM, "search: out of memory");
+  s->g = g;
+  s->cfg = *cfg;
+  s->prop = proposer;
+  s->ev = evaluator;
+  s->on_event = on_event;
+  s->on_done = on_done;
+  s->data = data;
+  s->t0 = now_s();
+  s->source = mk_strdup(module_source);
+  s->res = calloc(1, sizeof *s->res);
+  int n = initial->nsubkernels;
+  s->st = calloc((size_t)n + 1, sizeof *s->st);
+  s->order = calloc((size_t)n + 1, sizeof *s->order);
+  if (!s->source || !s->res || !s->st || !s->order || mk_partition_copy(initial, &s->part)) {
+    free(s->source);
+    free(s->res);
+    free(s->st);
+    free(s->order);
+    free(s);
+    return mk_errf(err, MK_ENOMEM, "search: out of memory");
+  }
+  if (out) *out = s;
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddStringToObject(f, "file", g->file ? g->file : "");
+  cJSON_AddNumberToObject(f, "subkernels", n);
+  cJSON_AddStringToObject(f, "proposer", proposer.name ? proposer.name : "?");
+  cJSON_AddNumberToObject(f, "beam", cfg->beam_width);
+  cJSON_AddNumberToObject(f, "depth", cfg->depth);
+  cJSON_AddNumberToObject(f, "seed", (double)cfg->seed);
+  log_event(s, "start", f);
+  s->ph = PH_REFERENCES;
+  emit_progress(s, "timing the PyTorch reference");
+  phase_references(s);
+  return 0;
+}
+
+void mk_search_cancel(mk_search *s) {
+  if (s) s->cancelled = true;
+}
+
+void mk_search_result_free(mk_search_result *r) {
+  if (r == NULL) return;
+  for (int i = 0; r->states && i < r->partition.nsubkernels; i++) state_free(&r->states[i]);
+  free(r->states);
+  mk_partition_free(&r->partition);
+  free(r->modelnew_path);
+  free(r->final_report);
+  free(r);
+}

@@ -1,0 +1,130 @@
+/* mk_session.h — the engine's facade for the language server and the CLI.
+ *
+ * A session owns the worker pool, the verification cache and the state of
+ * every module it has seen (keyed by file path): its graph, decomposition,
+ * the variants of each subkernel with their verdicts and timings, and the
+ * variant chosen for each. Everything slow is asynchronous on the caller's
+ * libuv loop; every call that takes a callback calls it exactly once, unless
+ * it returns < 0 (then never).
+ *
+ * The view structs (mk_session_module ...) are snapshots owned by the
+ * session: valid until the next call on the session that changes that
+ * module (analyze, evolve completion, swap, forget) — copy what you keep. */
+#ifndef MK_SESSION_H
+#define MK_SESSION_H
+
+#include "mk_err.h"
+
+#include <stdbool.h>
+#include <uv.h>
+
+typedef struct mk_session mk_session;
+
+typedef struct mk_session_config {
+  const char *python;          /* interpreter for workers; NULL: $MKEVOLVE_PYTHON or built-in */
+  const char *device;          /* "auto" (GPU if any), "cpu", "cuda" */
+  const char *proposer;        /* "builtin" or "llm" */
+  const char *llm_config_json; /* provider, model, base_url, api_key_env, prices... (docs/llm.md) */
+  int beam_width, depth, max_proposals;
+  double max_seconds;          /* wall budget per evolve, 0 = none */
+  long max_tokens;             /* LLM token budget per evolve, 0 = none */
+  double atol, rtol;
+  int trials;
+  int batch;                   /* 0: auto (reduced on CPU when shapes are large); -1: full; n: n */
+  unsigned long long seed;
+  double job_timeout_s;        /* per verification job */
+  const char *cache_dir;       /* NULL: $MKEVOLVE_CACHE_DIR or ~/.cache/mkevolve */
+  const char *workdir;         /* run files (logs, composed files); NULL: .mkevolve beside the module */
+  bool log_stderr;             /* echo worker stderr (CLI -v) */
+} mk_session_config;
+
+void mk_session_config_defaults(mk_session_config *c);
+
+typedef enum mk_sk_state {
+  MK_SK_REFERENCE, /* only the PyTorch reference so far */
+  MK_SK_RUNNING,   /* being evolved or verified */
+  MK_SK_VERIFIED,  /* the chosen variant is verified (and faster, when timed) */
+  MK_SK_FAILED,    /* variants were tried, none verified */
+  MK_SK_SLOWER,    /* verified variants exist but none beats PyTorch */
+} mk_sk_state;
+
+typedef struct mk_session_variant {
+  const char *name;     /* "reference", "triton_ew_b1024_w4", ... */
+  const char *origin;   /* "reference", "builtin", "llm:<model>" */
+  const char *status;   /* mk_eval_status name: "ok", "mismatch", ... */
+  const char *reason;   /* why it failed, or "" */
+  double time_ms, min_ms;       /* < 0 when untimed */
+  double speedup_eager;         /* vs eager reference, < 0 when untimed */
+  double speedup_compile;       /* vs torch.compile of the reference, < 0 when untimed */
+  double max_abs_err;
+  int trials_passed, trials;
+  long tokens;
+  bool chosen;
+} mk_session_variant;
+
+typedef struct mk_session_subkernel {
+  int index;
+  const char *name;        /* "conv2d_add_gelu" */
+  const char *ops;         /* "conv2d + add + mul + gelu" */
+  int first_line, last_line;
+  const int *lines; int nlines; /* every source line it covers, ascending */
+  mk_sk_state state;
+  const mk_session_variant *variants; int nvariants; /* variants[0] is the reference */
+  int chosen;
+  const char *summary;     /* "1.8x vs eager, 1.2x vs torch.compile, verified 5/5" */
+} mk_session_subkernel;
+
+typedef struct mk_session_module {
+  const char *path;
+  const char *class_name;
+  const char *device;      /* "cpu" or the GPU name */
+  bool timed;
+  const char *note;        /* e.g. "reduced batch 2 on CPU", or "" */
+  const mk_session_subkernel *subkernels; int nsubkernels;
+  const char *modelnew_path; /* last composed file, or NULL */
+  double eager_ms, compile_ms, ours_ms; /* whole program, < 0 when unknown */
+  long tokens_in, tokens_out;
+} mk_session_module;
+
+typedef void (*mk_session_cb)(void *data, int status, const mk_session_module *m,
+                              const char *error);
+typedef void (*mk_session_progress_cb)(void *data, double fraction, const char *message);
+
+int mk_session_new(uv_loop_t *loop, const mk_session_config *cfg, mk_session **out, mk_errmsg *err);
+int mk_session_set_config(mk_session *s, const mk_session_config *cfg, mk_errmsg *err);
+/* Cancels all jobs, stops workers, frees the session, then calls done. */
+void mk_session_close(mk_session *s, void (*done)(void *data), void *data);
+
+/* Captures and decomposes the module in `path` (its saved contents; pass
+ * `text` to analyse unsaved editor contents instead). Error messages carry
+ * the user's line. */
+int mk_session_analyze(mk_session *s, const char *path, const char *text, mk_session_cb cb,
+                       void *data, mk_errmsg *err);
+
+/* Evolves one subkernel (index >= 0) or all (-1) in the background, then
+ * composes and verifies the whole program. *job receives an id for cancel. */
+int mk_session_evolve(mk_session *s, const char *path, int subkernel,
+                      mk_session_progress_cb progress, mk_session_cb done, void *data, int *job,
+                      mk_errmsg *err);
+int mk_session_cancel(mk_session *s, int job);
+
+/* The current state of a module, or NULL if never analysed. */
+const mk_session_module *mk_session_get(mk_session *s, const char *path);
+
+/* Chooses variant `variant` (0 = PyTorch reference) for a subkernel; the
+ * variant must be verified. Recomposes the ModelNew file. */
+int mk_session_swap(mk_session *s, const char *path, int subkernel, int variant, mk_errmsg *err);
+
+/* Writes the composed ModelNew for the current choices to out_path (NULL:
+ * the session's default beside the module) and returns the path used
+ * (caller frees). */
+int mk_session_compose(mk_session *s, const char *path, const char *out_path, char **written,
+                       mk_errmsg *err);
+
+/* "cpu" or the GPU's name, as the workers reported it. */
+const char *mk_session_device(mk_session *s);
+
+/* Drops what the session knows about a module (on close or delete). */
+void mk_session_forget(mk_session *s, const char *path);
+
+#endif

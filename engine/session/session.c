@@ -1,0 +1,607 @@
+/* session.c — module state, views, analyze/evolve/swap/compose.
+ *
+ * The runtime (workers, capture, verification) sits behind
+ * session_runtime.c; this file only keeps per-module state and runs the
+ * search. */
+#include "mk_buf.h"
+#include "mk_compose.h"
+#include "session_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+void mk_session_config_defaults(mk_session_config *c) {
+  memset(c, 0, sizeof *c);
+  c->device = "auto";
+  c->proposer = "builtin";
+  c->beam_width = 4;
+  c->depth = 2;
+  c->max_proposals = 200;
+  c->atol = 1e-4;
+  c->rtol = 1e-4;
+  c->trials = 5;
+  c->batch = 0;
+  c->job_timeout_s = 300;
+}
+
+/* Copies the config's strings so callers may free theirs. */
+static int own_config(mk_session *s, const mk_session_config *cfg) {
+  const char *src[8] = {cfg->python, cfg->device, cfg->proposer, cfg->llm_config_json,
+                        cfg->cache_dir, cfg->workdir, NULL, NULL};
+  char *copy[8] = {0};
+  for (int i = 0; i < 6; i++)
+    if (src[i] && (copy[i] = mk_strdup(src[i])) == NULL) {
+      for (int k = 0; k < i; k++) free(copy[k]);
+      return MK_ENOMEM;
+    }
+  for (int i = 0; i < 8; i++) free(s->cfg_strings[i]);
+  memcpy(s->cfg_strings, copy, sizeof copy);
+  s->cfg = *cfg;
+  s->cfg.python = copy[0];
+  s->cfg.device = copy[1] ? copy[1] : "auto";
+  s->cfg.proposer = copy[2] ? copy[2] : "builtin";
+  s->cfg.llm_config_json = copy[3];
+  s->cfg.cache_dir = copy[4];
+  s->cfg.workdir = copy[5];
+  return 0;
+}
+
+int mk_session_new(uv_loop_t *loop, const mk_session_config *cfg, mk_session **out,
+                   mk_errmsg *err) {
+  mk_session *s = calloc(1, sizeof *s);
+  if (s == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
+  s->loop = loop;
+  s->next_job = 1;
+  mk_session_config dflt;
+  mk_session_config_defaults(&dflt);
+  int rc = own_config(s, cfg ? cfg : &dflt);
+  if (!rc) rc = session_runtime_open(s, err);
+  if (rc) {
+    for (int i = 0; i < 8; i++) free(s->cfg_strings[i]);
+    free(s);
+    return rc == MK_ENOMEM ? mk_errf(err, rc, "out of memory") : rc;
+  }
+  *out = s;
+  return 0;
+}
+
+int mk_session_set_config(mk_session *s, const mk_session_config *cfg, mk_errmsg *err) {
+  int rc = own_config(s, cfg);
+  return rc ? mk_errf(err, rc, "out of memory") : 0;
+}
+
+/* ---- module state ---------------------------------------------------------- */
+
+static void module_clear_views(module_state *m) {
+  for (int i = 0; i < m->nstrings; i++) free(m->strings[i]);
+  m->nstrings = 0;
+  free(m->sk_views);
+  free(m->var_views);
+  free(m->line_pool);
+  m->sk_views = NULL;
+  m->var_views = NULL;
+  m->line_pool = NULL;
+}
+
+static void module_clear_search(module_state *m) {
+  for (int i = 0; m->st && i < m->part.nsubkernels; i++) {
+    for (int k = 0; k < m->st[i].nvariants; k++) {
+      mk_candidate_free(&m->st[i].variants[k].cand);
+      free(m->st[i].variants[k].report);
+    }
+    free(m->st[i].variants);
+  }
+  free(m->st);
+  m->st = NULL;
+  mk_partition_free(&m->part);
+}
+
+static void module_free(module_state *m) {
+  module_clear_views(m);
+  module_clear_search(m);
+  mk_graph_free(m->g);
+  free(m->strings);
+  free(m->path);
+  free(m->source);
+  free(m->modelnew_path);
+  free(m);
+}
+
+module_state *session_module(mk_session *s, const char *path, bool create) {
+  for (module_state *m = s->modules; m; m = m->next)
+    if (strcmp(m->path, path) == 0) return m;
+  if (!create) return NULL;
+  module_state *m = calloc(1, sizeof *m);
+  if (m == NULL || (m->path = mk_strdup(path)) == NULL) {
+    free(m);
+    return NULL;
+  }
+  m->eager_ms = m->compile_ms = m->ours_ms = -1;
+  m->running_subkernel = -1;
+  m->next = s->modules;
+  s->modules = m;
+  return m;
+}
+
+void mk_session_forget(mk_session *s, const char *path) {
+  for (module_state **pp = &s->modules; *pp; pp = &(*pp)->next) {
+    if (strcmp((*pp)->path, path) != 0) continue;
+    module_state *m = *pp;
+    if (m->search) {
+      mk_search_cancel(m->search); /* the done callback frees it later */
+      return;
+    }
+    *pp = m->next;
+    module_free(m);
+    return;
+  }
+}
+
+/* Keeps a formatted string alive as long as the views. */
+static const char *keep(module_state *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *keep(module_state *m, const char *fmt, ...) {
+  if (m->nstrings == m->capstrings) {
+    int cap = m->capstrings ? m->capstrings * 2 : 64;
+    char **p = realloc(m->strings, sizeof *p * (size_t)cap);
+    if (p == NULL) return "";
+    m->strings = p;
+    m->capstrings = cap;
+  }
+  mk_buf b;
+  mk_buf_init(&b, 1 << 20);
+  va_list ap;
+  va_start(ap, fmt);
+  mk_buf_vprintf(&b, fmt, ap);
+  va_end(ap);
+  char *s = mk_buf_steal(&b, NULL);
+  if (s == NULL) return "";
+  m->strings[m->nstrings++] = s;
+  return s;
+}
+
+static double speedup(double base, double t) { return base > 0 && t > 0 ? base / t : -1; }
+
+static void variant_view(const mk_variant *v, const mk_variant *ref, bool chosen,
+                         mk_session_variant *out) {
+  const mk_eval_result *r = &v->result;
+  double eager = r->ref_eager_ms > 0 ? r->ref_eager_ms : ref->result.time_ms;
+  double compile = r->ref_compile_ms > 0 ? r->ref_compile_ms : ref->result.ref_compile_ms;
+  *out = (mk_session_variant){
+      .name = v->cand.name ? v->cand.name : "?",
+      .origin = v->cand.origin ? v->cand.origin : "?",
+      .status = mk_eval_status_name(r->status),
+      .reason = r->status == MK_EVAL_OK ? "" : r->reason,
+      .time_ms = r->time_ms,
+      .min_ms = r->min_ms,
+      .speedup_eager = speedup(eager, r->time_ms),
+      .speedup_compile = speedup(compile, r->time_ms),
+      .max_abs_err = r->max_abs_err,
+      .trials_passed = r->trials_passed,
+      .trials = r->trials,
+      .tokens = v->cand.tokens_in + v->cand.tokens_out,
+      .chosen = chosen,
+  };
+}
+
+static mk_sk_state subkernel_state(const module_state *m, int i) {
+  if (m->job && (m->running_subkernel < 0 || m->running_subkernel == i)) return MK_SK_RUNNING;
+  const mk_subkernel_state *st = &m->st[i];
+  if (st->chosen > 0) return MK_SK_VERIFIED;
+  bool tried = false, any_ok = false;
+  for (int k = 1; k < st->nvariants; k++) {
+    tried = true;
+    any_ok |= st->variants[k].result.status == MK_EVAL_OK;
+  }
+  if (!tried) return MK_SK_REFERENCE;
+  return any_ok ? MK_SK_SLOWER : MK_SK_FAILED;
+}
+
+static const char *summary(module_state *m, const mk_session_subkernel *v) {
+  if (v->nvariants == 0) return "PyTorch reference";
+  const mk_session_variant *c = &v->variants[v->chosen];
+  switch (v->state) {
+  case MK_SK_RUNNING: return "evolving…";
+  case MK_SK_REFERENCE: return "PyTorch reference (not evolved yet)";
+  case MK_SK_FAILED: return keep(m, "no verified variant yet (%d tried)", v->nvariants - 1);
+  case MK_SK_SLOWER: return "verified variants exist, none faster than PyTorch";
+  case MK_SK_VERIFIED: break;
+  }
+  if (c->speedup_eager > 0 && c->speedup_compile > 0)
+    return keep(m, "%s: %.2fx vs eager, %.2fx vs torch.compile, verified %d/%d", c->name,
+                c->speedup_eager, c->speedup_compile, c->trials_passed, c->trials);
+  if (c->speedup_eager > 0)
+    return keep(m, "%s: %.2fx vs eager, verified %d/%d", c->name, c->speedup_eager,
+                c->trials_passed, c->trials);
+  return keep(m, "%s: verified %d/%d (untimed on %s)", c->name, c->trials_passed, c->trials,
+              m->view.device ? m->view.device : "cpu");
+}
+
+static const char *ops_of(module_state *m, const mk_subkernel *sk) {
+  mk_buf b;
+  mk_buf_init(&b, 4096);
+  for (int i = 0; i < sk->nnodes && i < 12; i++) {
+    char tmp[64];
+    if (i) mk_buf_puts(&b, " + ");
+    mk_buf_puts(&b, mk_op_short_name(m->g->nodes[sk->nodes[i]].op, tmp, sizeof tmp));
+  }
+  if (sk->nnodes > 12) mk_buf_printf(&b, " + … (%d ops)", sk->nnodes);
+  const char *s = keep(m, "%s", mk_buf_cstr(&b));
+  mk_buf_free(&b);
+  return s;
+}
+
+/* Fills `lines` (room for sk->nnodes) with the distinct source lines the
+ * subkernel covers, ascending; returns how many. */
+static int lines_of(const module_state *m, const mk_subkernel *sk, int *lines) {
+  int n = 0;
+  for (int i = 0; i < sk->nnodes; i++) {
+    int line = m->g->nodes[sk->nodes[i]].span.line;
+    int seen = 0;
+    for (int k = 0; k < n; k++) seen |= lines[k] == line;
+    if (!seen && line > 0) lines[n++] = line;
+  }
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && lines[j] < lines[j - 1]; j--) {
+      int t = lines[j];
+      lines[j] = lines[j - 1];
+      lines[j - 1] = t;
+    }
+  return n;
+}
+
+void module_refresh_views(mk_session *s, module_state *m) {
+  module_clear_views(m);
+  int n = m->part.nsubkernels, nv = 0, nl = 0;
+  for (int i = 0; i < n; i++) nv += m->st[i].nvariants;
+  for (int i = 0; i < n; i++) nl += m->part.subkernels[i].nnodes;
+  m->sk_views = calloc((size_t)n + 1, sizeof *m->sk_views);
+  m->var_views = calloc((size_t)nv + 1, sizeof *m->var_views);
+  m->line_pool = calloc((size_t)nl + 1, sizeof *m->line_pool);
+  m->view = (mk_session_module){
+      .path = m->path,
+      .class_name = m->g && m->g->class_name ? m->g->class_name : "Model",
+      .device = session_runtime_device(s),
+      .timed = session_runtime_timed(s),
+      .note = m->note,
+      .subkernels = m->sk_views,
+      .nsubkernels = m->sk_views ? n : 0,
+      .modelnew_path = m->modelnew_path,
+      .eager_ms = m->eager_ms,
+      .compile_ms = m->compile_ms,
+      .ours_ms = m->ours_ms,
+      .tokens_in = m->tokens_in,
+      .tokens_out = m->tokens_out,
+  };
+  if (m->sk_views == NULL || m->var_views == NULL || m->line_pool == NULL) return;
+  mk_session_variant *vv = m->var_views;
+  int *lines = m->line_pool;
+  for (int i = 0; i < n; i++) {
+    const mk_subkernel *sk = &m->part.subkernels[i];
+    mk_subkernel_state *st = &m->st[i];
+    mk_session_subkernel *v = &m->sk_views[i];
+    for (int k = 0; k < st->nvariants; k++)
+      variant_view(&st->variants[k], &st->variants[0], k == st->chosen, &vv[k]);
+    int nlines = lines_of(m, sk, lines);
+    *v = (mk_session_subkernel){.index = i, .name = sk->name, .ops = ops_of(m, sk),
+                                .first_line = sk->first_line, .last_line = sk->last_line,
+                                .lines = lines, .nlines = nlines, .variants = vv,
+                                .nvariants = st->nvariants, .chosen = st->chosen};
+    v->state = subkernel_state(m, i);
+    v->summary = summary(m, v);
+    vv += st->nvariants;
+    lines += sk->nnodes;
+  }
+}
+
+const char *mk_session_device(mk_session *s) { return session_runtime_device(s); }
+
+const mk_session_module *mk_session_get(mk_session *s, const char *path) {
+  module_state *m = session_module(s, path, false);
+  return m && m->g ? &m->view : NULL;
+}
+
+/* ---- analyze ---------------------------------------------------------------- */
+
+typedef struct analyze_req {
+  mk_session *s;
+  char *path;
+  char *source;
+  mk_session_cb cb;
+  void *data;
+} analyze_req;
+
+static int fresh_states(module_state *m, mk_errmsg *err) {
+  m->st = calloc((size_t)m->part.nsubkernels + 1, sizeof *m->st);
+  if (m->st == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
+  for (int i = 0; i < m->part.nsubkernels; i++) {
+    mk_candidate ref = {0};
+    if (mk_reference_candidate(m->g, &m->part.subkernels[i], &ref, NULL)) {
+      ref.name = mk_strdup("reference");
+      ref.origin = mk_strdup("reference");
+    }
+    m->st[i].variants = calloc(1, sizeof *m->st[i].variants);
+    if (m->st[i].variants == NULL) {
+      mk_candidate_free(&ref);
+      return mk_errf(err, MK_ENOMEM, "out of memory");
+    }
+    m->st[i].nvariants = m->st[i].cap = 1;
+    m->st[i].variants[0].cand = ref;
+    m->st[i].variants[0].result = (mk_eval_result){.status = MK_EVAL_OK, .time_ms = -1,
+                                                   .min_ms = -1, .ref_eager_ms = -1,
+                                                   .ref_compile_ms = -1};
+  }
+  return 0;
+}
+
+static void on_captured(void *data, int status, mk_graph *g, int batch, const char *error) {
+  analyze_req *req = data;
+  mk_session *s = req->s;
+  module_state *m = session_module(s, req->path, true);
+  mk_errmsg err = {{0}};
+  int rc = status;
+  if (m == NULL) rc = mk_errf(&err, MK_ENOMEM, "out of memory");
+  if (!rc && m->job) rc = mk_errf(&err, MK_EBUSY, "an evolve job is running on this module");
+  if (!rc) {
+    mk_partition part = {0};
+    rc = mk_decompose_initial(g, &part, &err);
+    if (!rc) {
+      module_clear_search(m);
+      mk_graph_free(m->g);
+      m->g = g;
+      g = NULL;
+      m->part = part;
+      free(m->source);
+      m->source = req->source;
+      req->source = NULL;
+      m->batch = batch;
+      if (batch > 0) snprintf(m->note, sizeof m->note, "reduced batch %d on %s", batch, session_runtime_device(s));
+      else m->note[0] = '\0';
+      rc = fresh_states(m, &err);
+      module_refresh_views(s, m);
+    }
+  }
+  mk_graph_free(g);
+  const char *msg = rc ? (error && *error ? error : err.text[0] ? err.text : mk_strerror(rc)) : NULL;
+  req->cb(req->data, rc, rc ? NULL : &m->view, msg);
+  free(req->path);
+  free(req->source);
+  free(req);
+}
+
+int mk_session_analyze(mk_session *s, const char *path, const char *text, mk_session_cb cb,
+                       void *data, mk_errmsg *err) {
+  analyze_req *req = calloc(1, sizeof *req);
+  if (req == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
+  req->s = s;
+  req->cb = cb;
+  req->data = data;
+  req->path = mk_strdup(path);
+  size_t len = 0;
+  int rc = 0;
+  if (text) req->source = mk_strdup(text);
+  else rc = mk_read_file(path, (size_t)64 << 20, &req->source, &len);
+  if (rc || req->path == NULL || req->source == NULL) {
+    free(req->path);
+    free(req->source);
+    free(req);
+    return mk_errf(err, rc ? rc : MK_ENOMEM, "cannot read %s: %s", path, mk_strerror(rc ? rc : MK_ENOMEM));
+  }
+  rc = session_runtime_capture(s, path, on_captured, req, err);
+  if (rc) {
+    free(req->path);
+    free(req->source);
+    free(req);
+  }
+  return rc;
+}
+
+/* ---- evolve ----------------------------------------------------------------- */
+
+typedef struct evolve_req {
+  mk_session *s;
+  module_state *m;
+  mk_session_progress_cb progress;
+  mk_session_cb done;
+  void *data;
+  FILE *log;
+  int only;
+} evolve_req;
+
+static void on_search_event(void *data, const mk_search_event *ev) {
+  evolve_req *req = data;
+  if (ev->kind == MK_SEARCH_PROGRESS && req->progress) req->progress(req->data, ev->fraction, ev->message);
+}
+
+static void adopt_result(module_state *m, mk_search_result *r) {
+  module_clear_search(m);
+  m->part = r->partition;
+  memset(&r->partition, 0, sizeof r->partition);
+  m->st = r->states;
+  r->states = NULL;
+  free(m->modelnew_path);
+  m->modelnew_path = r->modelnew_path;
+  r->modelnew_path = NULL;
+  m->tokens_in += r->tokens_in;
+  m->tokens_out += r->tokens_out;
+  if (r->final.status == MK_EVAL_OK) {
+    m->ours_ms = r->final.time_ms;
+    m->eager_ms = r->final.ref_eager_ms;
+    m->compile_ms = r->final.ref_compile_ms;
+  }
+}
+
+static void on_search_done(void *data, int status, mk_search_result *r, const char *error) {
+  evolve_req *req = data;
+  module_state *m = req->m;
+  m->search = NULL;
+  m->job = 0;
+  if (r) adopt_result(m, r);
+  mk_search_result_free(r);
+  if (req->log) fclose(req->log);
+  module_refresh_views(req->s, m);
+  req->done(req->data, status, &m->view, error);
+  free(req);
+}
+
+static FILE *open_run_log(const char *workdir) {
+  mk_buf path;
+  mk_buf_init(&path, 8192);
+  mk_buf_printf(&path, "%s/run.jsonl", workdir);
+  FILE *f = path.err ? NULL : fopen(mk_buf_cstr(&path), "a");
+  mk_buf_free(&path);
+  return f;
+}
+
+/* The work directory for a module: config's, else .mkevolve/<file stem>
+ * beside the module. Created if missing. */
+static int module_workdir(mk_session *s, module_state *m, char *out, size_t size) {
+  const char *base = m->path;
+  const char *slash = strrchr(base, '/');
+  const char *stem = slash ? slash + 1 : base;
+  int dirlen = slash ? (int)(slash - base) : 1;
+  int n;
+  if (s->cfg.workdir) n = snprintf(out, size, "%s", s->cfg.workdir);
+  else n = snprintf(out, size, "%.*s/.mkevolve", dirlen, slash ? base : ".");
+  if (n < 0 || (size_t)n >= size) return MK_ERANGE;
+  mkdir(out, 0755);
+  size_t len = strlen(out);
+  n = snprintf(out + len, size - len, "/%.*s", (int)strcspn(stem, "."), stem);
+  if (n < 0 || (size_t)n >= size - len) return MK_ERANGE;
+  mkdir(out, 0755);
+  return 0;
+}
+
+int mk_session_evolve(mk_session *s, const char *path, int subkernel,
+                      mk_session_progress_cb progress, mk_session_cb done, void *data, int *job,
+                      mk_errmsg *err) {
+  module_state *m = session_module(s, path, false);
+  if (m == NULL || m->g == NULL) return mk_errf(err, MK_ENOENT, "%s has not been analysed", path);
+  if (m->job) return mk_errf(err, MK_EBUSY, "an evolve job is already running on %s", path);
+  if (subkernel >= m->part.nsubkernels)
+    return mk_errf(err, MK_EINVAL, "no subkernel %d (the module has %d)", subkernel, m->part.nsubkernels);
+  mk_proposer prop;
+  int rc = session_runtime_proposer(s, m, &prop, err);
+  if (rc) return rc;
+  char workdir[4096];
+  if (module_workdir(s, m, workdir, sizeof workdir))
+    return mk_errf(err, MK_ERANGE, "work directory path too long");
+  evolve_req *req = calloc(1, sizeof *req);
+  if (req == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
+  *req = (evolve_req){s, m, progress, done, data, open_run_log(workdir), subkernel};
+  mk_search_config cfg;
+  mk_search_config_defaults(&cfg);
+  cfg.beam_width = s->cfg.beam_width > 0 ? s->cfg.beam_width : cfg.beam_width;
+  cfg.depth = s->cfg.depth >= 0 ? s->cfg.depth : cfg.depth;
+  cfg.max_proposals = s->cfg.max_proposals > 0 ? s->cfg.max_proposals : cfg.max_proposals;
+  cfg.max_seconds = s->cfg.max_seconds;
+  cfg.max_tokens = s->cfg.max_tokens;
+  cfg.seed = s->cfg.seed;
+  cfg.device = session_runtime_device(s);
+  cfg.workdir = workdir;
+  cfg.log = req->log;
+  cfg.only_subkernel = subkernel;
+  cfg.prior = m->st;
+  cfg.nprior = m->part.nsubkernels;
+  m->job = s->next_job++;
+  m->running_subkernel = subkernel;
+  if (job) *job = m->job;
+  module_refresh_views(s, m);
+  rc = mk_search_start(m->g, &m->part, m->source, &cfg, prop, session_runtime_evaluator(s, m),
+                       on_search_event, on_search_done, req, &m->search, err);
+  if (rc) {
+    m->job = 0;
+    if (req->log) fclose(req->log);
+    free(req);
+  }
+  return rc;
+}
+
+int mk_session_cancel(mk_session *s, int job) {
+  for (module_state *m = s->modules; m; m = m->next)
+    if (m->job == job && m->search) {
+      mk_search_cancel(m->search);
+      return 0;
+    }
+  return MK_ENOENT;
+}
+
+/* ---- swap and compose ---------------------------------------------------------- */
+
+int mk_session_compose(mk_session *s, const char *path, const char *out_path, char **written,
+                       mk_errmsg *err) {
+  module_state *m = session_module(s, path, false);
+  if (m == NULL || m->g == NULL) return mk_errf(err, MK_ENOENT, "%s has not been analysed", path);
+  const mk_candidate **chosen = calloc((size_t)m->part.nsubkernels + 1, sizeof *chosen);
+  if (chosen == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
+  for (int i = 0; i < m->part.nsubkernels; i++)
+    chosen[i] = m->st[i].chosen > 0 ? &m->st[i].variants[m->st[i].chosen].cand : NULL;
+  mk_buf text;
+  mk_buf_init(&text, 0);
+  mk_compose_options opt = {.module_source = m->source, .source_path = m->path,
+                            .note = m->note[0] ? m->note : NULL};
+  int rc = mk_compose_modelnew(m->g, &m->part, chosen, &opt, &text, err);
+  free(chosen);
+  char dir[4096];
+  mk_buf def;
+  mk_buf_init(&def, 8192);
+  if (!rc && out_path == NULL) {
+    if (module_workdir(s, m, dir, sizeof dir))
+      rc = mk_errf(err, MK_ERANGE, "work directory path too long");
+    mk_buf_printf(&def, "%s/ModelNew.py", dir);
+    out_path = mk_buf_cstr(&def);
+  }
+  if (!rc && (rc = mk_write_file(out_path, mk_buf_cstr(&text), text.len)))
+    mk_errf(err, rc, "cannot write %s", out_path);
+  mk_buf_free(&text);
+  if (!rc) {
+    if (written) *written = mk_strdup(out_path);
+    free(m->modelnew_path);
+    m->modelnew_path = mk_strdup(out_path);
+    module_refresh_views(s, m);
+  }
+  mk_buf_free(&def);
+  return rc;
+}
+
+int mk_session_swap(mk_session *s, const char *path, int subkernel, int variant, mk_errmsg *err) {
+  module_state *m = session_module(s, path, false);
+  if (m == NULL || m->g == NULL) return mk_errf(err, MK_ENOENT, "%s has not been analysed", path);
+  if (subkernel < 0 || subkernel >= m->part.nsubkernels)
+    return mk_errf(err, MK_EINVAL, "no subkernel %d", subkernel);
+  mk_subkernel_state *st = &m->st[subkernel];
+  if (variant < 0 || variant >= st->nvariants)
+    return mk_errf(err, MK_EINVAL, "subkernel %d has no variant %d", subkernel, variant);
+  if (variant > 0 && st->variants[variant].result.status != MK_EVAL_OK)
+    return mk_errf(err, MK_EINVAL, "variant %s is not verified (%s)", st->variants[variant].cand.name,
+                   st->variants[variant].result.reason);
+  int old = st->chosen;
+  st->chosen = variant;
+  int rc = mk_session_compose(s, path, NULL, NULL, err);
+  if (rc) st->chosen = old;
+  module_refresh_views(s, m);
+  return rc;
+}
+
+/* ---- close ------------------------------------------------------------------- */
+
+void mk_session_close(mk_session *s, void (*done)(void *data), void *data) {
+  s->closing = true;
+  for (module_state *m = s->modules; m; m = m->next)
+    if (m->search) mk_search_cancel(m->search);
+  /* Workers stop first: their pending jobs fail, searches finish, and
+   * session_runtime_close then calls session_free. */
+  session_runtime_close(s, done, data);
+}
+
+void session_free(mk_session *s) {
+  while (s->modules) {
+    module_state *m = s->modules;
+    s->modules = m->next;
+    module_free(m);
+  }
+  for (int i = 0; i < 8; i++) free(s->cfg_strings[i]);
+  free(s);
+}

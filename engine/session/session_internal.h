@@ -1,0 +1,78 @@
+/* session_internal.h — shared between the session's files: the per-module
+ * state (session.c) and the runtime glue (session_runtime.c: worker pool,
+ * capture, the evaluator over the verification API). Not a public header. */
+#ifndef MK_SESSION_INTERNAL_H
+#define MK_SESSION_INTERNAL_H
+
+#include "mk_decompose.h"
+#include "mk_ir.h"
+#include "mk_search.h"
+#include "mk_session.h"
+
+typedef struct session_runtime session_runtime;
+
+struct module_state;
+
+/* What the evaluator adapter needs to find its way back. */
+typedef struct session_eval_ctx {
+  struct mk_session *s;
+  struct module_state *m;
+} session_eval_ctx;
+
+typedef struct module_state {
+  char *path;
+  char *source;             /* text the graph was captured from */
+  mk_graph *g;
+  mk_partition part;
+  mk_subkernel_state *st;   /* one per subkernel of part */
+  int batch;                /* reduced batch used, 0 for full shapes */
+  char note[256];
+  char *modelnew_path;
+  double eager_ms, compile_ms, ours_ms;
+  long tokens_in, tokens_out;
+  int job;                  /* running evolve job id, 0 when idle */
+  int running_subkernel;    /* -1 all */
+  mk_search *search;
+  session_eval_ctx eval;    /* the evaluator's context while a search runs */
+  /* views, rebuilt by module_refresh_views */
+  mk_session_module view;
+  mk_session_subkernel *sk_views;
+  mk_session_variant *var_views;
+  int *line_pool;
+  char **strings; int nstrings, capstrings;
+  struct module_state *next;
+} module_state;
+
+struct mk_session {
+  uv_loop_t *loop;
+  mk_session_config cfg;
+  char *cfg_strings[8];     /* owned copies of the config's strings */
+  session_runtime *rt;
+  module_state *modules;
+  int next_job;
+  bool closing;
+};
+
+/* ---- runtime glue (session_runtime.c) ---- */
+int session_runtime_open(mk_session *s, mk_errmsg *err);
+void session_runtime_close(mk_session *s, void (*done)(void *data), void *data);
+const char *session_runtime_device(mk_session *s); /* "cpu" or the GPU's name */
+bool session_runtime_timed(mk_session *s);
+
+typedef void (*session_capture_cb)(void *data, int status, mk_graph *g, int batch,
+                                   const char *error);
+/* Captures `path` (batch per the config: reduced on CPU when needed). */
+int session_runtime_capture(mk_session *s, const char *path, session_capture_cb cb, void *data,
+                            mk_errmsg *err);
+/* The evaluator the search uses for module m. */
+mk_evaluator session_runtime_evaluator(mk_session *s, module_state *m);
+/* The proposer named in the config (builtin or llm). */
+int session_runtime_proposer(mk_session *s, module_state *m, mk_proposer *out, mk_errmsg *err);
+
+/* ---- state (session.c) ---- */
+module_state *session_module(mk_session *s, const char *path, bool create);
+void module_refresh_views(mk_session *s, module_state *m);
+/* Frees every module and the session itself (after the runtime stopped). */
+void session_free(mk_session *s);
+
+#endif

@@ -1,0 +1,157 @@
+/* mk_verify.h — asynchronous verification on the libuv loop.
+ *
+ * Submits capture / verify_subkernel / verify_composition jobs to the
+ * worker pool (mk_worker.h), looks every job up in the result cache
+ * (mk_cache.h) first and stores deterministic verdicts afterwards, and
+ * hands back parsed results. Cache keys include everything a verdict
+ * depends on: the reference (the capture graph and the subkernel's node,
+ * input and output ids, or the problem file's content), the candidate
+ * source, backend, tolerance, trials and seed, and the worker's
+ * environment from its handshake (device name, CUDA, torch, triton,
+ * Python); see docs/runtime.md. Worker-side schemas: docs/verify.md.
+ *
+ * Callbacks: a submit that returns 0 calls back exactly once, from the
+ * loop, never from inside submit/cancel/close. Crashes, time-outs and
+ * cancellations are results (status CRASHED/TIMEOUT/CANCELED), never lost.
+ *
+ * Ownership: mk_verify borrows the pool and the cache (both must outlive
+ * it); inputs to submit are copied; result structs and their strings are
+ * valid during the callback only, except a capture's graph, which the
+ * callback owns. */
+#ifndef MK_VERIFY_H
+#define MK_VERIFY_H
+
+#include "mk_cache.h"
+#include "mk_decompose.h"
+#include "mk_err.h"
+#include "mk_ir.h"
+#include "mk_worker.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef enum mk_verify_device {
+  MK_VERIFY_DEVICE_AUTO = 0, /* a GPU when the pool has one, else the CPU */
+  MK_VERIFY_DEVICE_CPU,
+  MK_VERIFY_DEVICE_CUDA,
+} mk_verify_device;
+
+typedef struct mk_verify_options {
+  int trials;             /* default 5 */
+  double atol, rtol;      /* default 1e-4 each */
+  int64_t seed;           /* default 0 */
+  mk_verify_device device;
+  bool timing;            /* time on GPU (default true) */
+  int batch;              /* reduced batch size, 0 for the problem's own */
+  double timeout_s;       /* per job; 0: the pool's default */
+  bool no_cache;          /* skip the lookup (the verdict is still stored) */
+} mk_verify_options;
+
+void mk_verify_options_init(mk_verify_options *o);
+
+typedef enum mk_verify_status {
+  MK_VERIFY_OK,            /* correct within tolerance on every trial */
+  MK_VERIFY_MISMATCH,      /* wrong results (errors say how wrong) */
+  MK_VERIFY_COMPILE_ERROR, /* the candidate does not load or compile */
+  MK_VERIFY_RUNTIME_ERROR, /* the candidate raised */
+  MK_VERIFY_OOM,           /* the candidate ran out of memory */
+  MK_VERIFY_REJECTED,      /* a guard refused it (aliasing, side streams, ...) */
+  MK_VERIFY_CRASHED,       /* the worker process died running it */
+  MK_VERIFY_TIMEOUT,       /* it ran past the time limit */
+  MK_VERIFY_CANCELED,
+  MK_VERIFY_ERROR,         /* no verdict: bad request, reference failed, no worker */
+} mk_verify_status;
+
+const char *mk_verify_status_name(mk_verify_status s);
+
+typedef struct mk_verify_time {
+  bool available;
+  double median_ms, min_ms, spread; /* spread = IQR / median */
+} mk_verify_time;
+
+typedef struct mk_verify_result {
+  mk_verify_status status;
+  int code;               /* 0 with a verdict; MK_E* when there is none */
+  const char *reason;     /* readable; "" when ok */
+  const char *error_kind; /* worker error kind or "" */
+  int line;               /* line in the candidate / user file, 0 unknown */
+  const char *traceback;  /* "" when none */
+  int trials, trials_passed;
+  double max_abs_error, max_rel_error;
+  int64_t failing_elements, elements;
+  bool timing_available;
+  const char *timing_reason; /* why not, when not */
+  mk_verify_time eager, compiled, ours;
+  double speedup_vs_eager, speedup_vs_compile; /* 0 when unknown */
+  bool suspicious;        /* speedup needed the stricter re-check */
+  const char *device;     /* "cpu", "NVIDIA H200", ... */
+  bool cached;            /* answered from the cache */
+  double elapsed_ms;      /* wall time of this job, lookup included */
+  const cJSON *json;      /* the worker's whole result, NULL without one */
+} mk_verify_result;
+
+typedef void (*mk_verify_cb)(void *data, const mk_verify_result *r);
+
+typedef struct mk_verify_capture_result {
+  int code;               /* 0, or MK_EWORKER / MK_ECRASHED / MK_ETIMEDOUT / MK_EPARSE ... */
+  const char *error_kind; /* "syntax_error", "missing", "python_error", "crashed", ... */
+  const char *message;
+  int line;               /* line in the module file, 0 unknown */
+  const char *traceback;
+  mk_graph *graph;        /* on success; the callback owns it (mk_graph_free) */
+  bool cached;
+  double elapsed_ms;
+} mk_verify_capture_result;
+
+typedef void (*mk_verify_capture_cb)(void *data, mk_verify_capture_result *r);
+
+typedef struct mk_candidate_src {
+  const char *source; /* the module text (docs/candidates.md) */
+  const char *name;   /* readable name, e.g. "relu_bias_v3" */
+  const char *origin; /* "reference", "builtin", "llm:<model>", ... */
+} mk_candidate_src;
+
+typedef struct mk_verify mk_verify;
+
+/* cache may be NULL (no caching). */
+int mk_verify_new(uv_loop_t *loop, mk_worker_pool *pool, mk_cache *cache, mk_verify **out,
+                  mk_errmsg *err);
+
+/* Cancels every job (their callbacks come with CANCELED) and frees the
+ * verifier once the last one is delivered; keep running the loop. */
+void mk_verify_close(mk_verify *v);
+
+/* Captures `file` (absolute path) class `class_name` (NULL: "Model") with
+ * an optional reduced batch (0: none). */
+int mk_verify_submit_capture(mk_verify *v, const char *file, const char *class_name, int batch,
+                             double timeout_s, mk_verify_capture_cb cb, void *data,
+                             uint64_t *job_out, mk_errmsg *err);
+
+/* Verifies `cand` against subkernel `sk` of graph `g` (g, sk copied). */
+int mk_verify_submit_subkernel(mk_verify *v, const mk_graph *g, const mk_subkernel *sk,
+                               const mk_candidate_src *cand, const mk_verify_options *opt,
+                               mk_verify_cb cb, void *data, uint64_t *job_out, mk_errmsg *err);
+
+/* Verifies class `new_class` (NULL: "ModelNew") of `file` against
+ * `ref_class` (NULL: "Model") of `reference_file` (absolute paths). */
+int mk_verify_submit_composition(mk_verify *v, const char *file, const char *new_class,
+                                 const char *reference_file, const char *ref_class,
+                                 const mk_verify_options *opt, mk_verify_cb cb, void *data,
+                                 uint64_t *job_out, mk_errmsg *err);
+
+/* Cancels a job; its callback comes with CANCELED (or its verdict, if it
+ * was already decided). MK_ENOENT when unknown or delivered. */
+int mk_verify_cancel(mk_verify *v, uint64_t job);
+
+/* Parses a worker's verification result (docs/verify.md) into *out; the
+ * strings point into `res`. Unknown statuses give MK_VERIFY_ERROR. */
+void mk_verify_parse_result(const cJSON *res, mk_verify_result *out);
+
+/* Counters: lookups, hits, stores, dispatched jobs. */
+typedef struct mk_verify_stats {
+  uint64_t lookups, hits, stores, dispatched;
+} mk_verify_stats;
+void mk_verify_get_stats(const mk_verify *v, mk_verify_stats *out);
+
+#endif

@@ -1,0 +1,142 @@
+/* mk_lsp_config.c — settings parsing with per-key validation. */
+#include "mk_lsp_config.h"
+
+#include "mk_buf.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void mk_lsp_config_defaults(mk_lsp_config *c) {
+  memset(c, 0, sizeof *c);
+  const char *py = getenv("MKEVOLVE_PYTHON");
+  mk_strlcpy(c->python, py && *py ? py : MK_DEFAULT_PYTHON, sizeof c->python);
+  mk_strlcpy(c->backend, "auto", sizeof c->backend);
+  mk_strlcpy(c->proposer, "builtin", sizeof c->proposer);
+  mk_strlcpy(c->llm_provider, "openai", sizeof c->llm_provider);
+  mk_strlcpy(c->llm_key_env, "OPENAI_API_KEY", sizeof c->llm_key_env);
+  c->budget_proposals = 16;
+  c->atol = 1e-2;
+  c->rtol = 1e-2;
+  c->debounce_ms = 400;
+  mk_strlcpy(c->compose_mode, "file", sizeof c->compose_mode);
+  c->code_lens = true;
+}
+
+/* Collects the names of refused keys into one message. */
+typedef struct {
+  mk_buf bad;
+} refusals;
+
+static void refuse(refusals *r, const char *key, const char *why) {
+  mk_buf_printf(&r->bad, "%s%s (%s)", r->bad.len ? ", " : "", key, why);
+}
+
+static void set_str(refusals *r, const cJSON *obj, const char *key, char *dst, size_t size,
+                    const char *const *allowed) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (v == NULL || cJSON_IsNull(v)) return;
+  if (!cJSON_IsString(v)) return refuse(r, key, "expected a string");
+  if (strlen(v->valuestring) >= size) return refuse(r, key, "too long");
+  if (allowed) {
+    bool ok = false;
+    for (int i = 0; allowed[i]; i++) ok = ok || strcmp(allowed[i], v->valuestring) == 0;
+    if (!ok) return refuse(r, key, "not one of the accepted values");
+  }
+  mk_strlcpy(dst, v->valuestring, size);
+}
+
+static bool get_num(refusals *r, const cJSON *obj, const char *key, double lo, double hi,
+                    double *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (v == NULL || cJSON_IsNull(v)) return false;
+  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo ||
+      v->valuedouble > hi) {
+    refuse(r, key, "expected a number in range");
+    return false;
+  }
+  *out = v->valuedouble;
+  return true;
+}
+
+int mk_lsp_config_apply(mk_lsp_config *c, const cJSON *settings, mk_errmsg *err) {
+  if (!cJSON_IsObject(settings)) return 0;
+  const cJSON *nested = cJSON_GetObjectItemCaseSensitive(settings, "mkevolve");
+  const cJSON *s = cJSON_IsObject(nested) ? nested : settings;
+  refusals r;
+  mk_buf_init(&r.bad, 4096);
+  static const char *const backends[] = {"auto", "cuda", "cpu", NULL};
+  static const char *const proposers[] = {"builtin", "llm", NULL};
+  static const char *const modes[] = {"file", "inplace", NULL};
+  set_str(&r, s, "pythonPath", c->python, sizeof c->python, NULL);
+  set_str(&r, s, "backend", c->backend, sizeof c->backend, backends);
+  set_str(&r, s, "proposer", c->proposer, sizeof c->proposer, proposers);
+  set_str(&r, s, "composeMode", c->compose_mode, sizeof c->compose_mode, modes);
+  const cJSON *llm = cJSON_GetObjectItemCaseSensitive(s, "llm");
+  if (cJSON_IsObject(llm)) {
+    set_str(&r, llm, "provider", c->llm_provider, sizeof c->llm_provider, NULL);
+    set_str(&r, llm, "model", c->llm_model, sizeof c->llm_model, NULL);
+    set_str(&r, llm, "baseUrl", c->llm_base_url, sizeof c->llm_base_url, NULL);
+    set_str(&r, llm, "apiKeyEnv", c->llm_key_env, sizeof c->llm_key_env, NULL);
+  } else if (llm && !cJSON_IsNull(llm)) {
+    refuse(&r, "llm", "expected an object");
+  }
+  double x;
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(s, "budget");
+  if (cJSON_IsNumber(b)) {
+    if (get_num(&r, s, "budget", 1, 1e6, &x)) c->budget_proposals = (int)x;
+  } else if (cJSON_IsObject(b)) {
+    if (get_num(&r, b, "proposals", 1, 1e6, &x)) c->budget_proposals = (int)x;
+    if (get_num(&r, b, "tokens", 0, 1e15, &x)) c->budget_tokens = (long long)x;
+    if (get_num(&r, b, "seconds", 0, 1e9, &x)) c->budget_seconds = x;
+  } else if (b && !cJSON_IsNull(b)) {
+    refuse(&r, "budget", "expected a number or an object");
+  }
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "tolerance");
+  if (cJSON_IsNumber(t)) {
+    if (get_num(&r, s, "tolerance", 0, 1e3, &x)) c->atol = c->rtol = x;
+  } else if (cJSON_IsObject(t)) {
+    if (get_num(&r, t, "atol", 0, 1e3, &x)) c->atol = x;
+    if (get_num(&r, t, "rtol", 0, 1e3, &x)) c->rtol = x;
+  } else if (t && !cJSON_IsNull(t)) {
+    refuse(&r, "tolerance", "expected a number or an object");
+  }
+  if (get_num(&r, s, "debounceMs", 0, 60000, &x)) c->debounce_ms = (int)x;
+  const cJSON *cl = cJSON_GetObjectItemCaseSensitive(s, "codeLens");
+  if (cJSON_IsBool(cl)) c->code_lens = cJSON_IsTrue(cl);
+  else if (cl && !cJSON_IsNull(cl)) refuse(&r, "codeLens", "expected true or false");
+  int rc = 0;
+  if (r.bad.len) rc = mk_errf(err, MK_EINVAL, "mkevolve: settings ignored: %s", mk_buf_cstr(&r.bad));
+  mk_buf_free(&r.bad);
+  return rc;
+}
+
+cJSON *mk_lsp_config_to_json(const mk_lsp_config *c) {
+  cJSON *o = cJSON_CreateObject();
+  if (o == NULL) return NULL;
+  cJSON_AddStringToObject(o, "pythonPath", c->python);
+  cJSON_AddStringToObject(o, "backend", c->backend);
+  cJSON_AddStringToObject(o, "proposer", c->proposer);
+  cJSON *llm = cJSON_AddObjectToObject(o, "llm");
+  if (llm) {
+    cJSON_AddStringToObject(llm, "provider", c->llm_provider);
+    cJSON_AddStringToObject(llm, "model", c->llm_model);
+    cJSON_AddStringToObject(llm, "baseUrl", c->llm_base_url);
+    cJSON_AddStringToObject(llm, "apiKeyEnv", c->llm_key_env);
+  }
+  cJSON *b = cJSON_AddObjectToObject(o, "budget");
+  if (b) {
+    cJSON_AddNumberToObject(b, "proposals", c->budget_proposals);
+    cJSON_AddNumberToObject(b, "tokens", (double)c->budget_tokens);
+    cJSON_AddNumberToObject(b, "seconds", c->budget_seconds);
+  }
+  cJSON *t = cJSON_AddObjectToObject(o, "tolerance");
+  if (t) {
+    cJSON_AddNumberToObject(t, "atol", c->atol);
+    cJSON_AddNumberToObject(t, "rtol", c->rtol);
+  }
+  cJSON_AddNumberToObject(o, "debounceMs", c->debounce_ms);
+  cJSON_AddStringToObject(o, "composeMode", c->compose_mode);
+  cJSON_AddBoolToObject(o, "codeLens", c->code_lens);
+  return o;
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Packs a release build of mkevolve with the shared libraries a bare GPU
+# machine lacks (libuv, cJSON, tree-sitter, SQLite) into .devkit/, so a
+# remote machine with only the system's libc/libcurl and its own Python,
+# torch and triton can run it:
+#   LD_LIBRARY_PATH=.devkit/lib MKEVOLVE_PYTHON=python3 \
+#   MKEVOLVE_WORKER_PATH=$PWD/engine/worker/python .devkit/mkevolve ...
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+MK_BUILD_DIR=build-release MK_BUILD_TYPE=Release bash scripts/setup.sh >/dev/null
+rm -rf .devkit && mkdir -p .devkit/lib
+cp build-release/mkevolve .devkit/
+for lib in libuv.so.1 libcjson.so.1 libtree-sitter.so.0 libsqlite3.so.0; do
+  path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
+  [ -n "$path" ] && cp -L "$path" .devkit/lib/
+done
+echo "devkit: $(ls .devkit .devkit/lib | tr '\n' ' ')"

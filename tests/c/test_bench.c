@@ -1,0 +1,97 @@
+/* test_bench.c — bench records, aggregates (fast_p, geomean) and reports. */
+#include "mk_bench.h"
+#include "mk_test.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static void add(mk_bench_results *r, const char *id, int level, bool correct, double eager,
+                double compile, double ours) {
+  mk_bench_record rec = {.id = mk_strdup(id), .level = level, .correct = correct,
+                         .eager_ms = eager, .compile_ms = compile, .ours_ms = ours,
+                         .gpu_fraction = -1};
+  rec.subkernels = calloc(2, sizeof *rec.subkernels);
+  rec.nsubkernels = 2;
+  rec.subkernels[0] = (mk_bench_subkernel){mk_strdup("conv2d"), mk_strdup("reference"),
+                                           mk_strdup("reference"), ours * 0.7, ours * 0.7};
+  rec.subkernels[1] = (mk_bench_subkernel){mk_strdup("add_<gelu>"), mk_strdup("triton_b1024"),
+                                           mk_strdup("builtin"), ours, ours * 0.3};
+  if (!correct) rec.error = mk_strdup("mismatch: max abs error 0.5 at [0, 3]");
+  mk_bench_results_add(r, &rec);
+}
+
+static void fixture(mk_bench_results *r) {
+  memset(r, 0, sizeof *r);
+  r->device = mk_strdup("NVIDIA H200");
+  r->proposer = mk_strdup("builtin");
+  r->command = mk_strdup("mkevolve bench ../shared/kernelbench/level2 -o out");
+  add(r, "level2/a", 2, true, 2.0, 1.0, 1.0);   /* 2x eager, 1x compile */
+  add(r, "level2/b", 2, true, 3.0, 2.0, 1.0);   /* 3x, 2x */
+  add(r, "level2/c", 2, false, 1.0, 1.0, 0.5);  /* incorrect: counts in no fast_p>0 */
+  add(r, "level3/d", 3, true, 1.0, 0.5, 1.25);  /* 0.8x, 0.4x */
+}
+
+MK_TEST(bench, fast_p_and_geomean) {
+  mk_bench_results r;
+  fixture(&r);
+  mk_bench_aggregate a;
+  mk_bench_aggregate_of(&r, 0, &a);
+  MK_CHECK_INT(a.problems, ==, 4);
+  MK_CHECK_INT(a.correct, ==, 3);
+  MK_CHECK(fabs(a.fast[0].vs_eager - 0.75) < 1e-9);
+  MK_CHECK(fabs(a.fast[1].vs_eager - 0.5) < 1e-9);   /* a, b */
+  MK_CHECK(fabs(a.fast[3].vs_eager - 0.25) < 1e-9);  /* b (3x > 2) */
+  MK_CHECK(fabs(a.fast[1].vs_compile - 0.25) < 1e-9);/* b only; a is exactly 1x */
+  MK_CHECK(fabs(a.geomean_vs_eager - cbrt(2.0 * 3.0 * 0.8)) < 1e-9);
+  mk_bench_aggregate_of(&r, 3, &a);
+  MK_CHECK_INT(a.problems, ==, 1);
+  MK_CHECK(fabs(a.fast[1].vs_eager) < 1e-9);
+  mk_bench_results_free(&r);
+}
+
+MK_TEST(bench, json_round_trip) {
+  mk_bench_results r, back;
+  fixture(&r);
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  MK_CHECK_INT(mk_bench_write_json(&r, &b), ==, 0);
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_bench_read_json(mk_buf_cstr(&b), &back, &err) == 0);
+  MK_CHECK_INT(back.nrecords, ==, 4);
+  MK_CHECK_STR(back.records[2].error, r.records[2].error);
+  MK_CHECK_INT(back.records[1].nsubkernels, ==, 2);
+  MK_CHECK(strstr(mk_buf_cstr(&b), "\"fast_vs_compile\"") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&b), "\"by_level\"") != NULL);
+  mk_bench_results_free(&back);
+  MK_CHECK(mk_bench_read_json("{not json", &back, &err) == MK_EPARSE);
+  mk_buf_free(&b);
+  mk_bench_results_free(&back);
+  mk_bench_results_free(&r);
+}
+
+MK_TEST(bench, markdown_and_html_reports) {
+  mk_bench_results r;
+  fixture(&r);
+  mk_buf md, html;
+  mk_buf_init(&md, 0);
+  mk_buf_init(&html, 0);
+  MK_CHECK_INT(mk_bench_write_markdown(&r, &md), ==, 0);
+  MK_CHECK_INT(mk_bench_write_html(&r, &html), ==, 0);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "| level2/b | yes | 3.000 | 2.000 | 1.000 | 3.00x | 2.00x |") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "## Level 3") != NULL);
+  const char *h = mk_buf_cstr(&html);
+  MK_CHECK(strstr(h, "<svg") != NULL);
+  MK_CHECK(strstr(h, "add_&lt;gelu&gt;") != NULL); /* escaped */
+  MK_CHECK(strstr(h, "add_<gelu>") == NULL);
+  MK_CHECK(strstr(h, "http") == NULL);             /* self-contained */
+  /* optional: the render suite (tests/suites/60-bench-html.sh) opens this in Chromium */
+  const char *dir = getenv("MK_BENCH_HTML_OUT");
+  if (dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/report.html", dir);
+    MK_CHECK_INT(mk_write_file(path, h, html.len), ==, 0);
+  }
+  mk_buf_free(&md);
+  mk_buf_free(&html);
+  mk_bench_results_free(&r);
+}

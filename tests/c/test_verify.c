@@ -1,0 +1,473 @@
+/* test_verify.c — the asynchronous verification API over a fake worker
+ * (tests/fixtures/worker/fake_worker.py answers capture/verify_* from
+ * canned data): cache hits and misses, what is and is not cached,
+ * cancellation, and closing with jobs in flight. */
+#include "mk_buf.h"
+#include "mk_decompose.h"
+#include "mk_test.h"
+#include "mk_verify.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct vout {
+  int calls;
+  mk_verify_status status;
+  int code;
+  bool cached;
+  char reason[4096];
+  char kind[64];
+  int line;
+  int trials;
+  double max_abs, speedup_eager, speedup_compile, ours_ms, eager_ms;
+  bool timing;
+  char device[64];
+  cJSON *echo;
+} vout;
+
+static void on_verified(void *data, const mk_verify_result *r) {
+  vout *o = data;
+  o->calls++;
+  o->status = r->status;
+  o->code = r->code;
+  o->cached = r->cached;
+  snprintf(o->reason, sizeof o->reason, "%s", r->reason);
+  snprintf(o->kind, sizeof o->kind, "%s", r->error_kind);
+  o->line = r->line;
+  o->trials = r->trials;
+  o->max_abs = r->max_abs_error;
+  o->speedup_eager = r->speedup_vs_eager;
+  o->speedup_compile = r->speedup_vs_compile;
+  o->ours_ms = r->ours.median_ms;
+  o->eager_ms = r->eager.median_ms;
+  o->timing = r->timing_available;
+  snprintf(o->device, sizeof o->device, "%s", r->device);
+  cJSON_Delete(o->echo);
+  const cJSON *e = r->json ? cJSON_GetObjectItem(r->json, "echo") : NULL;
+  o->echo = e ? cJSON_Duplicate(e, 1) : NULL;
+}
+
+typedef struct cout {
+  int calls;
+  int code;
+  bool cached;
+  char kind[64];
+  char message[2048];
+  int line;
+  mk_graph *graph;
+} cout;
+
+static void on_captured(void *data, mk_verify_capture_result *r) {
+  cout *o = data;
+  o->calls++;
+  o->code = r->code;
+  o->cached = r->cached;
+  snprintf(o->kind, sizeof o->kind, "%s", r->error_kind ? r->error_kind : "");
+  snprintf(o->message, sizeof o->message, "%s", r->message ? r->message : "");
+  o->line = r->line;
+  mk_graph_free(o->graph);
+  o->graph = r->graph;
+}
+
+static void on_tick(uv_timer_t *t) { (void)t; }
+
+static int run_until(uv_loop_t *loop, const int *counter, int target, double seconds) {
+  uv_timer_t tick;
+  uv_timer_init(loop, &tick);
+  uv_timer_start(&tick, on_tick, 20, 20);
+  uint64_t end = uv_hrtime() + (uint64_t)(seconds * 1e9);
+  while (*counter < target && uv_hrtime() < end) uv_run(loop, UV_RUN_ONCE);
+  uv_close((uv_handle_t *)&tick, NULL);
+  uv_run(loop, UV_RUN_NOWAIT);
+  return *counter >= target;
+}
+
+typedef struct env {
+  uv_loop_t loop;
+  mk_worker_pool *pool;
+  mk_cache *cache;
+  mk_verify *v;
+  char dir[256], cache_path[320], script[1024], graph[1024];
+  const char *argv[4];
+} env;
+
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+  }
+}
+
+static int env_start(env *e, bool with_cache) {
+  memset(e, 0, sizeof *e);
+  uv_loop_init(&e->loop);
+  static int seq;
+  snprintf(e->dir, sizeof e->dir, "/tmp/mk_test_verify.%d.%d", (int)getpid(), seq++);
+  mkdir(e->dir, 0755);
+  snprintf(e->cache_path, sizeof e->cache_path, "%s/cache.sqlite", e->dir);
+  snprintf(e->script, sizeof e->script, "%s/tests/fixtures/worker/fake_worker.py",
+           mk_test_repo_dir());
+  snprintf(e->graph, sizeof e->graph, "%s/tests/fixtures/ir/matmul_scale_residual.json",
+           mk_test_repo_dir());
+  setenv("FAKE_GRAPH", e->graph, 1);
+  e->argv[0] = access(MK_DEFAULT_PYTHON, X_OK) == 0 ? MK_DEFAULT_PYTHON : "/usr/bin/python3";
+  e->argv[1] = e->script;
+  e->argv[2] = "normal";
+  mk_worker_config cfg;
+  mk_worker_config_init(&cfg);
+  cfg.argv = e->argv;
+  cfg.gpus = 0;
+  mk_errmsg err;
+  if (mk_worker_pool_new(&e->loop, &cfg, &e->pool, &err)) return -1;
+  if (with_cache && mk_cache_open(e->cache_path, 0, &e->cache, &err)) return -1;
+  return mk_verify_new(&e->loop, e->pool, e->cache, &e->v, &err);
+}
+
+static void on_closed(void *data) { (*(int *)data)++; }
+
+static void env_stop(env *e) {
+  mk_verify_close(e->v);
+  int closed = 0;
+  mk_worker_pool_close(e->pool, on_closed, &closed);
+  MK_CHECK(run_until(&e->loop, &closed, 1, 15));
+  uv_run(&e->loop, UV_RUN_DEFAULT);
+  MK_CHECK_INT(uv_loop_close(&e->loop), ==, 0);
+  mk_cache_close(e->cache);
+  char p[400];
+  const char *sfx[] = {"", "-wal", "-shm"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s%s", e->cache_path, sfx[i]);
+    unlink(p);
+  }
+}
+
+static void module_file(env *e, char *path, size_t n, const char *name, const char *text) {
+  snprintf(path, n, "%s/%s", e->dir, name);
+  write_text(path, text);
+}
+
+MK_TEST(verify, parse_gpu_result) {
+  const char *text =
+      "{\"status\":\"ok\",\"reason\":\"\",\"trials\":5,\"trials_passed\":5,"
+      "\"max_abs_error\":3e-6,\"max_rel_error\":1e-5,\"failing_elements\":0,\"elements\":100,"
+      "\"device\":\"NVIDIA H200\",\"suspicious\":{\"reasons\":[\"x\"],\"accepted\":true},"
+      "\"timing\":{\"available\":true,\"reference_eager\":{\"median_ms\":4.0,\"min_ms\":3.9,"
+      "\"spread\":0.01},\"reference_compile\":{\"available\":false,\"reason\":\"compile failed\"},"
+      "\"candidate\":{\"median_ms\":1.0,\"min_ms\":0.9,\"spread\":0.02},\"median_ms\":2.0,"
+      "\"speedup_vs_eager\":2.0,\"speedup_vs_compile\":null}}";
+  cJSON *j = cJSON_Parse(text);
+  mk_verify_result r;
+  mk_verify_parse_result(j, &r);
+  MK_CHECK_INT(r.status, ==, MK_VERIFY_OK);
+  MK_CHECK_INT(r.code, ==, 0);
+  MK_CHECK_INT(r.trials, ==, 5);
+  MK_CHECK(r.max_abs_error == 3e-6);
+  MK_CHECK(r.timing_available);
+  MK_CHECK(r.eager.available && r.eager.median_ms == 4.0);
+  MK_CHECK(!r.compiled.available);
+  MK_CHECK(r.ours.available && r.ours.median_ms == 2.0); /* the re-checked time wins */
+  MK_CHECK(r.speedup_vs_eager == 2.0);
+  MK_CHECK(r.speedup_vs_compile == 0);
+  MK_CHECK(r.suspicious);
+  MK_CHECK_STR(r.device, "NVIDIA H200");
+  cJSON_Delete(j);
+
+  j = cJSON_Parse("{\"status\":\"runtime_error\",\"error_kind\":\"oom\",\"reason\":\"out of memory\","
+                  "\"line\":7,\"timing\":{\"available\":false,\"reason\":\"not timed\"}}");
+  mk_verify_parse_result(j, &r);
+  MK_CHECK_INT(r.status, ==, MK_VERIFY_OOM);
+  MK_CHECK_INT(r.line, ==, 7);
+  MK_CHECK(!r.timing_available);
+  MK_CHECK_STR(r.timing_reason, "not timed");
+  cJSON_Delete(j);
+  j = cJSON_Parse("{\"status\":\"weird\"}");
+  mk_verify_parse_result(j, &r);
+  MK_CHECK_INT(r.status, ==, MK_VERIFY_ERROR);
+  MK_CHECK_INT(r.code, ==, MK_EPROTO);
+  cJSON_Delete(j);
+  mk_verify_parse_result(NULL, &r);
+  MK_CHECK_INT(r.status, ==, MK_VERIFY_ERROR);
+  MK_CHECK_STR(mk_verify_status_name(MK_VERIFY_REJECTED), "rejected");
+}
+
+MK_TEST(verify, capture_then_cached) {
+  env e;
+  MK_REQUIRE(env_start(&e, true) == 0);
+  char file[512], copy[512];
+  module_file(&e, file, sizeof file, "m.py", "class Model: pass\n");
+  module_file(&e, copy, sizeof copy, "copy.py", "class Model: pass\n");
+  cout a = {0}, b = {0}, c = {0};
+  mk_errmsg err;
+  MK_REQUIRE(mk_verify_submit_capture(e.v, file, NULL, 0, 0, on_captured, &a, NULL, &err) == 0);
+  MK_CHECK_INT(a.calls, ==, 0);
+  MK_CHECK(run_until(&e.loop, &a.calls, 1, 20));
+  MK_CHECK_INT(a.code, ==, 0);
+  MK_CHECK(!a.cached);
+  MK_REQUIRE(a.graph != NULL);
+  MK_CHECK_STR(a.graph->file, file);
+  MK_CHECK_INT(a.graph->nnodes, >, 0);
+  MK_REQUIRE(mk_verify_submit_capture(e.v, file, NULL, 0, 0, on_captured, &b, NULL, &err) == 0);
+  MK_CHECK(run_until(&e.loop, &b.calls, 1, 20));
+  MK_CHECK(b.cached);
+  MK_REQUIRE(b.graph != NULL);
+  MK_CHECK_INT(b.graph->nnodes, ==, a.graph->nnodes);
+  /* Same content elsewhere: a hit, with the new path. */
+  MK_REQUIRE(mk_verify_submit_capture(e.v, copy, NULL, 0, 0, on_captured, &c, NULL, &err) == 0);
+  MK_CHECK(run_until(&e.loop, &c.calls, 1, 20));
+  MK_CHECK(c.cached);
+  MK_REQUIRE(c.graph != NULL);
+  MK_CHECK_STR(c.graph->file, copy);
+  mk_verify_stats st;
+  mk_verify_get_stats(e.v, &st);
+  MK_CHECK_INT(st.dispatched, ==, 1);
+  MK_CHECK_INT(st.hits, ==, 2);
+  MK_CHECK_INT(st.stores, ==, 1);
+  /* Another batch is another key. */
+  cout d = {0};
+  MK_REQUIRE(mk_verify_submit_capture(e.v, file, NULL, 2, 0, on_captured, &d, NULL, &err) == 0);
+  MK_CHECK(run_until(&e.loop, &d.calls, 1, 20));
+  MK_CHECK(!d.cached);
+  mk_graph_free(a.graph);
+  mk_graph_free(b.graph);
+  mk_graph_free(c.graph);
+  mk_graph_free(d.graph);
+  env_stop(&e);
+}
+
+MK_TEST(verify, capture_errors) {
+  env e;
+  MK_REQUIRE(env_start(&e, true) == 0);
+  char file[512];
+  module_file(&e, file, sizeof file, "bad.py", "SYNTAX\n");
+  cout a = {0};
+  mk_errmsg err;
+  MK_REQUIRE(mk_verify_submit_capture(e.v, file, NULL, 0, 0, on_captured, &a, NULL, &err) == 0);
+  MK_CHECK(run_until(&e.loop, &a.calls, 1, 20));
+  MK_CHECK_INT(a.code, ==, MK_EWORKER);
+  MK_CHECK_STR(a.kind, "syntax_error");
+  MK_CHECK_INT(a.line, ==, 3);
+  MK_CHECK(a.graph == NULL);
+  MK_CHECK_INT(mk_cache_count(e.cache, NULL), ==, 0); /* errors are not cached */
+  char missing[512];
+  snprintf(missing, sizeof missing, "%s/nope.py", e.dir);
+  MK_CHECK_INT(mk_verify_submit_capture(e.v, missing, NULL, 0, 0, on_captured, &a, NULL, &err),
+               ==, MK_ENOENT);
+  MK_CHECK(strstr(err.text, "nope.py") != NULL);
+  env_stop(&e);
+}
+
+static mk_graph *load_graph(env *e) {
+  char *text = NULL;
+  size_t len = 0;
+  if (mk_read_file(e->graph, 1 << 24, &text, &len)) return NULL;
+  mk_graph *g = NULL;
+  mk_errmsg err;
+  mk_graph_from_json(text, len, &g, &err);
+  free(text);
+  return g;
+}
+
+static uint64_t sub(env *e, mk_graph *g, mk_subkernel *sk, const char *src, double atol,
+                    bool no_cache, vout *o) {
+  mk_candidate_src c = {.source = src, .name = "k", .origin = "builtin"};
+  mk_verify_options opt;
+  mk_verify_options_init(&opt);
+  opt.atol = atol;
+  opt.trials = 3;
+  opt.no_cache = no_cache;
+  opt.timeout_s = 0.5;
+  uint64_t id = 0;
+  mk_errmsg err;
+  int rc = mk_verify_submit_subkernel(e->v, g, sk, &c, &opt, on_verified, o, &id, &err);
+  if (rc) fprintf(stderr, "submit: %s\n", err.text);
+  MK_CHECK_INT(rc, ==, 0);
+  return id;
+}
+
+MK_TEST(verify, subkernel_verdicts_and_cache) {
+  env e;
+  MK_REQUIRE(env_start(&e, true) == 0);
+  mk_graph *g = load_graph(&e);
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err;
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0 && p.nsubkernels > 0);
+  mk_subkernel *sk = &p.subkernels[0];
+  vout ok1 = {0}, ok2 = {0}, other = {0}, tol = {0}, forced = {0}, wrong1 = {0}, wrong2 = {0};
+  sub(&e, g, sk, "def run(x): return x  # v1", 1e-4, false, &ok1);
+  MK_CHECK(run_until(&e.loop, &ok1.calls, 1, 20));
+  MK_CHECK_INT(ok1.status, ==, MK_VERIFY_OK);
+  MK_CHECK(!ok1.cached);
+  MK_CHECK_INT(ok1.trials, ==, 3);
+  MK_CHECK(!ok1.timing);
+  MK_REQUIRE(ok1.echo != NULL);
+  MK_CHECK_STR(cJSON_GetObjectItem(ok1.echo, "device")->valuestring, "cpu");
+  MK_CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(ok1.echo, "nodes")), ==, sk->nnodes);
+  MK_CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(ok1.echo, "inputs")), ==, sk->ninputs);
+  sub(&e, g, sk, "def run(x): return x  # v1", 1e-4, false, &ok2);
+  sub(&e, g, sk, "def run(x): return x  # v2", 1e-4, false, &other);
+  sub(&e, g, sk, "def run(x): return x  # v1", 1e-3, false, &tol);
+  sub(&e, g, sk, "def run(x): return x  # v1", 1e-4, true, &forced);
+  MK_CHECK(run_until(&e.loop, &forced.calls, 1, 20));
+  MK_CHECK(ok2.cached);
+  MK_CHECK_INT(ok2.status, ==, MK_VERIFY_OK);
+  MK_CHECK(!other.cached);
+  MK_CHECK(!tol.cached);
+  MK_CHECK(!forced.cached);
+  sub(&e, g, sk, "WRONG", 1e-4, false, &wrong1);
+  MK_CHECK(run_until(&e.loop, &wrong1.calls, 1, 20));
+  MK_CHECK_INT(wrong1.status, ==, MK_VERIFY_MISMATCH);
+  MK_CHECK(wrong1.max_abs == 0.5);
+  MK_CHECK(strstr(wrong1.reason, "differs") != NULL);
+  sub(&e, g, sk, "WRONG", 1e-4, false, &wrong2);
+  MK_CHECK(run_until(&e.loop, &wrong2.calls, 1, 20));
+  MK_CHECK(wrong2.cached); /* wrong verdicts are verdicts too */
+  MK_CHECK_INT(wrong2.status, ==, MK_VERIFY_MISMATCH);
+  mk_verify_stats st;
+  mk_verify_get_stats(e.v, &st);
+  MK_CHECK_INT(st.hits, ==, 2);
+  MK_CHECK_INT(st.dispatched, ==, 5);
+  vout *all[] = {&ok1, &ok2, &other, &tol, &forced, &wrong1, &wrong2};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    MK_CHECK_INT(all[i]->calls, ==, 1);
+    cJSON_Delete(all[i]->echo);
+  }
+  mk_partition_free(&p);
+  mk_graph_free(g);
+  env_stop(&e);
+}
+
+MK_TEST(verify, failures_are_not_cached) {
+  env e;
+  MK_REQUIRE(env_start(&e, true) == 0);
+  mk_graph *g = load_graph(&e);
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err;
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  mk_subkernel *sk = &p.subkernels[0];
+  const char *srcs[] = {"CRASH", "HANG", "OOM"};
+  mk_verify_status want[] = {MK_VERIFY_CRASHED, MK_VERIFY_TIMEOUT, MK_VERIFY_OOM};
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < 3; i++) {
+      vout o = {0};
+      sub(&e, g, sk, srcs[i], 1e-4, false, &o);
+      MK_CHECK(run_until(&e.loop, &o.calls, 1, 30));
+      MK_CHECK_INT(o.status, ==, want[i]);
+      MK_CHECK(!o.cached);
+      if (want[i] != MK_VERIFY_OOM) MK_CHECK(o.code != 0);
+      cJSON_Delete(o.echo);
+    }
+  }
+  MK_CHECK_INT(mk_cache_count(e.cache, NULL), ==, 0);
+  /* The pool recovered: a good candidate still verifies. */
+  vout ok = {0};
+  sub(&e, g, sk, "def run(x): return x", 1e-4, false, &ok);
+  MK_CHECK(run_until(&e.loop, &ok.calls, 1, 20));
+  MK_CHECK_INT(ok.status, ==, MK_VERIFY_OK);
+  cJSON_Delete(ok.echo);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+  env_stop(&e);
+}
+
+MK_TEST(verify, cancel_and_close) {
+  env e;
+  MK_REQUIRE(env_start(&e, true) == 0);
+  mk_graph *g = load_graph(&e);
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err;
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  mk_subkernel *sk = &p.subkernels[0];
+  vout warm = {0}, hang = {0}, hit = {0}, queued = {0};
+  sub(&e, g, sk, "def run(x): return x", 1e-4, false, &warm);
+  MK_CHECK(run_until(&e.loop, &warm.calls, 1, 20));
+  mk_candidate_src c = {.source = "HANG", .name = "h", .origin = "builtin"};
+  uint64_t id = 0;
+  MK_REQUIRE(mk_verify_submit_subkernel(e.v, g, sk, &c, NULL, on_verified, &hang, &id, &err) == 0);
+  uint64_t hid = sub(&e, g, sk, "def run(x): return x", 1e-4, false, &hit); /* a cache hit */
+  MK_CHECK_INT(mk_verify_cancel(e.v, hid), ==, 0);
+  int spin = 0;
+  run_until(&e.loop, &spin, 1, 0.3); /* the hang is running now */
+  MK_CHECK_INT(mk_verify_cancel(e.v, id), ==, 0);
+  MK_CHECK(run_until(&e.loop, &hang.calls, 1, 10));
+  MK_CHECK_INT(hang.status, ==, MK_VERIFY_CANCELED);
+  MK_CHECK_INT(hit.calls, ==, 1);
+  MK_CHECK_INT(hit.status, ==, MK_VERIFY_CANCELED);
+  MK_CHECK_INT(mk_verify_cancel(e.v, id), ==, MK_ENOENT);
+  /* Close with a job in flight: it is cancelled, nothing leaks. */
+  sub(&e, g, sk, "HANG again", 1e-4, false, &queued);
+  cJSON_Delete(warm.echo);
+  cJSON_Delete(hit.echo);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+  env_stop(&e);
+  MK_CHECK_INT(queued.calls, ==, 1);
+  MK_CHECK_INT(queued.status, ==, MK_VERIFY_CANCELED);
+}
+
+MK_TEST(verify, composition_and_no_cache) {
+  env e;
+  MK_REQUIRE(env_start(&e, false) == 0);
+  char ref[512], mine[512];
+  module_file(&e, ref, sizeof ref, "problem.py", "class Model: pass\n");
+  module_file(&e, mine, sizeof mine, "new.py", "class ModelNew: pass  # FAST\n");
+  mk_verify_options opt;
+  mk_verify_options_init(&opt);
+  vout a = {0}, b = {0};
+  mk_errmsg err;
+  MK_REQUIRE(mk_verify_submit_composition(e.v, mine, NULL, ref, NULL, &opt, on_verified, &a,
+                                          NULL, &err) == 0);
+  MK_REQUIRE(mk_verify_submit_composition(e.v, mine, NULL, ref, NULL, &opt, on_verified, &b,
+                                          NULL, &err) == 0);
+  MK_CHECK(run_until(&e.loop, &b.calls, 1, 20));
+  MK_CHECK_INT(a.status, ==, MK_VERIFY_OK);
+  MK_CHECK(!b.cached); /* no cache configured */
+  MK_CHECK(a.timing);
+  MK_CHECK(a.speedup_eager == 4.0 && a.speedup_compile == 2.0);
+  MK_CHECK(a.ours_ms == 0.5 && a.eager_ms == 2.0);
+  MK_REQUIRE(a.echo != NULL);
+  MK_CHECK_STR(cJSON_GetObjectItem(a.echo, "class")->valuestring, "ModelNew");
+  MK_CHECK_STR(cJSON_GetObjectItem(a.echo, "reference_class")->valuestring, "Model");
+  opt.device = MK_VERIFY_DEVICE_CUDA;
+  MK_CHECK_INT(mk_verify_submit_composition(e.v, mine, NULL, ref, NULL, &opt, on_verified, &a,
+                                            NULL, &err), ==, MK_ENOENT);
+  MK_CHECK(strstr(err.text, "GPU") != NULL);
+  opt.device = MK_VERIFY_DEVICE_AUTO;
+  opt.trials = 0;
+  MK_CHECK_INT(mk_verify_submit_composition(e.v, mine, NULL, ref, NULL, &opt, on_verified, &a,
+                                            NULL, &err), ==, MK_EINVAL);
+  cJSON_Delete(a.echo);
+  cJSON_Delete(b.echo);
+  env_stop(&e);
+}
+
+MK_TEST(verify, unavailable_worker_is_an_error_result) {
+  env e;
+  memset(&e, 0, sizeof e);
+  uv_loop_init(&e.loop);
+  const char *argv[] = {"/nonexistent/python", NULL};
+  mk_worker_config cfg;
+  mk_worker_config_init(&cfg);
+  cfg.argv = argv;
+  cfg.gpus = 0;
+  mk_errmsg err;
+  MK_REQUIRE(mk_worker_pool_new(&e.loop, &cfg, &e.pool, &err) == 0);
+  snprintf(e.cache_path, sizeof e.cache_path, "/tmp/mk_test_verify_unavail.%d.sqlite",
+           (int)getpid());
+  MK_REQUIRE(mk_cache_open(e.cache_path, 0, &e.cache, &err) == 0);
+  MK_REQUIRE(mk_verify_new(&e.loop, e.pool, e.cache, &e.v, &err) == 0);
+  char file[256];
+  snprintf(file, sizeof file, "/tmp/mk_test_verify_unavail.%d.py", (int)getpid());
+  write_text(file, "class Model: pass\n");
+  cout a = {0};
+  MK_REQUIRE(mk_verify_submit_capture(e.v, file, NULL, 0, 0, on_captured, &a, NULL, &err) == 0);
+  MK_CHECK(run_until(&e.loop, &a.calls, 1, 10));
+  MK_CHECK_INT(a.code, ==, MK_ECRASHED);
+  MK_CHECK(strstr(a.message, "/nonexistent/python") != NULL);
+  unlink(file);
+  env_stop(&e);
+}

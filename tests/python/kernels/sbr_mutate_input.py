@@ -1,0 +1,22 @@
+"""Trick: returns a correct new tensor but scribbles over its input as scratch space."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _sbr(x_ptr, b_ptr, y_ptr, n, D, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    b = tl.load(b_ptr + offs % D, mask=m)
+    t = x * 2.0 + b
+    tl.store(x_ptr + offs, t, mask=m)
+    tl.store(y_ptr + offs, tl.maximum(t, 0.0), mask=m)
+
+
+def run(x, b):
+    y = torch.empty_like(x)
+    n = x.numel()
+    _sbr[(triton.cdiv(n, 1024),)](x, b, y, n, x.shape[-1], BLOCK=1024)
+    return y

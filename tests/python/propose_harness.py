@@ -1,0 +1,128 @@
+"""Runs builtin-proposer candidates against their PyTorch reference.
+
+Used by tests/c/test_propose_e2e.c (which writes the candidates) and by
+tests/python/test_builtin_kernels.py. Input: a directory with manifest.json:
+
+    {"subkernels": [{"name": "...", "dir": "sk0",
+                     "inputs": [{"name": "x0", "shape": [...], "dtype": "float32"}],
+                     "candidates": ["triton_b1024_w4.py", ...]}]}
+
+Each subkernel directory holds reference.py and the candidates. For every
+subkernel, inputs are made from a fixed seed, the reference and each candidate
+run on separate copies, and outputs and inputs (in-place updates) are compared
+with rtol = atol = 1e-4. Output: one JSON object per line on stdout,
+{"subkernel", "candidate", "ok", "error"}. Runs Triton under TRITON_INTERPRET=1
+when there is no GPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+if "TRITON_INTERPRET" not in os.environ:
+    try:
+        import torch as _t
+
+        if not _t.cuda.is_available():
+            os.environ["TRITON_INTERPRET"] = "1"
+    except ImportError:  # pragma: no cover - torch is a requirement
+        pass
+
+import torch
+
+RTOL = 1e-4
+ATOL = 1e-4
+
+
+def load_module(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"cand_{abs(hash(str(path)))}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def make_inputs(specs: list[dict[str, Any]], device: str, seed: int) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for s in specs:
+        dtype = getattr(torch, s["dtype"])
+        shape = tuple(s["shape"])
+        if dtype.is_floating_point:
+            t = torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)
+            if s.get("positive"):
+                t = t.abs() + 0.5
+        elif dtype == torch.bool:
+            t = torch.randint(0, 2, shape, generator=gen).bool()
+        else:
+            t = torch.randint(0, 5, shape, generator=gen).to(dtype)
+        out.append(t.to(device))
+    return out
+
+
+def as_tuple(r: Any) -> tuple[Any, ...]:
+    return r if isinstance(r, tuple) else (r,)
+
+
+def compare(name: str, a: Any, b: Any) -> str | None:
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        return None if a == b else f"{name}: {a!r} != {b!r}"
+    if a.shape != b.shape:
+        return f"{name}: shape {tuple(b.shape)} != reference {tuple(a.shape)}"
+    if a.dtype != b.dtype:
+        return f"{name}: dtype {b.dtype} != reference {a.dtype}"
+    af, bf = a.double(), b.double()
+    if not torch.allclose(af, bf, rtol=RTOL, atol=ATOL, equal_nan=True):
+        diff = (af - bf).abs().nan_to_num(0.0).max().item()
+        return f"{name}: max abs difference {diff:.3g}"
+    return None
+
+
+def check(sk_dir: Path, sk: dict[str, Any], cand: str, device: str) -> str | None:
+    ref = load_module(sk_dir / "reference.py")
+    mod = load_module(sk_dir / cand)
+    base = make_inputs(sk["inputs"], device, seed=1234)
+    ref_in = [t.clone() for t in base]
+    cand_in = [t.clone() for t in base]
+    want = as_tuple(ref.run(*ref_in))
+    got = as_tuple(mod.run(*cand_in))
+    if len(want) != len(got):
+        return f"{len(got)} outputs, reference has {len(want)}"
+    for i, (a, b) in enumerate(zip(want, got, strict=True)):
+        msg = compare(f"output {i}", a, b)
+        if msg:
+            return msg
+    for i, (a, b) in enumerate(zip(ref_in, cand_in, strict=True)):
+        msg = compare(f"input {i} after the call", a, b)
+        if msg:
+            return msg
+    return None
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[1])
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    manifest = json.loads((root / "manifest.json").read_text())
+    for sk in manifest["subkernels"]:
+        sk_dir = root / sk["dir"]
+        for cand in sk["candidates"]:
+            try:
+                err = check(sk_dir, sk, cand, device)
+            except Exception as exc:  # a broken candidate is a result, not a crash
+                tb = traceback.format_exc(limit=3)
+                err = f"{type(exc).__name__}: {exc}\n{tb}"
+            rec = {"subkernel": sk["name"], "candidate": cand, "ok": err is None, "error": err}
+            print(json.dumps(rec), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,129 @@
+"""Timing statistics, the side-work and suspicious-speedup checks, and GPU timing (skipped
+without CUDA)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from _verify_helpers import load, sbr_inputs, sbr_reference
+from mkworker import timing
+from mkworker.candidate import kernel_codes
+from mkworker.verify import Outcome, Settings, Side, TrialSpec, _other_batch, _recheck
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def test_summarize():
+    s = timing.summarize([4.0, 1.0, 2.0, 3.0, 100.0])
+    assert s["median_ms"] == 3.0 and s["min_ms"] == 1.0 and s["max_ms"] == 100.0
+    assert s["trials"] == 5
+    assert s["spread"] == pytest.approx((4.0 - 2.0) / 3.0)
+    with pytest.raises(ValueError):
+        timing.summarize([])
+
+
+def test_side_work_detection():
+    assert timing.side_work({"median_ms": 1.0, "device_median_ms": 1.02}) is None
+    assert timing.side_work({"median_ms": 0.005, "device_median_ms": 0.03}) is None
+    why = timing.side_work({"median_ms": 0.1, "device_median_ms": 2.0})
+    assert why is not None and "outside the timed stream" in why
+
+
+def test_speedup_and_min_bytes():
+    assert timing.speedup({"median_ms": 2.0}, {"median_ms": 0.5}) == 4.0
+    assert timing.speedup(None, {"median_ms": 0.5}) is None
+    x = torch.empty(10, 4)
+    b = torch.empty(4).expand(10, 4)
+    # x once (even when listed twice), the expanded bias by its distinct elements.
+    assert timing.min_bytes([x, x, b, 3]) == 40 * 4 + 4 * 4
+
+
+def test_cpu_timing_says_unavailable():
+    t = timing.unavailable()
+    assert t["available"] is False and "CPU" in t["reason"]
+
+
+def test_other_batch():
+    assert _other_batch(None, 4096) == 4095
+    assert _other_batch(8, 4096) == 7
+    assert _other_batch(1, None) is None
+    assert _other_batch(None, None) is None
+
+
+def _make(batch):
+    return sbr_inputs(rows=batch if batch is not None else 4)
+
+
+def _spec(cand):
+    return TrialSpec(seeds=[1, 2], atol=1e-4, rtol=1e-4, device=torch.device("cpu"),
+                     check_ops=True, cand_file=str(cand.path),
+                     kernel_codes=kernel_codes(cand.module))
+
+
+def test_recheck_catches_a_shape_specialised_cheat():
+    cand = load("sbr_specialised")
+    try:
+        run = cand.run
+        ref, side = Side(call=lambda xs: sbr_reference(*xs)), Side(call=lambda xs: run(*xs))
+        settings = Settings(trials=2, batch=4)
+        out = Outcome()
+        rec = _recheck(ref, side, _make, _spec(cand), settings, _other_batch(4, None), out)
+    finally:
+        cand.unload()
+    assert rec["trials_passed"] == 6 and rec["other_batch"] == 3
+    assert rec["other_batch_status"] == "mismatch"
+    assert out.status == "mismatch" and "re-check at batch 3" in out.reason
+
+
+def test_recheck_accepts_a_correct_kernel():
+    cand = load("sbr_ok")
+    try:
+        run = cand.run
+        ref, side = Side(call=lambda xs: sbr_reference(*xs)), Side(call=lambda xs: run(*xs))
+        out = Outcome()
+        rec = _recheck(ref, side, _make, _spec(cand), Settings(trials=1, batch=4), 3, out)
+    finally:
+        cand.unload()
+    assert out.status == "ok" and rec["other_batch_status"] == "ok"
+
+
+@cuda
+def test_gpu_timing_matches_a_plain_event_loop():
+    dev = torch.device("cuda")
+    x = torch.randn(4096, 4096, device=dev)
+    t = timing.time_cuda(lambda: torch.relu(x), dev)
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    plain = []
+    flush = torch.empty(256 << 20, dtype=torch.int8, device=dev)
+    for _ in range(50):
+        flush.zero_()
+        torch.cuda.synchronize()
+        s.record()
+        torch.relu(x)
+        e.record()
+        torch.cuda.synchronize()
+        plain.append(s.elapsed_time(e))
+    ref = sorted(plain)[len(plain) // 2]
+    assert abs(t["median_ms"] - ref) / ref < 0.10
+    assert timing.side_work(t) is None
+
+
+@cuda
+def test_gpu_side_stream_work_is_detected():
+    dev = torch.device("cuda")
+    x = torch.randn(8192, 8192, device=dev)
+    side = torch.cuda.Stream()
+
+    def sneaky():
+        with torch.cuda.stream(side):
+            for _ in range(20):
+                torch.mm(x, x)
+        return torch.empty_like(x)
+    t = timing.time_cuda(sneaky, dev, timing.TimingConfig(min_trials=5, max_trials=5))
+    assert timing.side_work(t) is not None
+
+
+@cuda
+def test_gpu_device_limits():
+    lim = timing.device_limits(torch.device("cuda"))
+    assert lim["copy_bandwidth"] > 1e11 and lim["l2_bytes"] >= 0
