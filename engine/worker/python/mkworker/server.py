@@ -208,8 +208,14 @@ class Server:
 def main() -> int:
     channel = claim_stdout()
     configure_triton_env()
+    requests = sys.stdin.buffer
+    # user code calling input() must not eat protocol lines
+    sys.stdin = open(os.devnull, encoding="utf-8")
     problems = load_methods()
     start_warm_up()
     for problem in problems:
         print(f"mkworker: could not load {problem}", file=sys.stderr)
-    return Server(channel, problems).serve(sys.stdin.buffer)
+    try:
+        return Server(channel, problems).serve(requests)
+    finally:
+        wait_warm()  # a daemon thread still importing torch at exit aborts the interpreter
