@@ -73,10 +73,10 @@ static void run(const char *const *args, const char *const *env, double timeout_
       snprintf(key, sizeof key, "%.*s", (int)(eq - *e), *e);
       setenv(key, eq + 1, 1);
     }
-    const char *argv[64];
+    const char *argv[600];
     int n = 0;
     argv[n++] = bin();
-    for (const char *const *a = args; *a && n < 63; a++) argv[n++] = *a;
+    for (const char *const *a = args; *a && n < 599; a++) argv[n++] = *a;
     argv[n] = NULL;
     execv(argv[0], (char *const *)argv);
     _exit(127);
