@@ -8,7 +8,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-MK_BUILD_DIR=build-release MK_BUILD_TYPE=Release bash scripts/setup.sh >/dev/null
+MK_BUILD_DIR=build-release MK_BUILD_TYPE=RelWithDebInfo bash scripts/setup.sh >/dev/null
 rm -rf .devkit && mkdir -p .devkit/lib
 cp build-release/mkevolve .devkit/
 for lib in libuv.so.1 libcjson.so.1 libtree-sitter.so.0 libsqlite3.so.0; do
