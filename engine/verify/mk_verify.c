@@ -566,7 +566,9 @@ int mk_verify_submit_capture(mk_verify *v, const char *file, const char *class_n
   if (!j) return mk_errf(err, MK_ENOMEM, "out of memory");
   j->ccb = cb;
   j->data = data;
-  j->kind = MK_WORKER_CPU;
+  /* Capture needs no device (fake tensors), but on a GPU machine the GPU
+   * worker is the one that runs anyway: no second Python process to start. */
+  j->kind = mk_worker_pool_gpus(v->pool) > 0 ? MK_WORKER_GPU : MK_WORKER_CPU;
   j->timeout_s = timeout_s;
   j->file = mk_strdup(file);
   j->params = cJSON_CreateObject();

@@ -135,6 +135,14 @@ def start_warm_up() -> None:
         except Exception:
             print(f"mkworker: warm-up failed: {traceback.format_exc()}", file=sys.stderr)
 
+    # torch 2.11 crashed (SIGSEGV in FakeTensorMode.__enter__) when the warm-up ran on
+    # another thread on a GPU machine with CUDA hidden: warm up synchronously by default.
+    mode = os.environ.get("MKWORKER_WARMUP", "sync")
+    if mode == "off":
+        return
+    if mode == "sync":
+        run()
+        return
     _warm_thread = threading.Thread(target=run, name="mkworker-warm-up", daemon=True)
     _warm_thread.start()
 
