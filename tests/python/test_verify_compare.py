@@ -91,7 +91,6 @@ def test_fingerprint_indices_stay_in_bounds_for_large_tensors():
     # float32 linspace rounds n - 1 up to n above 2**24 elements; the sample must
     # still index inside the tensor (on the GPU that was a device-side assert)
     import torch
-
     from mkworker.compare import fingerprint
 
     n = (1 << 25) + 3
