@@ -520,5 +520,6 @@ MK_TEST(llm_agents, search_proposer_adapter) {
   MK_CHECK_INT(bad->status, ==, MK_EPARSE);
   MK_CHECK(strstr(bad->err, "unusable reply") != NULL);
   MK_CHECK_INT(mk_llm_get_ledger(x.llm)->total.tokens_in, ==, 99);
+  mk_llm_proposer_reset(&ctx);
   afx_close(&x);
 }
