@@ -195,7 +195,10 @@ int mk_cli_session_option(mk_session_config *cfg, const char *a, const char *v) 
   if (strcmp(a, "--base-url") == 0) return llm_set(cfg, a, "base_url", v);
   if (strcmp(a, "--api-key-env") == 0) return llm_set(cfg, a, "api_key_env", v);
   if (strcmp(a, "--provider") == 0) {
-    if (v == NULL || (strcmp(v, "openai") && strcmp(v, "anthropic"))) return -1;
+    if (v == NULL || (strcmp(v, "openai") && strcmp(v, "anthropic"))) {
+      fprintf(stderr, "mkevolve: --provider is openai (any OpenAI-compatible server) or anthropic\n");
+      return -1;
+    }
     return llm_set(cfg, a, "provider", v);
   }
   if (strcmp(a, "--monolithic") == 0) {

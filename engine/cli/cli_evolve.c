@@ -87,7 +87,7 @@ static void print_table(const mk_session_module *m, FILE *out) {
   if (!m->timed) fprintf(out, "no timings on %s: correctness only (Triton interpreter)\n", m->device);
   if (m->note && *m->note) fprintf(out, "note: %s\n", m->note);
   if (m->tokens_in + m->tokens_out > 0)
-    fprintf(out, "tokens: %ld in, %ld out\n", m->tokens_in, m->tokens_out);
+    fprintf(out, "tokens spent on the variants tried: %ld in, %ld out\n", m->tokens_in, m->tokens_out);
 }
 
 static long usage_long(const cJSON *u, const char *key) {
@@ -115,6 +115,7 @@ static void print_usage_group(FILE *out, const char *title, const cJSON *group, 
           money ? "        USD" : "");
   const cJSON *it;
   cJSON_ArrayForEach(it, group) print_usage_row(out, it->string, it, money);
+  fputc('\n', out);
 }
 
 /* The token ledger: what the run cost, per agent and per subkernel. */
@@ -129,13 +130,21 @@ static void print_ledger(const cJSON *l, bool monolithic, FILE *out) {
           monolithic ? "monolithic" : "modular");
   print_usage_group(out, "agent", cJSON_GetObjectItemCaseSensitive(l, "by_agent"), money);
   print_usage_group(out, "subkernel", cJSON_GetObjectItemCaseSensitive(l, "by_subkernel"), money);
-  print_usage_row(out, "total", total, money);
   fprintf(out, "tokens (LLM ledger): %ld in, %ld out, %ld calls, %ld failed or unusable",
           usage_long(total, "tokens_in"), usage_long(total, "tokens_out"), usage_long(total, "calls"),
           usage_long(total, "failures"));
   if (money) fprintf(out, ", $%.4f", usage_usd(total));
   fputc('\n', out);
   const cJSON *b = cJSON_GetObjectItemCaseSensitive(l, "budget");
+  const cJSON *bt = cJSON_GetObjectItemCaseSensitive(b, "tokens");
+  const cJSON *bu = cJSON_GetObjectItemCaseSensitive(b, "usd");
+  if (cJSON_IsNumber(bt))
+    fprintf(out, "budget: %ld tokens, %ld left\n", (long)bt->valuedouble, usage_long(b, "tokens_left"));
+  if (cJSON_IsNumber(bu)) {
+    const cJSON *left = cJSON_GetObjectItemCaseSensitive(b, "usd_left");
+    fprintf(out, "budget: $%.4f, $%.4f left\n", bu->valuedouble,
+            cJSON_IsNumber(left) ? left->valuedouble : 0.0);
+  }
   if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "exhausted")))
     fprintf(out, "the LLM budget was spent: the search stopped asking for proposals\n");
 }
