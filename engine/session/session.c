@@ -502,7 +502,7 @@ static void on_search_done(void *data, int status, mk_search_result *r, const ch
   snprintf(msg, sizeof msg, "%s", error ? error : "");
   if (r) adopt_result(m, r);
   mk_search_result_free(r);
-  session_runtime_log_llm(req->s, req->log, "llm_usage");
+  session_runtime_log_llm(req->s, m, req->log, "llm_usage");
   if (req->log) fclose(req->log);
   module_refresh_views(req->s, m);
   req->done(req->data, status, &m->view, error ? msg : NULL);
@@ -568,7 +568,7 @@ int mk_session_evolve(mk_session *s, const char *path, int subkernel,
   cfg.only_subkernel = subkernel;
   cfg.prior = m->st;
   if (s->cfg.monolithic) cfg.try_split = cfg.try_merge = false; /* stay one subkernel */
-  session_runtime_log_llm(s, req->log, "llm_config");
+  session_runtime_log_llm(s, m, req->log, "llm_config");
   cfg.nprior = m->part.nsubkernels;
   cfg.input_names = (const char *const *)m->input_names;
   cfg.ninput_names = m->ninput_names;

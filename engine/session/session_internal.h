@@ -74,11 +74,12 @@ mk_evaluator session_runtime_evaluator(mk_session *s, module_state *m);
 int session_runtime_proposer(mk_session *s, module_state *m, mk_proposer *out, mk_errmsg *err);
 /* LLM proposer bookkeeping: a search's verdict on a variant (teaches the
  * Optimiser which variants are fastest), dropping a module's memory, and
- * run-log lines ("llm_config" at the start, "llm_usage" with the ledger at
- * the end; nothing without an LLM client). */
+ * run-log lines: "llm_config" when an evolve of m starts, "llm_usage" when
+ * it ends (the ledger of the calls made since it started, and the
+ * session's total); nothing without an LLM client. */
 void session_runtime_observe(mk_session *s, module_state *m, const mk_variant *v);
 void session_runtime_forget(mk_session *s, module_state *m);
-void session_runtime_log_llm(mk_session *s, FILE *log, const char *event);
+void session_runtime_log_llm(mk_session *s, module_state *m, FILE *log, const char *event);
 
 /* ---- state (session.c) ---- */
 module_state *session_module(mk_session *s, const char *path, bool create);

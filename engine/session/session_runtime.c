@@ -25,6 +25,7 @@ typedef struct llm_slot {
   const module_state *m;
   mk_llm_proposer_ctx ctx;
   char error[MK_ERRMSG_MAX];
+  int run_start;           /* ledger index when the module's current evolve began */
   struct llm_slot *next;
 } llm_slot;
 
@@ -375,16 +376,38 @@ cJSON *mk_session_llm_ledger(mk_session *s, bool with_calls) {
   return o;
 }
 
-void session_runtime_log_llm(mk_session *s, FILE *log, const char *event) {
+/* The ledger of calls [from, end): one run's share of the session's. */
+static cJSON *run_ledger_json(const mk_llm_ledger *l, int from) {
+  mk_llm_ledger run;
+  mk_llm_ledger_init(&run, l->budget_tokens, l->budget_usd);
+  for (int i = from < 0 ? 0 : from; i < l->ncalls; i++) mk_llm_ledger_add(&run, &l->calls[i]);
+  cJSON *o = mk_llm_ledger_json(&run, true);
+  mk_llm_ledger_free(&run);
+  /* The budget is the session's: say what is left of it, not of this run. */
+  cJSON *full = mk_llm_ledger_json(l, false);
+  if (o && full) cJSON_ReplaceItemInObjectCaseSensitive(o, "budget", cJSON_DetachItemFromObjectCaseSensitive(full, "budget"));
+  cJSON_Delete(full);
+  return o;
+}
+
+void session_runtime_log_llm(mk_session *s, module_state *m, FILE *log, const char *event) {
   session_runtime *rt = s->rt;
-  if (log == NULL || rt == NULL || rt->llm == NULL) return;
+  if (rt == NULL || rt->llm == NULL || strcmp(s->cfg.proposer, "llm") != 0) return;
+  llm_slot *sl = slot_of(rt, m, false);
+  mk_llm_ledger *l = mk_llm_get_ledger(rt->llm);
+  bool start = strcmp(event, "llm_config") == 0;
+  if (start && sl) sl->run_start = l->ncalls;
+  if (log == NULL) return;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "event", event);
-  if (strcmp(event, "llm_config") == 0) {
+  if (start) {
     cJSON_AddItemToObject(o, "config", mk_llm_config_to_json(mk_llm_get_config(rt->llm)));
     cJSON_AddStringToObject(o, "endpoint", mk_llm_endpoint(rt->llm));
   } else {
-    cJSON_AddItemToObject(o, "ledger", mk_session_llm_ledger(s, true));
+    cJSON_AddItemToObject(o, "ledger", run_ledger_json(l, sl ? sl->run_start : 0));
+    cJSON *full = mk_llm_ledger_json(l, false);
+    cJSON_AddItemToObject(o, "session_total", cJSON_DetachItemFromObjectCaseSensitive(full, "total"));
+    cJSON_Delete(full);
   }
   char *line = cJSON_PrintUnformatted(o);
   if (line) {

@@ -405,6 +405,11 @@ def scenario_openai(tmp: Path, cache: Path) -> None:
         cfg_ev.get("config", {}).get("api_key_env") == "MK_E2E_KEY",
         "run.jsonl names the key variable",
     )
+    usage_ev = next((e for e in runlog if e.get("event") == "llm_usage"), {})
+    check(
+        usage_ev.get("ledger", {}).get("total") == total and usage_ev.get("session_total") == total,
+        "run.jsonl's ledger is the run's (one run per CLI process)",
+    )
     errors = [e.get("error", "") for e in runlog if e.get("event") == "proposed" and e.get("error")]
     check(
         any("unusable" in e for e in errors),
