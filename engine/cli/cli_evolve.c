@@ -39,7 +39,8 @@ static void progress(void *data, double fraction, const char *message) {
     int filled = pct * 30 / 100;
     fprintf(stderr, "\r[%.*s%*s] %3d%% %-60.60s", filled, "##############################",
             30 - filled, "", pct, message ? message : "");
-  } else if (pct / 10 != c->last_pct / 10 || c->last_pct < 0) {
+  } else if (pct / 10 != c->last_pct / 10 || c->last_pct < 0 ||
+             (message && strstr(message, "LLM attempt"))) { /* retries are worth a line in logs */
     fprintf(stderr, "[%3d%%] %s\n", pct, message ? message : "");
   }
   c->last_pct = pct;

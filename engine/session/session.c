@@ -471,7 +471,7 @@ typedef struct evolve_req {
 static void on_search_event(void *data, const mk_search_event *ev) {
   evolve_req *req = data;
   if (ev->kind == MK_SEARCH_PROGRESS && req->progress) req->progress(req->data, ev->fraction, ev->message);
-  if (ev->kind == MK_SEARCH_VARIANT) session_runtime_observe(req->s, req->m, ev->variant);
+  session_runtime_search_event(req->s, req->m, ev); /* LLM proposer: verdicts, progress text */
 }
 
 static void adopt_result(module_state *m, mk_search_result *r) {
@@ -497,6 +497,7 @@ static void on_search_done(void *data, int status, mk_search_result *r, const ch
   module_state *m = req->m;
   m->search = NULL;
   m->job = 0;
+  session_runtime_set_progress(req->s, m, NULL, NULL);
   /* `error` may point into r: keep a copy past its release. */
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", error ? error : "");
@@ -569,6 +570,7 @@ int mk_session_evolve(mk_session *s, const char *path, int subkernel,
   cfg.prior = m->st;
   if (s->cfg.monolithic) cfg.try_split = cfg.try_merge = false; /* stay one subkernel */
   session_runtime_log_llm(s, m, req->log, "llm_config");
+  session_runtime_set_progress(s, m, progress, data);
   cfg.nprior = m->part.nsubkernels;
   cfg.input_names = (const char *const *)m->input_names;
   cfg.ninput_names = m->ninput_names;

@@ -77,7 +77,11 @@ int session_runtime_proposer(mk_session *s, module_state *m, mk_proposer *out, m
  * run-log lines: "llm_config" when an evolve of m starts, "llm_usage" when
  * it ends (the ledger of the calls made since it started, and the
  * session's total); nothing without an LLM client. */
-void session_runtime_observe(mk_session *s, module_state *m, const mk_variant *v);
+void session_runtime_search_event(mk_session *s, module_state *m, const mk_search_event *ev);
+/* Where LLM progress (text arriving, retries) of m's evolve is reported,
+ * as the search's last fraction with a longer message; NULL to stop. */
+void session_runtime_set_progress(mk_session *s, module_state *m, mk_session_progress_cb cb,
+                                  void *data);
 void session_runtime_forget(mk_session *s, module_state *m);
 void session_runtime_log_llm(mk_session *s, module_state *m, FILE *log, const char *event);
 

@@ -26,6 +26,13 @@ typedef struct llm_slot {
   mk_llm_proposer_ctx ctx;
   char error[MK_ERRMSG_MAX];
   int run_start;           /* ledger index when the module's current evolve began */
+  mk_session_progress_cb progress; /* the evolve's, while it runs */
+  void *progress_data;
+  double fraction;         /* the search's last progress event */
+  char message[160];
+  uint64_t last_ms;        /* last LLM progress report (throttle) */
+  size_t chars;
+  uv_loop_t *loop;
   struct llm_slot *next;
 } llm_slot;
 
@@ -347,9 +354,48 @@ int session_runtime_proposer(mk_session *s, module_state *m, mk_proposer *out, m
   return 0;
 }
 
-void session_runtime_observe(mk_session *s, module_state *m, const mk_variant *v) {
+void session_runtime_search_event(mk_session *s, module_state *m, const mk_search_event *ev) {
   llm_slot *sl = s->rt ? slot_of(s->rt, m, false) : NULL;
-  if (sl && v) mk_llm_proposer_observe(&sl->ctx, &v->cand, &v->result);
+  if (sl == NULL || ev == NULL) return;
+  if (ev->kind == MK_SEARCH_VARIANT && ev->variant)
+    mk_llm_proposer_observe(&sl->ctx, &ev->variant->cand, &ev->variant->result);
+  if (ev->kind == MK_SEARCH_PROGRESS) {
+    sl->fraction = ev->fraction;
+    snprintf(sl->message, sizeof sl->message, "%s", ev->message ? ev->message : "");
+    sl->chars = 0;
+  }
+}
+
+/* Streaming text and retries, so a long LLM call shows it is alive; text
+ * at most 4 times a second, retries always. */
+static void on_llm_progress(void *data, const mk_llm_progress *p) {
+  llm_slot *sl = data;
+  if (sl->progress == NULL) return;
+  uv_loop_t *loop = sl->loop;
+  uint64_t now = loop ? uv_now(loop) : 0;
+  char msg[512];
+  if (p->kind == MK_LLM_PROGRESS_TEXT) {
+    sl->chars += p->ndelta;
+    if (now - sl->last_ms < 250) return;
+    snprintf(msg, sizeof msg, "%s: LLM writing (%zu characters)", sl->message, sl->chars);
+  } else {
+    snprintf(msg, sizeof msg, "%s: LLM attempt %d failed (%s); retrying in %.1fs", sl->message,
+             p->attempt, p->reason ? p->reason : "?", p->wait_s);
+  }
+  sl->last_ms = now;
+  sl->progress(sl->progress_data, sl->fraction, msg);
+}
+
+void session_runtime_set_progress(mk_session *s, module_state *m, mk_session_progress_cb cb,
+                                  void *data) {
+  llm_slot *sl = s->rt ? slot_of(s->rt, m, false) : NULL;
+  if (sl == NULL) return;
+  sl->progress = cb;
+  sl->progress_data = data;
+  sl->loop = s->loop;
+  sl->chars = 0;
+  sl->ctx.progress = cb ? on_llm_progress : NULL;
+  sl->ctx.progress_data = sl;
 }
 
 void session_runtime_forget(mk_session *s, module_state *m) {

@@ -445,7 +445,7 @@ def scenario_anthropic(tmp: Path, cache: Path) -> None:
             server.base,
             "--api-key-env",
             "MK_E2E_ANTHROPIC_KEY",
-            *search_args(work, cache, out, beam=1, depth=0, budget=2),
+            *search_args(work, cache, out, beam=1, depth=0, budget=2)[:-1],  # not -q
         ]
         p = run_cli(args, env)
         log = server.log()
@@ -468,6 +468,10 @@ def scenario_anthropic(tmp: Path, cache: Path) -> None:
     check(all(r["headers"].get("x-api-key") == KEY for r in reqs), "anthropic: x-api-key header")
     check(all("authorization" not in r["headers"] for r in reqs), "anthropic: no bearer header")
     check(all(isinstance(r["body"].get("system"), str) for r in reqs), "anthropic: system field")
+    check(
+        "LLM attempt 1 failed" in p.stderr and "retrying in" in p.stderr,
+        "anthropic: the retry shows in the progress on stderr",
+    )
     ledger = s.get("llm", {})
     check(ledger.get("provider") == "anthropic", "anthropic: ledger provider")
     check(ledger.get("total", {}).get("calls") == 1, "anthropic: one call")
