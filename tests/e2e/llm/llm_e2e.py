@@ -577,6 +577,51 @@ def scenario_monolithic(tmp: Path, cache: Path) -> None:
     )
 
 
+def scenario_budget(tmp: Path, cache: Path) -> None:
+    """--token-budget: an unusable reply spends it, later proposals are
+    refused with the reason, the run still ends with a verified ModelNew."""
+    print("scenario budget: examples/conv_bias_relu.py, --token-budget 1000", flush=True)
+    steps: list[dict[str, Any]] = [
+        {"match": KW, "text": kernels.NO_CODE, "usage": {"in": 1500, "out": 100}},
+        {"text": kernels.CONV_REPLY_ONE_RIGHT},  # must never be asked for
+    ]
+    server = FakeServer(steps, tmp)
+    try:
+        work, out = tmp / "budget", tmp / "budget_ModelNew.py"
+        env = base_env()
+        env["MK_E2E_KEY"] = KEY
+        args = [
+            "evolve",
+            str(CONV),
+            "--model",
+            MODEL,
+            "--base-url",
+            server.base + "/v1",
+            "--api-key-env",
+            "MK_E2E_KEY",
+            "--token-budget",
+            "1000",
+            *search_args(work, cache, out, beam=1, depth=2, budget=6),
+        ]
+        p = run_cli(args, env)
+        log = server.log()
+    finally:
+        server.close()
+    s = summary_of(p)
+    check(p.returncode == 0 and s.get("verified") is True, "budget: the run ends verified")
+    check(len(log["requests"]) == 1, f"budget: one request only ({len(log['requests'])})")
+    ledger = s.get("llm", {})
+    check(ledger.get("total", {}).get("calls") == 1, "budget: one call in the ledger")
+    check(ledger.get("total", {}).get("failures") == 1, "budget: the unusable reply is a failure")
+    b = ledger.get("budget", {})
+    check(b.get("tokens") == 1000 and b.get("exhausted") is True, f"budget: exhausted ({b})")
+    runlog = read_jsonl(work / "conv_bias_relu" / "run.jsonl")
+    errors = [e.get("error", "") for e in runlog if e.get("event") == "proposed"]
+    check(any("budget" in e for e in errors), f"budget: refusals logged with the reason ({errors})")
+    for sk in s.get("subkernels", []):
+        check(sk["chosen"] == 0, "budget: the PyTorch reference stays")
+
+
 def scenario_cli(tmp: Path, cache: Path) -> None:
     """Configuration mistakes fail at once, with the reason, before any work."""
     print("scenario cli: configuration errors", flush=True)
@@ -604,6 +649,7 @@ SCENARIOS = {
     "openai": scenario_openai,
     "anthropic": scenario_anthropic,
     "monolithic": scenario_monolithic,
+    "budget": scenario_budget,
 }
 
 
