@@ -69,7 +69,7 @@ def base_env() -> dict[str, str]:
         k: v
         for k, v in os.environ.items()
         if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")
-        and not k.endswith("_API_KEY")
+        and not k.endswith(("_API_KEY", "_BASE_URL"))
     }
     env["no_proxy"] = env["NO_PROXY"] = "127.0.0.1,localhost"
     env["TRITON_INTERPRET"] = "1"
