@@ -566,7 +566,9 @@ int mk_verify_submit_capture(mk_verify *v, const char *file, const char *class_n
   if (!j) return mk_errf(err, MK_ENOMEM, "out of memory");
   j->ccb = cb;
   j->data = data;
-  j->kind = MK_WORKER_CPU;
+  /* Capture needs no device (fake tensors), but on a GPU machine the GPU
+   * worker is the one that runs anyway: no second Python process to start. */
+  j->kind = mk_worker_pool_gpus(v->pool) > 0 ? MK_WORKER_GPU : MK_WORKER_CPU;
   j->timeout_s = timeout_s;
   j->file = mk_strdup(file);
   j->params = cJSON_CreateObject();
@@ -601,8 +603,8 @@ int mk_verify_submit_subkernel(mk_verify *v, const mk_graph *g, const mk_subkern
   else mk_verify_options_init(&o);
   int rc = check_options(&o, err);
   if (rc) return rc;
-  mk_worker_kind kind;
-  const char *device;
+  mk_worker_kind kind = MK_WORKER_ANY;
+  const char *device = "";
   if ((rc = resolve_kind(v, &o, &kind, &device, err))) return rc;
   vjob *j = job_new(v, VJ_SUBKERNEL, "verify_subkernel");
   if (!j) return mk_errf(err, MK_ENOMEM, "out of memory");
@@ -659,8 +661,8 @@ int mk_verify_submit_composition(mk_verify *v, const char *file, const char *new
   else mk_verify_options_init(&o);
   int rc = check_options(&o, err);
   if (rc) return rc;
-  mk_worker_kind kind;
-  const char *device;
+  mk_worker_kind kind = MK_WORKER_ANY;
+  const char *device = "";
   if ((rc = resolve_kind(v, &o, &kind, &device, err))) return rc;
   char sha_new[65], sha_ref[65];
   if ((rc = file_sha(file, sha_new, err)) || (rc = file_sha(reference_file, sha_ref, err)))

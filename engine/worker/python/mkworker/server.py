@@ -118,6 +118,19 @@ def load_methods() -> list[str]:
     return problems
 
 
+def cuda_context_usable() -> bool:
+    """False when CUDA was used in this process and no longer works."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return True
+    try:
+        torch.cuda.synchronize()
+        torch.empty(1, device="cuda").fill_(1.0).item()
+    except Exception:
+        return False
+    return True
+
+
 _warm_thread: threading.Thread | None = None
 
 
@@ -135,6 +148,14 @@ def start_warm_up() -> None:
         except Exception:
             print(f"mkworker: warm-up failed: {traceback.format_exc()}", file=sys.stderr)
 
+    # torch 2.11 crashed (SIGSEGV in FakeTensorMode.__enter__) when the warm-up ran on
+    # another thread on a GPU machine with CUDA hidden: warm up synchronously by default.
+    mode = os.environ.get("MKWORKER_WARMUP", "sync")
+    if mode == "off":
+        return
+    if mode == "sync":
+        run()
+        return
     _warm_thread = threading.Thread(target=run, name="mkworker-warm-up", daemon=True)
     _warm_thread.start()
 
@@ -172,6 +193,14 @@ class Server:
             self.channel.send(protocol.progress_line(req_id, message, fraction))
 
         self.channel.send(self._run(req_id, fn, params, progress))
+        if not cuda_context_usable():
+            # A kernel hit a device-side assert or an illegal address: every later
+            # CUDA call in this process fails. The answer for the job that did it is
+            # sent; exit so the supervisor starts a clean worker for the next one.
+            print("mkworker: CUDA context is unusable after that job; exiting so the "
+                  "engine restarts a clean worker", file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(70)
         return method != "shutdown"
 
     def _run(self, req_id: Any, fn: protocol.Method, params: Params, progress: Progress) -> str:
