@@ -355,7 +355,7 @@ int mk_llm_propose(mk_llm *llm, const mk_propose_request *req, const mk_llm_prop
 typedef struct mk_llm_seen mk_llm_seen;
 
 typedef struct mk_llm_proposer_ctx {
-  mk_llm *llm;
+  mk_llm *llm;                         /* NULL: every proposal is answered with an error */
   const char *module_source;           /* may be NULL */
   mk_llm_progress_fn progress;         /* may be NULL */
   void *progress_data;

@@ -186,6 +186,10 @@ static int adapter_propose(void *self, const mk_propose_request *req, mk_propose
                            void *data) {
   mk_llm_proposer_ctx *ctx = self;
   if (!req || !req->subkernel || !req->graph) return MK_EINVAL;
+  if (!ctx->llm) {
+    cb(data, MK_EINVAL, NULL, "the LLM client is not open (its configuration is being changed)");
+    return 0;
+  }
   adapter_call *a = calloc(1, sizeof *a);
   if (!a) return MK_ENOMEM;
   *a = (adapter_call){ctx, subkernel_key(req->subkernel), cb, data};
@@ -208,7 +212,7 @@ static int adapter_propose(void *self, const mk_propose_request *req, mk_propose
   }
   int max = ctx->max_best > 0 ? ctx->max_best : BEST_DEFAULT;
   seen_entry *best[SEEN_MAX];
-  const mk_candidate *best_c[SEEN_MAX];
+  const mk_candidate *best_c[16];
   mk_candidate best_v[16];
   const char *best_t[16];
   int nbest = 0;

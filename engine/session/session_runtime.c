@@ -106,6 +106,14 @@ static void pool_closed(void *data) {
   if (done) done(done_data);
 }
 
+static void close_client(session_runtime *rt) {
+  for (llm_slot *sl = rt->llm_slots; sl; sl = sl->next) sl->ctx.llm = NULL; /* until reopened */
+  if (rt->llm) mk_llm_close(rt->llm); /* its memory goes when the loop runs the close callbacks */
+  rt->llm = NULL;
+  free(rt->llm_config_json);
+  rt->llm_config_json = NULL;
+}
+
 static void close_llm(session_runtime *rt) {
   while (rt->llm_slots) {
     llm_slot *sl = rt->llm_slots;
@@ -113,10 +121,7 @@ static void close_llm(session_runtime *rt) {
     mk_llm_proposer_reset(&sl->ctx);
     free(sl);
   }
-  if (rt->llm) mk_llm_close(rt->llm); /* its memory goes when the loop runs the close callbacks */
-  rt->llm = NULL;
-  free(rt->llm_config_json);
-  rt->llm_config_json = NULL;
+  close_client(rt);
 }
 
 void session_runtime_close(mk_session *s, void (*done)(void *data), void *data) {
@@ -300,7 +305,9 @@ static int open_llm(mk_session *s, mk_errmsg *err) {
   session_runtime *rt = s->rt;
   if (rt->llm && (same_str(rt->llm_config_json, s->cfg.llm_config_json) || mk_llm_pending(rt->llm)))
     return 0;
-  if (rt->llm) close_llm(rt);
+  /* Searches of other modules may hold their slot's context between
+   * proposals: the slots stay, and point at the new client below. */
+  if (rt->llm) close_client(rt);
   mk_llm_config cfg;
   mk_llm_config_init(&cfg);
   int rc = 0;
@@ -316,9 +323,10 @@ static int open_llm(mk_session *s, mk_errmsg *err) {
   if (rc) return rc;
   if (s->cfg.log_stderr) mk_llm_set_log(rt->llm, llm_log_stderr, NULL);
   if (s->cfg.llm_config_json && !(rt->llm_config_json = mk_strdup(s->cfg.llm_config_json))) {
-    close_llm(rt);
+    close_client(rt);
     return mk_errf(err, MK_ENOMEM, "out of memory");
   }
+  for (llm_slot *sl = rt->llm_slots; sl; sl = sl->next) sl->ctx.llm = rt->llm;
   return 0;
 }
 
