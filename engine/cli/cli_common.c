@@ -2,9 +2,137 @@
  * form of a module's state, and orderly session shutdown. */
 #include "cli_common.h"
 
+#include "mk_buf.h"
+#include "mk_llm.h"
+
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* LLM options: --llm-config gives the base object, --model / --provider /
+ * --base-url / --api-key-env override its keys whatever their order on the
+ * command line; the merged object is what the session gets as
+ * llm_config_json. One command line per process, so the state is static. */
+static struct {
+  cJSON *base;       /* from --llm-config */
+  cJSON *over;       /* from the flags */
+  char *merged;      /* cfg->llm_config_json points here */
+  bool llm_flag;     /* an LLM flag was given */
+  bool builtin;      /* --proposer builtin was given */
+} llm_opts;
+
+static int llm_merge(mk_session_config *cfg) {
+  cJSON *m = llm_opts.base ? cJSON_Duplicate(llm_opts.base, true) : cJSON_CreateObject();
+  if (m == NULL) return -1;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, llm_opts.over) {
+    cJSON_DeleteItemFromObjectCaseSensitive(m, it->string);
+    cJSON_AddItemToObject(m, it->string, cJSON_Duplicate(it, true));
+  }
+  char *text = cJSON_PrintUnformatted(m);
+  cJSON_Delete(m);
+  if (text == NULL) return -1;
+  free(llm_opts.merged);
+  llm_opts.merged = text;
+  cfg->llm_config_json = text;
+  return 0;
+}
+
+/* An LLM flag implies --proposer llm; with an explicit builtin it is a mistake. */
+static int llm_flag(mk_session_config *cfg, const char *a) {
+  llm_opts.llm_flag = true;
+  if (llm_opts.builtin) {
+    fprintf(stderr, "mkevolve: %s applies to --proposer llm, not builtin\n", a);
+    return -1;
+  }
+  cfg->proposer = "llm";
+  return llm_merge(cfg);
+}
+
+static int llm_set(mk_session_config *cfg, const char *a, const char *key, const char *v) {
+  if (v == NULL || !*v) return -1;
+  if (llm_opts.over == NULL && (llm_opts.over = cJSON_CreateObject()) == NULL) return -1;
+  cJSON_DeleteItemFromObjectCaseSensitive(llm_opts.over, key);
+  cJSON_AddStringToObject(llm_opts.over, key, v);
+  return llm_flag(cfg, a) ? -1 : 2;
+}
+
+/* --llm-config takes a JSON object or the path of a file holding one. */
+static int llm_config_option(mk_session_config *cfg, const char *v) {
+  if (v == NULL) return -1;
+  char *text = NULL;
+  size_t len = 0;
+  const char *p = v;
+  while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+  if (*p != '{') {
+    int rc = mk_read_file(v, (size_t)4 << 20, &text, &len);
+    if (rc) {
+      fprintf(stderr, "mkevolve: --llm-config %s: %s\n", v, mk_strerror(rc));
+      return -1;
+    }
+  }
+  const char *end = NULL;
+  cJSON *j = cJSON_ParseWithOpts(text ? text : v, &end, false);
+  if (!cJSON_IsObject(j)) {
+    long at = end ? (long)(end - (text ? text : v)) : 0;
+    fprintf(stderr, "mkevolve: --llm-config %s: not a JSON object (near character %ld)\n",
+            text ? v : "", at);
+    cJSON_Delete(j);
+    free(text);
+    return -1;
+  }
+  free(text);
+  mk_llm_config probe;
+  mk_llm_config_init(&probe);
+  mk_errmsg err = {{0}};
+  int rc = mk_llm_config_from_json(&probe, j, &err);
+  mk_llm_config_free(&probe);
+  if (rc) {
+    fprintf(stderr, "mkevolve: --llm-config: %s\n", err.text);
+    cJSON_Delete(j);
+    return -1;
+  }
+  cJSON_Delete(llm_opts.base);
+  llm_opts.base = j;
+  return llm_merge(cfg) ? -1 : 2;
+}
+
+int mk_cli_llm_check(const mk_session_config *cfg, mk_errmsg *err) {
+  if (cfg->proposer == NULL || strcmp(cfg->proposer, "llm") != 0) return 0;
+  mk_llm_config c;
+  mk_llm_config_init(&c);
+  int rc = 0;
+  if (cfg->llm_config_json) {
+    cJSON *j = cJSON_Parse(cfg->llm_config_json);
+    rc = j ? mk_llm_config_from_json(&c, j, err) : mk_errf(err, MK_EPARSE, "bad LLM configuration");
+    cJSON_Delete(j);
+  }
+  if (!rc && (c.model == NULL || !*c.model))
+    rc = mk_errf(err, MK_EINVAL,
+                 "--proposer llm needs a model: --model NAME, or \"model\" in --llm-config");
+  if (!rc && cfg->max_tokens > 0 && c.budget_tokens <= 0) c.budget_tokens = cfg->max_tokens;
+  if (!rc) {
+    /* The client's own checks (key present for vendor endpoints, price for
+     * a money budget), before minutes of capture and verification. */
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    mk_llm *llm = NULL;
+    rc = mk_llm_new(&loop, &c, &llm, err);
+    if (llm) mk_llm_close(llm);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+  }
+  mk_llm_config_free(&c);
+  return rc;
+}
+
+void mk_cli_options_free(void) {
+  cJSON_Delete(llm_opts.base);
+  cJSON_Delete(llm_opts.over);
+  free(llm_opts.merged);
+  memset(&llm_opts, 0, sizeof llm_opts);
+}
 
 static int parse_int(const char *v, int lo, int hi, int *out) {
   if (v == NULL) return -1;
@@ -55,8 +183,27 @@ int mk_cli_session_option(mk_session_config *cfg, const char *a, const char *v) 
   }
   if (strcmp(a, "--proposer") == 0) {
     if (v == NULL || (strcmp(v, "builtin") && strcmp(v, "llm"))) return -1;
+    llm_opts.builtin = strcmp(v, "builtin") == 0;
+    if (llm_opts.builtin && llm_opts.llm_flag) {
+      fprintf(stderr, "mkevolve: --proposer builtin with LLM options (--model, --provider, ...)\n");
+      return -1;
+    }
     cfg->proposer = v;
     return 2;
+  }
+  if (strcmp(a, "--model") == 0) return llm_set(cfg, a, "model", v);
+  if (strcmp(a, "--base-url") == 0) return llm_set(cfg, a, "base_url", v);
+  if (strcmp(a, "--api-key-env") == 0) return llm_set(cfg, a, "api_key_env", v);
+  if (strcmp(a, "--provider") == 0) {
+    if (v == NULL || (strcmp(v, "openai") && strcmp(v, "anthropic"))) {
+      fprintf(stderr, "mkevolve: --provider is openai (any OpenAI-compatible server) or anthropic\n");
+      return -1;
+    }
+    return llm_set(cfg, a, "provider", v);
+  }
+  if (strcmp(a, "--monolithic") == 0) {
+    cfg->monolithic = true;
+    return 1;
   }
   if (strcmp(a, "--device") == 0) {
     if (v == NULL || (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda"))) return -1;
@@ -64,7 +211,9 @@ int mk_cli_session_option(mk_session_config *cfg, const char *a, const char *v) 
     return 2;
   }
   if (strcmp(a, "--python") == 0) return v ? (cfg->python = v, 2) : -1;
-  if (strcmp(a, "--llm-config") == 0) return v ? (cfg->llm_config_json = v, 2) : -1;
+  if (strcmp(a, "--llm-config") == 0) {
+    return llm_config_option(cfg, v); /* configures the LLM; --proposer llm uses it */
+  }
   if (strcmp(a, "--cache-dir") == 0) return v ? (cfg->cache_dir = v, 2) : -1;
   if (strcmp(a, "--workdir") == 0) return v ? (cfg->workdir = v, 2) : -1;
   if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {

@@ -12,6 +12,16 @@
  * when the value is missing or invalid. */
 int mk_cli_session_option(mk_session_config *cfg, const char *a, const char *v);
 
+/* With --proposer llm: checks the merged LLM configuration the way the
+ * session will use it (model present, key in the environment for vendor
+ * endpoints, a price for a money budget) so mistakes show at once.
+ * 0 for other proposers. */
+int mk_cli_llm_check(const mk_session_config *cfg, mk_errmsg *err);
+
+/* Frees what the option parser kept (the merged LLM configuration): call
+ * after the session has copied its configuration. */
+void mk_cli_options_free(void);
+
 /* A module's state as JSON (documented in docs/cli.md). Caller deletes. */
 cJSON *mk_cli_module_json(const mk_session_module *m);
 

@@ -4,8 +4,13 @@
  *   mkevolve evolve FILE [-o OUT.py] [--budget N] [--beam W] [--depth D]
  *                   [--seed S] [--proposer builtin|llm] [--device auto|cpu|cuda]
  *                   [--batch N|full] [--trials N] [--atol X] [--rtol X]
- *                   [--time-budget SECONDS] [--token-budget N] [--llm-config JSON]
- *                   [--workdir DIR] [--json] [-q] */
+ *                   [--time-budget SECONDS] [--token-budget N] [--monolithic]
+ *                   [--llm-config JSON|FILE] [--model M] [--provider openai|anthropic]
+ *                   [--base-url URL] [--api-key-env VAR] [--workdir DIR] [--json] [-q]
+ *
+ * With an LLM, the summary ends with the token ledger (per agent, per
+ * subkernel, the run's total and money when the configuration has prices),
+ * and --json output carries it as "llm". */
 #include "cli_common.h"
 #include "mk_buf.h"
 #include "mk_session.h"
@@ -20,7 +25,7 @@ typedef struct evolve_cli {
   mk_session *session;
   const char *file;
   const char *out;
-  bool json, quiet, tty;
+  bool json, quiet, tty, monolithic;
   int status;
   char error[2048];
   int last_pct;
@@ -34,7 +39,8 @@ static void progress(void *data, double fraction, const char *message) {
     int filled = pct * 30 / 100;
     fprintf(stderr, "\r[%.*s%*s] %3d%% %-60.60s", filled, "##############################",
             30 - filled, "", pct, message ? message : "");
-  } else if (pct / 10 != c->last_pct / 10 || c->last_pct < 0) {
+  } else if (pct / 10 != c->last_pct / 10 || c->last_pct < 0 ||
+             (message && strstr(message, "LLM attempt"))) { /* retries are worth a line in logs */
     fprintf(stderr, "[%3d%%] %s\n", pct, message ? message : "");
   }
   c->last_pct = pct;
@@ -82,13 +88,75 @@ static void print_table(const mk_session_module *m, FILE *out) {
   if (!m->timed) fprintf(out, "no timings on %s: correctness only (Triton interpreter)\n", m->device);
   if (m->note && *m->note) fprintf(out, "note: %s\n", m->note);
   if (m->tokens_in + m->tokens_out > 0)
-    fprintf(out, "tokens: %ld in, %ld out\n", m->tokens_in, m->tokens_out);
+    fprintf(out, "tokens spent on the variants tried: %ld in, %ld out\n", m->tokens_in, m->tokens_out);
 }
 
-static void print_json(const mk_session_module *m, const char *out_path, int status, FILE *out) {
+static long usage_long(const cJSON *u, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(u, key);
+  return cJSON_IsNumber(v) ? (long)v->valuedouble : 0;
+}
+
+static double usage_usd(const cJSON *u) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(u, "usd");
+  return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static void print_usage_row(FILE *out, const char *name, const cJSON *u, bool money) {
+  fprintf(out, "  %-34.34s %6ld %7ld %11ld %11ld", name, usage_long(u, "calls"),
+          usage_long(u, "failures"), usage_long(u, "tokens_in"), usage_long(u, "tokens_out"));
+  if (money) fprintf(out, " %10.4f", usage_usd(u));
+  long est = usage_long(u, "estimated_calls");
+  if (est) fprintf(out, "  (%ld estimated)", est);
+  fputc('\n', out);
+}
+
+static void print_usage_group(FILE *out, const char *title, const cJSON *group, bool money) {
+  if (!cJSON_IsObject(group) || group->child == NULL) return;
+  fprintf(out, "  %-34s %6s %7s %11s %11s%s\n", title, "calls", "failed", "tokens in", "tokens out",
+          money ? "        USD" : "");
+  const cJSON *it;
+  cJSON_ArrayForEach(it, group) print_usage_row(out, it->string, it, money);
+  fputc('\n', out);
+}
+
+/* The token ledger: what the run cost, per agent and per subkernel. */
+static void print_ledger(const cJSON *l, bool monolithic, FILE *out) {
+  const cJSON *total = cJSON_GetObjectItemCaseSensitive(l, "total");
+  const cJSON *prov = cJSON_GetObjectItemCaseSensitive(l, "provider");
+  const cJSON *model = cJSON_GetObjectItemCaseSensitive(l, "model");
+  const cJSON *ep = cJSON_GetObjectItemCaseSensitive(l, "endpoint");
+  bool money = usage_usd(total) > 0;
+  fprintf(out, "\nLLM %s %s at %s (%s synthesis)\n", cJSON_IsString(prov) ? prov->valuestring : "?",
+          cJSON_IsString(model) ? model->valuestring : "?", cJSON_IsString(ep) ? ep->valuestring : "?",
+          monolithic ? "monolithic" : "modular");
+  print_usage_group(out, "agent", cJSON_GetObjectItemCaseSensitive(l, "by_agent"), money);
+  print_usage_group(out, "subkernel", cJSON_GetObjectItemCaseSensitive(l, "by_subkernel"), money);
+  fprintf(out, "tokens (LLM ledger): %ld in, %ld out, %ld calls, %ld failed or unusable",
+          usage_long(total, "tokens_in"), usage_long(total, "tokens_out"), usage_long(total, "calls"),
+          usage_long(total, "failures"));
+  if (money) fprintf(out, ", $%.4f", usage_usd(total));
+  fputc('\n', out);
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(l, "budget");
+  const cJSON *bt = cJSON_GetObjectItemCaseSensitive(b, "tokens");
+  const cJSON *bu = cJSON_GetObjectItemCaseSensitive(b, "usd");
+  if (cJSON_IsNumber(bt))
+    fprintf(out, "budget: %ld tokens, %ld left\n", (long)bt->valuedouble, usage_long(b, "tokens_left"));
+  if (cJSON_IsNumber(bu)) {
+    const cJSON *left = cJSON_GetObjectItemCaseSensitive(b, "usd_left");
+    fprintf(out, "budget: $%.4f, $%.4f left\n", bu->valuedouble,
+            cJSON_IsNumber(left) ? left->valuedouble : 0.0);
+  }
+  if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "exhausted")))
+    fprintf(out, "the LLM budget was spent: the search stopped asking for proposals\n");
+}
+
+static void print_json(const mk_session_module *m, const cJSON *ledger, bool monolithic,
+                       const char *out_path, int status, FILE *out) {
   cJSON *o = mk_cli_module_json(m);
   cJSON_AddStringToObject(o, "modelnew", out_path ? out_path : "");
   cJSON_AddBoolToObject(o, "verified", status == 0);
+  cJSON_AddStringToObject(o, "mode", monolithic ? "monolithic" : "modular");
+  if (ledger) cJSON_AddItemToObject(o, "llm", cJSON_Duplicate(ledger, true));
   char *text = cJSON_Print(o);
   if (text) fprintf(out, "%s\n", text);
   free(text);
@@ -110,8 +178,11 @@ static void on_evolved(void *data, int status, const mk_session_module *m, const
     snprintf(c->error, sizeof c->error, "%s", err.text);
     c->status = MK_EIO;
   }
-  if (c->json) print_json(m, written, c->status, stdout);
+  cJSON *ledger = mk_session_llm_ledger(c->session, true);
+  if (c->json) print_json(m, ledger, c->monolithic, written, c->status, stdout);
   else print_table(m, stdout);
+  if (ledger && !c->json) print_ledger(ledger, c->monolithic, stdout);
+  cJSON_Delete(ledger);
   if (written && !c->json) printf("ModelNew written to %s (verified as a whole)\n", written);
   free(written);
   uv_stop(c->loop); /* the worker pool keeps the loop alive: close it now */
@@ -141,7 +212,9 @@ static void usage(void) {
   fputs("usage: mkevolve evolve FILE [-o OUT.py] [--budget N] [--beam W] [--depth D] [--seed S]\n"
         "                       [--proposer builtin|llm] [--device auto|cpu|cuda] [--batch N|full]\n"
         "                       [--trials N] [--atol X] [--rtol X] [--time-budget S]\n"
-        "                       [--token-budget N] [--llm-config JSON] [--workdir DIR] [--json] [-q]\n",
+        "                       [--token-budget N] [--monolithic] [--workdir DIR] [--json] [-q]\n"
+        "                       [--llm-config JSON|FILE] [--model M] [--provider openai|anthropic]\n"
+        "                       [--base-url URL] [--api-key-env VAR]\n",
         stderr);
 }
 
@@ -173,6 +246,14 @@ int mk_cli_evolve(int argc, char **argv) {
   }
   if (c.file == NULL) {
     usage();
+    mk_cli_options_free();
+    return 2;
+  }
+  c.monolithic = cfg.monolithic;
+  mk_errmsg err = {{0}};
+  if (mk_cli_llm_check(&cfg, &err)) {
+    fprintf(stderr, "mkevolve evolve: %s\n", err.text);
+    mk_cli_options_free();
     return 2;
   }
   char abs_file[4096];
@@ -184,8 +265,9 @@ int mk_cli_evolve(int argc, char **argv) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   c.loop = &loop;
-  mk_errmsg err = {{0}};
-  if (mk_session_new(&loop, &cfg, &c.session, &err)) {
+  int rc = mk_session_new(&loop, &cfg, &c.session, &err);
+  mk_cli_options_free(); /* the session copied the merged LLM configuration */
+  if (rc) {
     fprintf(stderr, "mkevolve evolve: %s\n", err.text);
     uv_loop_close(&loop);
     return 1;

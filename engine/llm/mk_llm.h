@@ -339,16 +339,46 @@ int mk_llm_propose(mk_llm *llm, const mk_propose_request *req, const mk_llm_prop
  * `ctx` (and what it points to) must outlive the search. propose() returns
  * MK_EBUDGET once the ledger's budget is spent (and copies the message into
  * ctx->last_error when set); otherwise the callback runs later from the
- * loop with the candidates, or with a status and message on failure. */
+ * loop with the candidates, or with a status and message on failure.
+ *
+ * What each agent is shown beyond mk_propose_request:
+ *   - every agent: the subkernel's PyTorch reference (mk_reference_candidate);
+ *   - Repairer: the parent and a readable digest of its verification report;
+ *   - Optimiser: the parent, its timing, and the fastest verified variants
+ *     of the same subkernel so far. The adapter remembers the candidates it
+ *     proposed (per subkernel) and learns their verdicts from
+ *     mk_llm_proposer_observe (the caller forwards the search's
+ *     MK_SEARCH_VARIANT events) and from OPTIMISE requests (whose parent is
+ *     verified by definition, with the report carrying its timing).
+ * The memory is bounded (oldest entries dropped) and freed by
+ * mk_llm_proposer_reset. */
+typedef struct mk_llm_seen mk_llm_seen;
+
 typedef struct mk_llm_proposer_ctx {
-  mk_llm *llm;
+  mk_llm *llm;                         /* NULL: every proposal is answered with an error */
   const char *module_source;           /* may be NULL */
   mk_llm_progress_fn progress;         /* may be NULL */
   void *progress_data;
   char *last_error;                    /* NULL, or a buffer of MK_ERRMSG_MAX bytes */
+  int max_best;                        /* variants shown to the Optimiser (<= 0: 3) */
+  mk_llm_seen *seen;                   /* private: zero-initialise, free with _reset */
 } mk_llm_proposer_ctx;
 
 mk_proposer mk_llm_proposer(mk_llm_proposer_ctx *ctx);
+/* Tells the adapter the verdict on candidate `c` (matched by source text
+ * against the candidates it proposed; others are ignored). */
+void mk_llm_proposer_observe(mk_llm_proposer_ctx *ctx, const mk_candidate *c,
+                             const mk_eval_result *r);
+/* Frees the adapter's memory (the ctx itself is the caller's). */
+void mk_llm_proposer_reset(mk_llm_proposer_ctx *ctx);
+/* One line describing a verified result for prompts: "0.412 ms, 2.31x vs
+ * eager" or "verified 5/5 trials, untimed (cpu)". */
+void mk_llm_timing_line(const mk_eval_result *r, mk_buf *out);
+/* A verification report (the verifier's JSON, docs/verify.md) as compact
+ * readable text for prompts: status, reason, line, errors, the worst
+ * element, trials, the traceback's tail, timing. Text that is not a JSON
+ * object, or JSON without any of those fields, is copied as is. */
+void mk_llm_report_text(const char *report_json, mk_buf *out);
 
 typedef enum mk_llm_decision_kind {
   MK_LLM_SPLIT, /* split subkernel `subkernel` at node `at_node` */

@@ -448,7 +448,9 @@ int mk_llm_propose_async(mk_llm *llm, const mk_propose_request *req,
   var_str(&vs, "max_candidates", num);
   var_str(&vs, "parent_name", req->parent ? req->parent->name : NULL);
   var_str(&vs, "parent_source", req->parent ? req->parent->source : NULL);
-  var_str(&vs, "report", req->report);
+  /* The verifier's JSON as a readable digest: fewer tokens, same substance. */
+  mk_buf *rb = var_buf(&vs, "report");
+  if (rb) mk_llm_report_text(req->report, rb);
   mk_buf *b = var_buf(&vs, "best_variants");
   for (int i = 0; b && i < extra->nbest; i++) {
     const mk_candidate *c = extra->best[i];

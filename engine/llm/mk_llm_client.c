@@ -868,10 +868,17 @@ int mk_llm_chat_async(mk_llm *llm, const mk_llm_chat *chat, mk_llm_reply_fn done
   if (!llm || !chat || !done || (chat->nmessages > 0 && !chat->messages) || chat->nmessages < 1)
     return mk_errf(err, MK_EINVAL, "chat request needs at least one message and a callback");
   if (llm->closing) return mk_errf(err, MK_ECANCELED, "the LLM client is closing");
-  if (mk_llm_ledger_exhausted(&llm->ledger))
+  if (mk_llm_ledger_exhausted(&llm->ledger)) {
+    const mk_llm_ledger *l = &llm->ledger;
+    long spent = l->total.tokens_in + l->total.tokens_out;
+    if (l->budget_usd > 0)
+      return mk_errf(err, MK_EBUDGET,
+                     "LLM budget exhausted (%ld tokens, $%.4f of $%.4f spent); no further calls are made",
+                     spent, l->total.usd, l->budget_usd);
     return mk_errf(err, MK_EBUDGET,
-                   "LLM budget exhausted (%ld tokens, $%.4f spent); no further calls are made",
-                   llm->ledger.total.tokens_in + llm->ledger.total.tokens_out, llm->ledger.total.usd);
+                   "LLM budget exhausted (%ld of %ld tokens spent); no further calls are made", spent,
+                   l->budget_tokens);
+  }
   for (int i = 0; i < chat->nmessages; i++)
     if (!chat->messages[i].role)
       return mk_errf(err, MK_EINVAL, "chat message %d has no role", i);

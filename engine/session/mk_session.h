@@ -15,6 +15,7 @@
 
 #include "mk_err.h"
 
+#include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <uv.h>
 
@@ -35,7 +36,8 @@ typedef struct mk_session_config {
   double job_timeout_s;        /* per verification job */
   const char *cache_dir;       /* NULL: $MKEVOLVE_CACHE_DIR or ~/.cache/mkevolve */
   const char *workdir;         /* run files (logs, composed files); NULL: .mkevolve beside the module */
-  bool log_stderr;             /* echo worker stderr (CLI -v) */
+  bool log_stderr;             /* echo worker stderr and LLM retries/failures (CLI -v) */
+  bool monolithic;             /* direct synthesis: the whole module as one subkernel, no split/merge */
 } mk_session_config;
 
 void mk_session_config_defaults(mk_session_config *c);
@@ -123,6 +125,12 @@ int mk_session_compose(mk_session *s, const char *path, const char *out_path, ch
 
 /* "cpu" or the GPU's name, as the workers reported it. */
 const char *mk_session_device(mk_session *s);
+
+/* The LLM token ledger of this session (docs/llm.md, "Ledger"): total,
+ * by_agent, by_subkernel, by_model, budget, `calls` when with_calls, plus
+ * provider, model and endpoint. NULL when no LLM client is open (builtin
+ * proposer, or no evolve yet). Caller frees with cJSON_Delete. */
+cJSON *mk_session_llm_ledger(mk_session *s, bool with_calls);
 
 /* Drops what the session knows about a module (on close or delete). */
 void mk_session_forget(mk_session *s, const char *path);

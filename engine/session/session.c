@@ -164,6 +164,7 @@ void mk_session_forget(mk_session *s, const char *path) {
       return;
     }
     *pp = m->next;
+    session_runtime_forget(s, m);
     module_free(m);
     return;
   }
@@ -365,6 +366,28 @@ static int fresh_states(module_state *m, mk_errmsg *err) {
   return 0;
 }
 
+/* Direct synthesis (--monolithic): one subkernel over every node, so the
+ * same search writes the whole forward at once (modular vs monolithic
+ * comparisons of tokens and results). */
+static int monolithic_partition(const mk_graph *g, mk_partition *out, mk_errmsg *err) {
+  memset(out, 0, sizeof *out);
+  int *nodes = malloc(sizeof *nodes * ((size_t)g->nnodes + 1));
+  out->subkernels = calloc(1, sizeof *out->subkernels);
+  if (nodes == NULL || out->subkernels == NULL) {
+    free(nodes);
+    free(out->subkernels);
+    out->subkernels = NULL;
+    return mk_errf(err, MK_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < g->nnodes; i++) nodes[i] = i;
+  int rc = mk_subkernel_from_nodes(g, nodes, g->nnodes, &out->subkernels[0], err);
+  free(nodes);
+  if (!rc) out->nsubkernels = 1;
+  if (!rc) rc = mk_partition_validate(g, out, err);
+  if (rc) mk_partition_free(out);
+  return rc;
+}
+
 static void on_captured(void *data, int status, mk_graph *g, int batch, const char *error) {
   analyze_req *req = data;
   mk_session *s = req->s;
@@ -375,7 +398,7 @@ static void on_captured(void *data, int status, mk_graph *g, int batch, const ch
   if (!rc && m->job) rc = mk_errf(&err, MK_EBUSY, "an evolve job is running on this module");
   if (!rc) {
     mk_partition part = {0};
-    rc = mk_decompose_initial(g, &part, &err);
+    rc = s->cfg.monolithic ? monolithic_partition(g, &part, &err) : mk_decompose_initial(g, &part, &err);
     if (!rc) {
       module_clear_search(m);
       mk_graph_free(m->g);
@@ -389,6 +412,11 @@ static void on_captured(void *data, int status, mk_graph *g, int batch, const ch
       read_input_names(m);
       if (batch > 0) snprintf(m->note, sizeof m->note, "reduced batch %d on %s", batch, session_runtime_device(s));
       else m->note[0] = '\0';
+      if (s->cfg.monolithic) {
+        size_t len = strlen(m->note);
+        snprintf(m->note + len, sizeof m->note - len, "%smonolithic (whole module as one subkernel)",
+                 len ? "; " : "");
+      }
       rc = fresh_states(m, &err);
       module_refresh_views(s, m);
     }
@@ -443,6 +471,7 @@ typedef struct evolve_req {
 static void on_search_event(void *data, const mk_search_event *ev) {
   evolve_req *req = data;
   if (ev->kind == MK_SEARCH_PROGRESS && req->progress) req->progress(req->data, ev->fraction, ev->message);
+  session_runtime_search_event(req->s, req->m, ev); /* LLM proposer: verdicts, progress text */
 }
 
 static void adopt_result(module_state *m, mk_search_result *r) {
@@ -468,11 +497,13 @@ static void on_search_done(void *data, int status, mk_search_result *r, const ch
   module_state *m = req->m;
   m->search = NULL;
   m->job = 0;
+  session_runtime_set_progress(req->s, m, NULL, NULL);
   /* `error` may point into r: keep a copy past its release. */
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", error ? error : "");
   if (r) adopt_result(m, r);
   mk_search_result_free(r);
+  session_runtime_log_llm(req->s, m, req->log, "llm_usage");
   if (req->log) fclose(req->log);
   module_refresh_views(req->s, m);
   req->done(req->data, status, &m->view, error ? msg : NULL);
@@ -537,6 +568,9 @@ int mk_session_evolve(mk_session *s, const char *path, int subkernel,
   cfg.log = req->log;
   cfg.only_subkernel = subkernel;
   cfg.prior = m->st;
+  if (s->cfg.monolithic) cfg.try_split = cfg.try_merge = false; /* stay one subkernel */
+  session_runtime_log_llm(s, m, req->log, "llm_config");
+  session_runtime_set_progress(s, m, progress, data);
   cfg.nprior = m->part.nsubkernels;
   cfg.input_names = (const char *const *)m->input_names;
   cfg.ninput_names = m->ninput_names;

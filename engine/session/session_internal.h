@@ -9,6 +9,8 @@
 #include "mk_search.h"
 #include "mk_session.h"
 
+#include <stdio.h>
+
 typedef struct session_runtime session_runtime;
 
 struct module_state;
@@ -70,6 +72,18 @@ int session_runtime_capture(mk_session *s, const char *path, session_capture_cb 
 mk_evaluator session_runtime_evaluator(mk_session *s, module_state *m);
 /* The proposer named in the config (builtin or llm). */
 int session_runtime_proposer(mk_session *s, module_state *m, mk_proposer *out, mk_errmsg *err);
+/* LLM proposer bookkeeping: a search's verdict on a variant (teaches the
+ * Optimiser which variants are fastest), dropping a module's memory, and
+ * run-log lines: "llm_config" when an evolve of m starts, "llm_usage" when
+ * it ends (the ledger of the calls made since it started, and the
+ * session's total); nothing without an LLM client. */
+void session_runtime_search_event(mk_session *s, module_state *m, const mk_search_event *ev);
+/* Where LLM progress (text arriving, retries) of m's evolve is reported,
+ * as the search's last fraction with a longer message; NULL to stop. */
+void session_runtime_set_progress(mk_session *s, module_state *m, mk_session_progress_cb cb,
+                                  void *data);
+void session_runtime_forget(mk_session *s, module_state *m);
+void session_runtime_log_llm(mk_session *s, module_state *m, FILE *log, const char *event);
 
 /* ---- state (session.c) ---- */
 module_state *session_module(mk_session *s, const char *path, bool create);

@@ -18,13 +18,31 @@
 
 #define MK_CPU_BATCH 2
 
+/* The LLM proposer's context for one module: it must outlive the module's
+ * searches (the search borrows it), and it remembers the variants proposed
+ * so far for the Optimiser. */
+typedef struct llm_slot {
+  const module_state *m;
+  mk_llm_proposer_ctx ctx;
+  char error[MK_ERRMSG_MAX];
+  int run_start;           /* ledger index when the module's current evolve began */
+  mk_session_progress_cb progress; /* the evolve's, while it runs */
+  void *progress_data;
+  double fraction;         /* the search's last progress event */
+  char message[160];
+  uint64_t last_ms;        /* last LLM progress report (throttle) */
+  size_t chars;
+  uv_loop_t *loop;
+  struct llm_slot *next;
+} llm_slot;
+
 struct session_runtime {
   mk_worker_pool *pool;
   mk_cache *cache;
   mk_verify *verify;
   mk_llm *llm;
-  mk_llm_proposer_ctx llm_ctx;
-  char llm_error[MK_ERRMSG_MAX];
+  char *llm_config_json;   /* the configuration `llm` was opened with */
+  llm_slot *llm_slots;     /* one proposer context per module */
   char device[128];
   bool gpu;
   void (*close_done)(void *data);
@@ -88,14 +106,31 @@ static void pool_closed(void *data) {
   if (done) done(done_data);
 }
 
+static void close_client(session_runtime *rt) {
+  for (llm_slot *sl = rt->llm_slots; sl; sl = sl->next) sl->ctx.llm = NULL; /* until reopened */
+  if (rt->llm) mk_llm_close(rt->llm); /* its memory goes when the loop runs the close callbacks */
+  rt->llm = NULL;
+  free(rt->llm_config_json);
+  rt->llm_config_json = NULL;
+}
+
+static void close_llm(session_runtime *rt) {
+  while (rt->llm_slots) {
+    llm_slot *sl = rt->llm_slots;
+    rt->llm_slots = sl->next;
+    mk_llm_proposer_reset(&sl->ctx);
+    free(sl);
+  }
+  close_client(rt);
+}
+
 void session_runtime_close(mk_session *s, void (*done)(void *data), void *data) {
   session_runtime *rt = s->rt;
   rt->close_done = done;
   rt->close_data = data;
   mk_verify_close(rt->verify);
   rt->verify = NULL;
-  if (rt->llm) mk_llm_close(rt->llm);
-  rt->llm = NULL;
+  close_llm(rt);
   mk_worker_pool_close(rt->pool, pool_closed, s);
 }
 
@@ -253,21 +288,58 @@ mk_evaluator session_runtime_evaluator(mk_session *s, module_state *m) {
 
 /* ---- proposers ----------------------------------------------------------------- */
 
+static void llm_log_stderr(void *data, const char *line) {
+  (void)data;
+  fprintf(stderr, "mkevolve: %s\n", line);
+}
+
+static bool same_str(const char *a, const char *b) {
+  return (a == NULL && b == NULL) || (a && b && strcmp(a, b) == 0);
+}
+
+/* Opens the LLM client on first use, and again when the configuration
+ * changed (settings edited in the editor) and nothing is in flight. The
+ * session's token budget (--token-budget) becomes the client's when the
+ * configuration sets none, so unusable replies count against it too. */
 static int open_llm(mk_session *s, mk_errmsg *err) {
   session_runtime *rt = s->rt;
-  if (rt->llm) return 0;
+  if (rt->llm && (same_str(rt->llm_config_json, s->cfg.llm_config_json) || mk_llm_pending(rt->llm)))
+    return 0;
+  /* Searches of other modules may hold their slot's context between
+   * proposals: the slots stay, and point at the new client below. */
+  if (rt->llm) close_client(rt);
   mk_llm_config cfg;
   mk_llm_config_init(&cfg);
   int rc = 0;
   if (s->cfg.llm_config_json) {
     cJSON *j = cJSON_Parse(s->cfg.llm_config_json);
-    if (j == NULL) rc = mk_errf(err, MK_EPARSE, "the LLM configuration is not valid JSON");
+    if (!cJSON_IsObject(j)) rc = mk_errf(err, MK_EPARSE, "the LLM configuration is not a JSON object");
     else rc = mk_llm_config_from_json(&cfg, j, err);
     cJSON_Delete(j);
   }
+  if (!rc && cfg.budget_tokens <= 0 && s->cfg.max_tokens > 0) cfg.budget_tokens = s->cfg.max_tokens;
   if (!rc) rc = mk_llm_new(s->loop, &cfg, &rt->llm, err);
   mk_llm_config_free(&cfg);
-  return rc;
+  if (rc) return rc;
+  if (s->cfg.log_stderr) mk_llm_set_log(rt->llm, llm_log_stderr, NULL);
+  if (s->cfg.llm_config_json && !(rt->llm_config_json = mk_strdup(s->cfg.llm_config_json))) {
+    close_client(rt);
+    return mk_errf(err, MK_ENOMEM, "out of memory");
+  }
+  for (llm_slot *sl = rt->llm_slots; sl; sl = sl->next) sl->ctx.llm = rt->llm;
+  return 0;
+}
+
+static llm_slot *slot_of(session_runtime *rt, const module_state *m, bool create) {
+  for (llm_slot *sl = rt->llm_slots; sl; sl = sl->next)
+    if (sl->m == m) return sl;
+  if (!create) return NULL;
+  llm_slot *sl = calloc(1, sizeof *sl);
+  if (sl == NULL) return NULL;
+  sl->m = m;
+  sl->next = rt->llm_slots;
+  rt->llm_slots = sl;
+  return sl;
 }
 
 int session_runtime_proposer(mk_session *s, module_state *m, mk_proposer *out, mk_errmsg *err) {
@@ -280,8 +352,124 @@ int session_runtime_proposer(mk_session *s, module_state *m, mk_proposer *out, m
   int rc = open_llm(s, err);
   if (rc) return rc;
   session_runtime *rt = s->rt;
-  rt->llm_ctx = (mk_llm_proposer_ctx){.llm = rt->llm, .module_source = m->source,
-                                      .last_error = rt->llm_error};
-  *out = mk_llm_proposer(&rt->llm_ctx);
+  llm_slot *sl = slot_of(rt, m, true);
+  if (sl == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
+  /* module_source follows re-analysis; the memory of variants stays (keyed by node sets). */
+  sl->ctx.llm = rt->llm;
+  sl->ctx.module_source = m->source;
+  sl->ctx.last_error = sl->error;
+  *out = mk_llm_proposer(&sl->ctx);
   return 0;
+}
+
+void session_runtime_search_event(mk_session *s, module_state *m, const mk_search_event *ev) {
+  llm_slot *sl = s->rt ? slot_of(s->rt, m, false) : NULL;
+  if (sl == NULL || ev == NULL) return;
+  if (ev->kind == MK_SEARCH_VARIANT && ev->variant)
+    mk_llm_proposer_observe(&sl->ctx, &ev->variant->cand, &ev->variant->result);
+  if (ev->kind == MK_SEARCH_PROGRESS) {
+    sl->fraction = ev->fraction;
+    snprintf(sl->message, sizeof sl->message, "%s", ev->message ? ev->message : "");
+    sl->chars = 0;
+  }
+}
+
+/* Streaming text and retries, so a long LLM call shows it is alive; text
+ * at most 4 times a second, retries always. */
+static void on_llm_progress(void *data, const mk_llm_progress *p) {
+  llm_slot *sl = data;
+  if (sl->progress == NULL) return;
+  uv_loop_t *loop = sl->loop;
+  uint64_t now = loop ? uv_now(loop) : 0;
+  char msg[512];
+  if (p->kind == MK_LLM_PROGRESS_TEXT) {
+    sl->chars += p->ndelta;
+    if (now - sl->last_ms < 250) return;
+    snprintf(msg, sizeof msg, "%s: LLM writing (%zu characters)", sl->message, sl->chars);
+  } else {
+    snprintf(msg, sizeof msg, "%s: LLM attempt %d failed (%s); retrying in %.1fs", sl->message,
+             p->attempt, p->reason ? p->reason : "?", p->wait_s);
+  }
+  sl->last_ms = now;
+  sl->progress(sl->progress_data, sl->fraction, msg);
+}
+
+void session_runtime_set_progress(mk_session *s, module_state *m, mk_session_progress_cb cb,
+                                  void *data) {
+  llm_slot *sl = s->rt ? slot_of(s->rt, m, false) : NULL;
+  if (sl == NULL) return;
+  sl->progress = cb;
+  sl->progress_data = data;
+  sl->loop = s->loop;
+  sl->chars = 0;
+  sl->ctx.progress = cb ? on_llm_progress : NULL;
+  sl->ctx.progress_data = sl;
+}
+
+void session_runtime_forget(mk_session *s, module_state *m) {
+  session_runtime *rt = s->rt;
+  for (llm_slot **pp = rt ? &rt->llm_slots : NULL; pp && *pp; pp = &(*pp)->next)
+    if ((*pp)->m == m) {
+      llm_slot *sl = *pp;
+      *pp = sl->next;
+      mk_llm_proposer_reset(&sl->ctx);
+      free(sl);
+      return;
+    }
+}
+
+cJSON *mk_session_llm_ledger(mk_session *s, bool with_calls) {
+  session_runtime *rt = s->rt;
+  if (rt == NULL || rt->llm == NULL) return NULL;
+  cJSON *o = mk_llm_ledger_json(mk_llm_get_ledger(rt->llm), with_calls);
+  if (o == NULL) return NULL;
+  const mk_llm_config *c = mk_llm_get_config(rt->llm);
+  cJSON_AddStringToObject(o, "provider", mk_llm_provider_name(c->provider));
+  cJSON_AddStringToObject(o, "model", c->model ? c->model : "");
+  cJSON_AddStringToObject(o, "endpoint", mk_llm_endpoint(rt->llm));
+  return o;
+}
+
+/* The ledger of calls [from, end): one run's share of the session's. */
+static cJSON *run_ledger_json(const mk_llm_ledger *l, int from) {
+  mk_llm_ledger run;
+  mk_llm_ledger_init(&run, l->budget_tokens, l->budget_usd);
+  for (int i = from < 0 ? 0 : from; i < l->ncalls; i++) mk_llm_ledger_add(&run, &l->calls[i]);
+  cJSON *o = mk_llm_ledger_json(&run, true);
+  mk_llm_ledger_free(&run);
+  /* The budget is the session's: say what is left of it, not of this run. */
+  cJSON *full = mk_llm_ledger_json(l, false);
+  if (o && full) cJSON_ReplaceItemInObjectCaseSensitive(o, "budget", cJSON_DetachItemFromObjectCaseSensitive(full, "budget"));
+  cJSON_Delete(full);
+  return o;
+}
+
+void session_runtime_log_llm(mk_session *s, module_state *m, FILE *log, const char *event) {
+  session_runtime *rt = s->rt;
+  if (rt == NULL || rt->llm == NULL || strcmp(s->cfg.proposer, "llm") != 0) return;
+  llm_slot *sl = slot_of(rt, m, false);
+  mk_llm_ledger *l = mk_llm_get_ledger(rt->llm);
+  bool start = strcmp(event, "llm_config") == 0;
+  if (start && sl) sl->run_start = l->ncalls;
+  if (log == NULL) return;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "event", event);
+  if (start) {
+    cJSON_AddItemToObject(o, "config", mk_llm_config_to_json(mk_llm_get_config(rt->llm)));
+    cJSON_AddStringToObject(o, "endpoint", mk_llm_endpoint(rt->llm));
+  } else {
+    cJSON_AddItemToObject(o, "ledger", run_ledger_json(l, sl ? sl->run_start : 0));
+    cJSON *full = mk_llm_ledger_json(l, false);
+    cJSON_AddItemToObject(o, "session_total", cJSON_DetachItemFromObjectCaseSensitive(full, "total"));
+    cJSON_Delete(full);
+  }
+  char *line = cJSON_PrintUnformatted(o);
+  if (line) {
+    /* Everything in it already went through the client's redaction; the
+     * configuration names the key's variable, never its value. */
+    fprintf(log, "%s\n", line);
+    fflush(log);
+  }
+  free(line);
+  cJSON_Delete(o);
 }

@@ -67,6 +67,7 @@ static void gfix_init(gfix *f) {
     n->outputs = outs[i];
     n->noutputs = 1;
     n->span.line = lines[i];
+    n->replayable = true;
   }
   f->g.values = f->values;
   f->g.nvalues = 6;
@@ -520,5 +521,174 @@ MK_TEST(llm_agents, search_proposer_adapter) {
   MK_CHECK_INT(bad->status, ==, MK_EPARSE);
   MK_CHECK(strstr(bad->err, "unusable reply") != NULL);
   MK_CHECK_INT(mk_llm_get_ledger(x.llm)->total.tokens_in, ==, 99);
+  mk_llm_proposer_reset(&ctx);
   afx_close(&x);
+}
+
+/* Keeps the candidates the search would receive (sources and names). */
+typedef struct kgot {
+  bool done;
+  int status;
+  mk_candidate_list c;
+  char err[MK_ERRMSG_MAX];
+} kgot;
+
+static void on_search_keep(void *data, int status, mk_candidate_list *cands, const char *err) {
+  kgot *g = data;
+  g->done = true;
+  g->status = status;
+  if (cands) {
+    g->c = *cands;
+    memset(cands, 0, sizeof *cands);
+  }
+  if (err) mk_strlcpy(g->err, err, sizeof g->err);
+}
+
+MK_TEST(llm_agents, adapter_gives_reference_and_fastest_variants_to_the_optimiser) {
+  mk_buf s;
+  mk_buf_init(&s, 0);
+  mk_buf_puts(&s, "{\"replies\":[{\"text\":");
+  mk_buf_json_str(&s, TWO_VARIANTS);
+  mk_buf_puts(&s, "},{\"text\":\"no code\"},{\"text\":\"no code\"}]}");
+  afx x;
+  bool ok = afx_open(&x, mk_buf_cstr(&s), MK_LLM_OPENAI);
+  mk_buf_free(&s);
+  if (!ok) return afx_close(&x);
+  mk_llm_proposer_ctx ctx = {.llm = x.llm, .module_source = MODULE};
+  mk_proposer pr = mk_llm_proposer(&ctx);
+  mk_propose_request req = {.graph = &x.gf.g, .subkernel = &x.gf.sks[1], .mode = MK_PROPOSE_NEW,
+                            .max_candidates = 2, .device = "cpu"};
+  kgot g = {0};
+  MK_REQUIRE(pr.propose(pr.self, &req, on_search_keep, &g) == 0);
+  MK_REQUIRE(run_until(&x.loop, &g.done, 20));
+  MK_REQUIRE(g.status == 0 && g.c.n == 2);
+  char *p = sent_prompt(&x, 0, NULL);
+  /* The PyTorch reference of relu_mul, as mk_reference_candidate writes it. */
+  MK_CHECK(strstr(p, "Reference implementation") != NULL);
+  MK_CHECK(strstr(p, "def run(") != NULL && strstr(p, "torch.relu") != NULL);
+  free(p);
+
+  /* Verdicts: b1024 verified at 0.5 ms, b256 verified at 0.25 ms (eager 1 ms). */
+  mk_eval_result r1 = {.status = MK_EVAL_OK, .time_ms = 0.5, .ref_eager_ms = 1.0, .ref_compile_ms = -1,
+                       .trials_passed = 5, .trials = 5};
+  mk_eval_result r2 = r1;
+  r2.time_ms = 0.25;
+  mk_llm_proposer_observe(&ctx, &g.c.items[0], &r1);
+  mk_llm_proposer_observe(&ctx, &g.c.items[1], &r2);
+  mk_candidate stranger = {.name = "builtin", .source = "def run(v3):\n    return v3\n"};
+  mk_llm_proposer_observe(&ctx, &stranger, &r2); /* not ours: ignored */
+
+  /* OPTIMISE the slower one: the faster one is shown with its timing, the parent is not repeated. */
+  req.mode = MK_PROPOSE_OPTIMISE;
+  req.parent = &g.c.items[0];
+  req.report = "{\"status\": \"ok\", \"trials\": 5, \"trials_passed\": 5, \"timing\": {\"available\": true, "
+               "\"median_ms\": 0.5, \"reference_eager\": {\"median_ms\": 1.0}, \"speedup_vs_eager\": 2.0}}";
+  kgot g2 = {0};
+  MK_REQUIRE(pr.propose(pr.self, &req, on_search_keep, &g2) == 0);
+  MK_REQUIRE(run_until(&x.loop, &g2.done, 20));
+  MK_CHECK_INT(g2.status, ==, MK_EPARSE);
+  p = sent_prompt(&x, 1, NULL);
+  if (getenv("MK_TEST_VERBOSE")) fprintf(stderr, "--- optimiser prompt ---\n%s\n", p);
+  MK_CHECK(strstr(p, "The fastest verified variants so far") != NULL);
+  MK_CHECK(strstr(p, "### fused_relu_mul_b256 (0.25 ms, 4.00x vs eager)") != NULL);
+  MK_CHECK(strstr(p, "### fused_relu_mul_b1024") == NULL);
+  MK_CHECK(strstr(p, "### builtin") == NULL);
+  MK_CHECK(strstr(p, "timing: median 0.5 ms; PyTorch eager 1 ms; 2.00x vs eager") != NULL);
+  MK_CHECK(strstr(p, "\"timing\"") == NULL); /* a digest, not the raw JSON */
+  free(p);
+
+  /* OPTIMISE the faster one: the slower is now the other variant shown. */
+  req.parent = &g.c.items[1];
+  kgot g3 = {0};
+  MK_REQUIRE(pr.propose(pr.self, &req, on_search_keep, &g3) == 0);
+  MK_REQUIRE(run_until(&x.loop, &g3.done, 20));
+  p = sent_prompt(&x, 2, NULL);
+  MK_CHECK(strstr(p, "### fused_relu_mul_b1024 (0.5 ms, 2.00x vs eager)") != NULL);
+  MK_CHECK(strstr(p, "### fused_relu_mul_b256") == NULL);
+  free(p);
+  cands_free(&g.c);
+  cands_free(&g2.c);
+  cands_free(&g3.c);
+  mk_llm_proposer_reset(&ctx);
+  MK_CHECK(ctx.seen == NULL);
+  afx_close(&x);
+}
+
+MK_TEST(llm_agents, adapter_reports_refusals_through_the_callback) {
+  afx x;
+  char *script = script1(TWO_VARIANTS, 10, 10);
+  bool ok = afx_open(&x, script, MK_LLM_OPENAI);
+  free(script);
+  if (!ok) return afx_close(&x);
+  mk_llm_get_ledger(x.llm)->budget_tokens = 5;
+  mk_llm_get_ledger(x.llm)->total.tokens_in = 5; /* spent */
+  char last[MK_ERRMSG_MAX] = "";
+  mk_llm_proposer_ctx ctx = {.llm = x.llm, .last_error = last};
+  mk_proposer pr = mk_llm_proposer(&ctx);
+  mk_propose_request req = {.graph = &x.gf.g, .subkernel = &x.gf.sks[0], .max_candidates = 1};
+  kgot g = {0};
+  MK_CHECK_INT(pr.propose(pr.self, &req, on_search_keep, &g), ==, 0);
+  MK_CHECK(g.done); /* answered at once, with the reason */
+  MK_CHECK_INT(g.status, ==, MK_EBUDGET);
+  MK_CHECK(strstr(g.err, "budget") != NULL);
+  MK_CHECK_STR(last, g.err);
+  mk_llm_proposer_reset(&ctx);
+  afx_close(&x);
+}
+
+MK_TEST(llm_agents, report_digest_and_timing_line) {
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  mk_llm_report_text(
+      "{\"status\": \"mismatch\", \"reason\": \"output 0 differs\", \"line\": null, \"trials\": 5, "
+      "\"trials_passed\": 0, \"max_abs_error\": 0.1, \"max_rel_error\": \"inf\", "
+      "\"worst\": {\"output\": 0, \"index\": [0, 6, 52], \"expected\": 0.5, \"actual\": 0.6, \"trial\": 1}, "
+      "\"failing_elements\": 120, \"elements\": 1000, \"nonfinite\": {\"nan\": 0, \"inf\": 0}, "
+      "\"per_trial\": [{\"trial\": 0}], \"torch_calls\": [\"torch.empty_like\"], "
+      "\"timing\": {\"available\": false, \"reason\": \"no timing on the CPU\"}, "
+      "\"tolerance\": {\"atol\": 0.0001, \"rtol\": 0.0001}, \"traceback\": null}",
+      &b);
+  const char *t = mk_buf_cstr(&b);
+  if (getenv("MK_TEST_VERBOSE")) fprintf(stderr, "%s", t);
+  MK_CHECK(strstr(t, "status: mismatch\nreason: output 0 differs\n") != NULL);
+  MK_CHECK(strstr(t, "trials passed: 0 of 5") != NULL);
+  MK_CHECK(strstr(t, "max abs error: 0.1, max rel error: inf") != NULL);
+  MK_CHECK(strstr(t, "wrong elements: 120 of 1000") != NULL);
+  MK_CHECK(strstr(t, "first wrong element: output 0 at [0, 6, 52]: expected 0.5, got 0.6 (trial 1)") != NULL);
+  MK_CHECK(strstr(t, "torch calls made by the candidate: torch.empty_like") != NULL);
+  MK_CHECK(strstr(t, "timing: not available: no timing on the CPU") != NULL);
+  MK_CHECK(strstr(t, "per_trial") == NULL && strstr(t, "line in the candidate") == NULL);
+  MK_CHECK(strstr(t, "non-finite") == NULL);
+
+  /* A long traceback keeps its tail (where the error is). */
+  mk_buf_reset(&b);
+  mk_buf tb;
+  mk_buf_init(&tb, 0);
+  mk_buf_puts(&tb, "{\"status\": \"compile_error\", \"line\": 12, \"traceback\": \"");
+  for (int i = 0; i < 60; i++) mk_buf_printf(&tb, "frame %d\\n", i);
+  mk_buf_puts(&tb, "NameError: name 'tl_load' is not defined\"}");
+  mk_llm_report_text(mk_buf_cstr(&tb), &b);
+  t = mk_buf_cstr(&b);
+  MK_CHECK(strstr(t, "line in the candidate: 12") != NULL);
+  MK_CHECK(strstr(t, "NameError: name 'tl_load' is not defined") != NULL);
+  MK_CHECK(strstr(t, "frame 59") != NULL && strstr(t, "frame 10\n") == NULL);
+  mk_buf_free(&tb);
+
+  /* Not the verifier's JSON, or not JSON at all: as it is. */
+  mk_buf_reset(&b);
+  mk_llm_report_text("Segmentation fault in worker", &b);
+  MK_CHECK_STR(mk_buf_cstr(&b), "Segmentation fault in worker");
+  mk_buf_reset(&b);
+  mk_llm_report_text("{\"kind\": \"other\"}", &b);
+  MK_CHECK_STR(mk_buf_cstr(&b), "{\"kind\": \"other\"}");
+
+  mk_buf_reset(&b);
+  mk_eval_result r = {.status = MK_EVAL_OK, .time_ms = 0.412, .ref_eager_ms = 0.824, .ref_compile_ms = 0.618};
+  mk_llm_timing_line(&r, &b);
+  MK_CHECK_STR(mk_buf_cstr(&b), "0.412 ms, 2.00x vs eager, 1.50x vs torch.compile");
+  mk_buf_reset(&b);
+  r = (mk_eval_result){.status = MK_EVAL_OK, .time_ms = -1, .trials_passed = 5, .trials = 5};
+  mk_llm_timing_line(&r, &b);
+  MK_CHECK_STR(mk_buf_cstr(&b), "verified 5/5 trials, untimed");
+  mk_buf_free(&b);
 }

@@ -12,6 +12,10 @@ stream_options.include_usage, as OpenAI does), error bodies, Retry-After.
 SCRIPT: {"replies": [STEP, ...]} consumed one per request, in arrival order
 (a request after the last step gets HTTP 500 "script exhausted"). STEP keys
 (all optional):
+    match         a string or list of strings that must all occur in the
+                  request's prompt (system + messages): the request takes the
+                  first unused step that matches (steps without match fit any
+                  request), so concurrent agents get their own replies
     status        HTTP status (200)
     text          reply text
     usage         {"in": N, "out": M}; null: send no usage at all
@@ -27,7 +31,8 @@ SCRIPT: {"replies": [STEP, ...]} consumed one per request, in arrival order
     stream_error  Anthropic/OpenAI in-band error event after the first chunk
     model         model name reported (default: the requested one)
 
-GET /_log returns {"requests": [{path, headers, body, t}], "max_concurrent": N}.
+GET /_log returns {"requests": [{path, headers, body, t, step}], "max_concurrent": N}
+(step: the index of the step that answered, or null).
 """
 
 from __future__ import annotations
@@ -40,15 +45,37 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 LOCK = threading.Lock()
-STATE: dict[str, Any] = {"steps": [], "next": 0, "log": [], "active": 0, "max_active": 0}
+STATE: dict[str, Any] = {"steps": [], "used": set(), "log": [], "active": 0, "max_active": 0}
 
 
-def next_step() -> dict[str, Any] | None:
+def prompt_text(req: Any) -> str:
+    if not isinstance(req, dict):
+        return ""
+    parts = [req.get("system") if isinstance(req.get("system"), str) else ""]
+    for m in req.get("messages") or []:
+        if isinstance(m, dict) and isinstance(m.get("content"), str):
+            parts.append(m["content"])
+    return "\n".join(parts)
+
+
+def fits(step: dict[str, Any], text: str) -> bool:
+    want = step.get("match")
+    if want is None:
+        return True
+    return all(w in text for w in ([want] if isinstance(want, str) else want))
+
+
+def next_step(req: Any = None, entry: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    text = prompt_text(req)
     with LOCK:
-        i = STATE["next"]
-        STATE["next"] += 1
-        steps = STATE["steps"]
-        return steps[i] if i < len(steps) else None
+        used = STATE["used"]
+        for i, step in enumerate(STATE["steps"]):
+            if i not in used and fits(step, text):
+                used.add(i)
+                if entry is not None:
+                    entry["step"] = i
+                return step
+        return None
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -92,10 +119,15 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             req = None
         headers = {k.lower(): v for k, v in self.headers.items()}
+        entry: dict[str, Any] = {
+            "path": self.path,
+            "headers": headers,
+            "body": req,
+            "t": time.time(),
+            "step": None,
+        }
         with LOCK:
-            STATE["log"].append(
-                {"path": self.path, "headers": headers, "body": req, "t": time.time()}
-            )
+            STATE["log"].append(entry)
         if not (anthropic or openai):
             return self.json_reply(
                 404, {"error": {"type": "not_found", "message": "no such endpoint"}}
@@ -105,7 +137,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.json_reply(
                 400, {"error": {"type": "invalid_request_error", "message": problem}}
             )
-        step = next_step()
+        step = next_step(req, entry)
         if step is None:
             return self.json_reply(
                 500, {"error": {"type": "server_error", "message": "script exhausted"}}
