@@ -61,6 +61,7 @@ struct ejob {
   bool waiting;          /* for a capture of its module */
   bool running;          /* evolve submitted to the session */
   bool cancelled;
+  bool detached;         /* already answered (cancelled); the session still winds down */
   ejob *next;
 };
 
@@ -187,7 +188,7 @@ static void job_unlink_free(ejob *j) {
 /* Ends a job towards the server (unless the server is gone) and frees it. */
 static void job_finish(ejob *j, int rc, cJSON *result, const char *err) {
   engine *e = j->e;
-  if (!e->destroyed) j->sink.done(j->sink.ctx, rc, NULL, result, err);
+  if (!e->destroyed && !j->detached) j->sink.done(j->sink.ctx, rc, NULL, result, err);
   else cJSON_Delete(result);
   job_unlink_free(j);
 }
@@ -691,7 +692,7 @@ static void summary_line(const mk_session_module *v, mk_buf *b) {
 
 static void on_evolve_progress(void *data, double fraction, const char *message) {
   ejob *j = data;
-  if (j->e->destroyed || j->cancelled) return;
+  if (j->e->destroyed || j->cancelled || j->detached) return;
   int pct = (int)(fraction * 100.0 + 0.5);
   if (pct < j->last_percent) pct = j->last_percent; /* never backwards */
   if (pct > 100) pct = 100;
@@ -742,6 +743,9 @@ static void on_evolved(void *data, int status, const mk_session_module *v, const
 
 static void cmd_evolve(ejob *j, modstate *m, const mk_session_module *v) {
   engine *e = j->e;
+  if (m->evolve && m->evolve->detached)
+    return job_fail(j, MK_EBUSY, "the cancelled evolve job on %s is still stopping (verifications "
+                    "in flight finish first); try again in a moment", base_name(m->path));
   if (m->evolve)
     return job_fail(j, MK_EBUSY, "an evolve job is already running on %s (cancel it first)",
                     base_name(m->path));
@@ -942,8 +946,17 @@ static void e_cancel(void *self, uint64_t id) {
   for (ejob *j = e->jobs; j; j = j->next) {
     if (j->id != id || j->cancelled) continue;
     j->cancelled = true;
-    if (j->waiting) job_finish(j, MK_ECANCELED, NULL, "cancelled");
-    else if (j->running) mk_session_cancel(j->session, j->session_job);
+    if (j->waiting) {
+      job_finish(j, MK_ECANCELED, NULL, "cancelled");
+    } else if (j->running) {
+      /* The search stops at its next step, but verifications already in
+       * flight run to the end (the session cannot abort them): answer the
+       * user now and let the session wind down behind. */
+      mk_session_cancel(j->session, j->session_job);
+      if (!e->destroyed) j->sink.done(j->sink.ctx, MK_ECANCELED, NULL, NULL, "cancelled");
+      j->detached = true;
+      refresh(e);
+    }
     return;
   }
 }
