@@ -120,8 +120,27 @@ typedef struct mk_lsp_backend_host {
   /* Results changed outside a job (cache filled by another run): the
    * server re-analyses open documents. */
   void (*refresh)(void *ctx);
+  /* Background work that belongs to no request (an analysis the backend
+   * started on its own): window/workDoneProgress, not cancellable.
+   * begin returns an id (0: the client shows no progress; the other
+   * calls accept 0). */
+  int (*progress_begin)(void *ctx, const char *title, const char *message);
+  void (*progress_report)(void *ctx, int id, int percent, const char *message);
+  void (*progress_end)(void *ctx, int id, const char *message);
+  /* The editor's current text of the open document at local `path` (a
+   * copy the caller frees), or NULL when it is not open. */
+  char *(*open_text)(void *ctx, const char *path);
+  /* What the client can do with workspace edits (MK_LSP_CLIENT_* bits). */
+  unsigned (*client_caps)(void *ctx);
   void *ctx;
 } mk_lsp_backend_host;
+
+enum {
+  MK_LSP_CLIENT_APPLY_EDIT = 1u << 0,     /* workspace/applyEdit */
+  MK_LSP_CLIENT_DOC_CHANGES = 1u << 1,    /* WorkspaceEdit.documentChanges */
+  MK_LSP_CLIENT_CREATE_FILES = 1u << 2,   /* resource operation "create" */
+  MK_LSP_CLIENT_SHOW_DOCUMENT = 1u << 3,  /* window/showDocument */
+};
 
 typedef struct mk_lsp_backend_ops {
   /* Receives the host right after the server starts. Optional. */

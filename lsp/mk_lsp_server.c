@@ -55,6 +55,7 @@ struct mk_lsp_server {
   bool closing, in_dispatch;
   /* client capabilities */
   bool cap_related, cap_literals, cap_lens_refresh, cap_config_pull, cap_apply_edit;
+  bool cap_doc_changes, cap_create_files, cap_show_document;
   char *root_path;
 };
 
@@ -380,6 +381,40 @@ static void schedule_all(mk_lsp_server *s) {
 static void host_show(void *ctx, int type, const char *text) { show_message(ctx, type, text); }
 static void host_refresh(void *ctx) { schedule_all(ctx); }
 
+static int host_progress_begin(void *ctx, const char *title, const char *message) {
+  mk_lsp_server *s = ctx;
+  if (s->closing || mk_lsp_rpc_state(s->rpc) != MK_LSP_RUNNING) return 0;
+  return mk_lsp_progress_begin(&s->progress, NULL, title, message, false, NULL, NULL);
+}
+
+static void host_progress_report(void *ctx, int id, int percent, const char *message) {
+  mk_lsp_server *s = ctx;
+  if (!s->closing) mk_lsp_progress_report(&s->progress, id, percent, message);
+}
+
+static void host_progress_end(void *ctx, int id, const char *message) {
+  mk_lsp_server *s = ctx;
+  if (!s->closing) mk_lsp_progress_end(&s->progress, id, message);
+}
+
+static char *host_open_text(void *ctx, const char *path) {
+  mk_lsp_server *s = ctx;
+  for (int i = 0; path && i < s->docs.n; i++) {
+    const mk_lsp_doc *d = s->docs.items[i];
+    if (d->path && strcmp(d->path, path) == 0)
+      return mk_strndup(d->text.data ? d->text.data : "", d->text.len);
+  }
+  return NULL;
+}
+
+static unsigned host_client_caps(void *ctx) {
+  mk_lsp_server *s = ctx;
+  return (s->cap_apply_edit ? MK_LSP_CLIENT_APPLY_EDIT : 0u) |
+         (s->cap_doc_changes ? MK_LSP_CLIENT_DOC_CHANGES : 0u) |
+         (s->cap_create_files ? MK_LSP_CLIENT_CREATE_FILES : 0u) |
+         (s->cap_show_document ? MK_LSP_CLIENT_SHOW_DOCUMENT : 0u);
+}
+
 /* ---- lifecycle ------------------------------------------------------------ */
 
 static void configure_backend(mk_lsp_server *s) {
@@ -406,6 +441,21 @@ static void on_initialize(void *ctx, mk_lsp_request *req, const cJSON *params) {
   s->cap_lens_refresh = json_bool_path(caps, p_refresh);
   s->cap_config_pull = json_bool_path(caps, p_config);
   s->cap_apply_edit = json_bool_path(caps, p_edit);
+  static const char *const p_doc_changes[] = {"workspace", "workspaceEdit", "documentChanges", NULL};
+  static const char *const p_show_doc[] = {"window", "showDocument", "support", NULL};
+  s->cap_doc_changes = json_bool_path(caps, p_doc_changes);
+  s->cap_show_document = json_bool_path(caps, p_show_doc);
+  const cJSON *ws = cJSON_GetObjectItemCaseSensitive(caps, "workspace");
+  const cJSON *ops = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(ws, "workspaceEdit"), "resourceOperations");
+  s->cap_create_files = false;
+  const cJSON *op, *op_list = cJSON_IsArray(ops) ? ops : NULL;
+  cJSON_ArrayForEach(op, op_list) {
+    if (cJSON_IsString(op) && strcmp(op->valuestring, "create") == 0) s->cap_create_files = true;
+  }
+  /* Resource operations only exist inside documentChanges: a client that
+   * offers them handles documentChanges (Neovim 0.7 says only this). */
+  if (s->cap_create_files) s->cap_doc_changes = true;
   const cJSON *td = cJSON_GetObjectItemCaseSensitive(caps, "textDocument");
   const cJSON *ca = cJSON_GetObjectItemCaseSensitive(td, "codeAction");
   s->cap_literals = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(ca, "codeActionLiteralSupport"));
@@ -760,7 +810,9 @@ int mk_lsp_server_new(const mk_lsp_server_options *o, mk_lsp_server **out) {
   }
   mk_lsp_progress_init(&s->progress, s->rpc);
   if (s->backend.ops && s->backend.ops->attach) {
-    mk_lsp_backend_host host = {host_show, host_refresh, s};
+    mk_lsp_backend_host host = {host_show,           host_refresh,     host_progress_begin,
+                                host_progress_report, host_progress_end, host_open_text,
+                                host_client_caps,     s};
     s->backend.ops->attach(s->backend.self, &host);
   }
   *out = s;

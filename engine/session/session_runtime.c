@@ -252,6 +252,7 @@ static int submit_failed(eval_req *req) {
 static int evaluate(void *self, const mk_graph *g, const mk_subkernel *sk, const mk_candidate *c,
                     mk_eval_cb cb, void *data) {
   session_eval_ctx *ec = self;
+  if (ec->s->rt == NULL || ec->s->rt->verify == NULL) return MK_ECANCELED; /* session closing */
   eval_req *req = malloc(sizeof *req);
   if (req == NULL) return MK_ENOMEM;
   *req = (eval_req){cb, data};
@@ -266,6 +267,7 @@ static int evaluate(void *self, const mk_graph *g, const mk_subkernel *sk, const
 
 static int evaluate_composition(void *self, const char *path, mk_eval_cb cb, void *data) {
   session_eval_ctx *ec = self;
+  if (ec->s->rt == NULL || ec->s->rt->verify == NULL) return MK_ECANCELED; /* session closing */
   eval_req *req = malloc(sizeof *req);
   if (req == NULL) return MK_ENOMEM;
   *req = (eval_req){cb, data};

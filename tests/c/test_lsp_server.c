@@ -707,3 +707,125 @@ MK_TEST(lsp_server, engine_static_check_cases) {
   mk_lsp_analysis_free(&a);
   free(deep);
 }
+
+/* ---- the engine backend on a real session ---------------------------------- */
+
+static bool python_ready(void) {
+  mk_buf cmd;
+  mk_buf_init(&cmd, 4096);
+  mk_buf_printf(&cmd, "'%s' -c 'import torch, triton' >/dev/null 2>&1", MK_DEFAULT_PYTHON);
+  int rc = system(mk_buf_cstr(&cmd));
+  mk_buf_free(&cmd);
+  return rc == 0;
+}
+
+static cJSON *wait_reply(client *c, int id, int ms) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    c_pump(c);
+    cJSON *r = reply(c, id);
+    if (r) return r;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > ms) return NULL;
+    usleep(2000);
+  }
+}
+
+/* The latest diagnostic with `code` in the latest publication, or NULL;
+ * waits up to `ms` for one to appear. */
+static cJSON *wait_diag(client *c, const char *code, int ms) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    c_pump(c);
+    cJSON *m = last_with(c, "textDocument/publishDiagnostics", 0);
+    cJSON *d, *ds = m ? cJSON_GetObjectItem(cJSON_GetObjectItem(m, "params"), "diagnostics") : NULL;
+    cJSON_ArrayForEach(d, ds) {
+      cJSON *k = cJSON_GetObjectItem(d, "code");
+      if (cJSON_IsString(k) && strcmp(k->valuestring, code) == 0) return d;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > ms) return NULL;
+    usleep(2000);
+  }
+}
+
+static const char *TINY =
+    "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+    "    def __init__(self):\n        super().__init__()\n\n"
+    "    def forward(self, x):\n        y = torch.relu(x * 2.0)\n        return y + 1.0\n\n\n"
+    "def get_inputs():\n    return [torch.randn(4, 64)]\n\n\n"
+    "def get_init_inputs():\n    return []\n";
+
+/* Open a tiny module: a capture in a Python worker, subkernel diagnostics
+ * and a hover table; decompose writes the composed file beside it;
+ * evolve all verifies kernels on CPU (builtin proposer) and the
+ * diagnostics say so. Slow (a worker, the Triton interpreter). */
+MK_TEST(lsp_server, engine_session_end_to_end) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  char dir[] = "/tmp/mk_lsp_engine_XXXXXX";
+  MK_REQUIRE(mkdtemp(dir) != NULL);
+  char file[256], cache[256], composed[256], uri[300];
+  snprintf(file, sizeof file, "%s/tiny.py", dir);
+  snprintf(cache, sizeof cache, "%s/cache", dir);
+  snprintf(composed, sizeof composed, "%s/tiny_new.py", dir);
+  snprintf(uri, sizeof uri, "file://%s", file);
+  MK_REQUIRE(mk_write_file(file, TINY, strlen(TINY)) == 0);
+  setenv("MKEVOLVE_CACHE_DIR", cache, 1);
+  client c;
+  mk_lsp_backend b;
+  MK_REQUIRE(mk_lsp_engine_backend_new(&c.loop, &b) == 0);
+  c_start(&c, b);
+  c_init(&c, "{\"backend\":\"cpu\",\"proposer\":\"builtin\",\"budget\":{\"proposals\":2},"
+             "\"tolerance\":{\"atol\":1e-4,\"rtol\":1e-4},\"debounceMs\":5}");
+  c_open(&c, uri, TINY);
+  cJSON *d = wait_diag(&c, "subkernel-unverified", 120000);
+  MK_REQUIRE(d != NULL);
+  CHECK_I(cJSON_GetObjectItem(d, "severity")->valueint, ==, 4); /* a hint until the user acts */
+  CHECK_I(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(d, "range"), "start"), "line")->valueint, ==, 9);
+  c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"id\":40,\"method\":\"textDocument/hover\",\"params\":{\"textDocument\":"
+          "{\"uri\":\"%s\"},\"position\":{\"line\":9,\"character\":12}}}", uri);
+  cJSON *h = wait_reply(&c, 40, 2000);
+  MK_REQUIRE(h != NULL);
+  cJSON *hv = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(h, "result"), "contents"), "value");
+  MK_CHECK(cJSON_IsString(hv) && strstr(hv->valuestring, "| variant |") != NULL);
+  /* Decompose: the composed file beside the module. */
+  c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"id\":41,\"method\":\"workspace/executeCommand\",\"params\":"
+          "{\"command\":\"mkevolve.decompose\",\"arguments\":[{\"uri\":\"%s\"}]}}", uri);
+  cJSON *r = wait_reply(&c, 41, 60000);
+  MK_REQUIRE(r != NULL);
+  MK_CHECK(cJSON_GetObjectItem(r, "error") == NULL);
+  char *text = NULL;
+  size_t len;
+  MK_CHECK(mk_read_file(composed, 1 << 22, &text, &len) == 0 && strstr(text, "class ModelNew") != NULL);
+  free(text);
+  d = wait_diag(&c, "subkernel-unverified", 5000);
+  MK_CHECK(d && cJSON_GetObjectItem(d, "severity")->valueint == 2); /* now a warning */
+  /* Evolve all on CPU: verified kernels. */
+  c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"id\":42,\"method\":\"workspace/executeCommand\",\"params\":"
+          "{\"command\":\"mkevolve.evolveAll\",\"arguments\":[{\"uri\":\"%s\"}]}}", uri);
+  r = wait_reply(&c, 42, 300000);
+  MK_REQUIRE(r != NULL);
+  cJSON *msg = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "message");
+  MK_CHECK(cJSON_IsString(msg) && strstr(msg->valuestring, "verified") != NULL);
+  d = wait_diag(&c, "subkernel-verified", 10000);
+  MK_REQUIRE(d != NULL);
+  CHECK_I(cJSON_GetObjectItem(d, "severity")->valueint, ==, 3);
+  MK_CHECK(strstr(cJSON_GetObjectItem(d, "message")->valuestring, "verified") != NULL);
+  /* An unknown subkernel is an error reply, and the server lives on. */
+  c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"id\":43,\"method\":\"workspace/executeCommand\",\"params\":"
+          "{\"command\":\"mkevolve.swap\",\"arguments\":[{\"uri\":\"%s\",\"subkernel\":99,\"variant\":1}]}}", uri);
+  r = wait_reply(&c, 43, 5000);
+  MK_CHECK(r != NULL && cJSON_GetObjectItem(r, "error") != NULL);
+  c_stop(&c);
+  unsetenv("MKEVOLVE_CACHE_DIR");
+  mk_buf rm;
+  mk_buf_init(&rm, 4096);
+  mk_buf_printf(&rm, "rm -rf '%s'", dir);
+  MK_CHECK(system(mk_buf_cstr(&rm)) == 0);
+  mk_buf_free(&rm);
+}

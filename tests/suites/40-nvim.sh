@@ -48,13 +48,25 @@ def get_init_inputs():
     return [64, 128, 0.5]
 PY
 fi
+# A fresh result cache: the engine run below really captures and verifies.
+export MKEVOLVE_CACHE_DIR="$tmp/cache"
 export MKEVOLVE_BIN="$bin" MK_E2E_FILE="$tmp/model.py" MK_REPO_DIR="$root"
 # ASan's leak report at exit would go to the editor's pipe, not ours.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}:log_path="$tmp/asan"
 nvim --version | head -1
+run() { # script, time limit
+  timeout "$2" nvim --headless -u NONE -i NONE -n \
+    -c "lua local ok, e = pcall(dofile, '$root/tests/e2e/nvim/$1'); if not ok then print(e); vim.cmd('cquit 1') end"
+}
 rc=0
-timeout 120 nvim --headless -u NONE -i NONE -n \
-  -c "lua local ok, e = pcall(dofile, '$root/tests/e2e/nvim/diagnostics.lua'); if not ok then print(e); vim.cmd('cquit 1') end" || rc=$?
+echo "40-nvim: static diagnostics"
+run diagnostics.lua 120 || rc=$?
+# The engine end to end: capture, decompose, evolve all on CPU with the
+# builtin proposer, swap, restore, edit + save, cancel.
+mkdir -p "$tmp/engine"
+cp "$root/examples/conv_bias_relu.py" "$tmp/engine/conv_bias_relu.py"
+echo "40-nvim: engine (capture, decompose, evolve, swap, restore, save, cancel)"
+MK_E2E_FILE="$tmp/engine/conv_bias_relu.py" run engine.lua 420 || rc=$?
 if ls "$tmp"/asan* >/dev/null 2>&1; then
   cat "$tmp"/asan* >&2
   echo "40-nvim: the server reported sanitizer errors" >&2

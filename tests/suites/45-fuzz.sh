@@ -21,9 +21,10 @@ grammar=third_party/tree-sitter-python/src
 [ -f "$grammar/parser.c" ] || bash scripts/fetch-grammar.sh
 cflags=(-g -O1 -std=c17 -D_GNU_SOURCE -fsanitize=fuzzer-no-link,address,undefined
         -fno-sanitize-recover=undefined -DMK_VERSION=\"fuzz\" -DMK_DEFAULT_PYTHON=\"python3\"
-        -Ilsp -Iengine/util $(pkg-config --cflags libuv libcjson tree-sitter))
+        -Ilsp -Iengine/util -Iengine/session $(pkg-config --cflags libuv libcjson tree-sitter))
 objs=()
-for src in lsp/mk_lsp_*.c engine/util/*.c; do
+# the session facade is stubbed: the fuzzer never starts Python workers
+for src in lsp/mk_lsp_*.c engine/util/*.c tests/fuzz/session_stub.c; do
   obj="$out/obj/$(basename "${src%.c}").o"
   if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ]; then clang "${cflags[@]}" -c "$src" -o "$obj"; fi
   objs+=("$obj")

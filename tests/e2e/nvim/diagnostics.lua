@@ -43,8 +43,17 @@ local ok = vim.wait(5000, function()
   return client() and client().server_capabilities ~= nil
 end, 50)
 check(ok, 'initialize answered')
+-- Problems are errors and warnings; the engine's per-subkernel notes on
+-- an untouched module are hints (tests/e2e/nvim/engine.lua covers them).
+local function problems()
+  local out = {}
+  for _, d in ipairs(vim.diagnostic.get(buf)) do
+    if d.severity <= vim.diagnostic.severity.WARN then table.insert(out, d) end
+  end
+  return out
+end
 vim.wait(1000, function() return false end, 50) -- let the first analysis land
-check(#vim.diagnostic.get(buf) == 0, 'no diagnostics on a valid KernelBench problem')
+check(#problems() == 0, 'no problems reported on a valid KernelBench problem')
 
 -- Rename get_inputs: an error diagnostic on the Model line.
 local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
@@ -71,8 +80,8 @@ check(vim.wait(5000, function() return by_code('syntax') ~= nil end, 20), 'synta
 vim.api.nvim_buf_set_lines(buf, 0, 1, false, {})
 vim.api.nvim_buf_set_lines(buf, gi - 1, gi, false, { 'def get_inputs():' })
 vim.cmd('write')
-check(vim.wait(5000, function() return #vim.diagnostic.get(buf) == 0 end, 20),
-  'diagnostics cleared after fixing and saving')
+check(vim.wait(5000, function() return #problems() == 0 end, 20),
+  'problems cleared after fixing and saving')
 
 -- Hover answers (null without engine results) and code actions answer.
 local c = client()

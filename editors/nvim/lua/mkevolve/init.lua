@@ -7,7 +7,12 @@
 --     settings = { backend = 'auto', proposer = 'builtin', debounceMs = 400 },
 --     filetypes = { 'python' },
 --     progress = true,                           -- echo progress messages
+--     codelens = true,                           -- show the server's code lenses
 --   }
+--
+-- Commands: :MkDecompose :MkEvolve :MkEvolveAll :MkSwap :MkRestore (code
+-- actions at the cursor, picked by title), :MkActions (all of them),
+-- :MkEvolveCancel (cancels running jobs), :MkReport (opens the report).
 local M = {}
 
 local defaults = {
@@ -15,6 +20,7 @@ local defaults = {
   settings = {},
   filetypes = { 'python' },
   progress = true,
+  codelens = true,
   root_markers = { '.git', 'pyproject.toml', 'setup.py' },
 }
 
@@ -53,6 +59,17 @@ end
 
 local function client_config(bufnr)
   local handlers = {
+    ['textDocument/publishDiagnostics'] = function(err, result, ctx, config)
+      vim.lsp.diagnostic.on_publish_diagnostics(err, result, ctx, config)
+      M.diagnostics_received = (M.diagnostics_received or 0) + 1
+      -- results changed: lenses follow the diagnostics
+      if M.config.codelens and vim.lsp.codelens and result and result.uri then
+        local buf = vim.uri_to_bufnr(result.uri)
+        if vim.api.nvim_buf_is_loaded(buf) then
+          pcall(vim.lsp.codelens.refresh)
+        end
+      end
+    end,
     ['$/progress'] = function(err, result, ctx)
       on_progress(err, result, ctx)
       -- keep Neovim's own progress bookkeeping (statusline plugins use it)
@@ -121,14 +138,32 @@ function M.run(action)
   local c = client()
   if not c or not action then return end
   local cmd = action.command
+  local name, args = nil, nil
   if type(cmd) == 'table' then
-    c.request('workspace/executeCommand', { command = cmd.command, arguments = cmd.arguments },
-      function(err)
-        if err then vim.notify('mkevolve: ' .. (err.message or 'failed'), vim.log.levels.ERROR) end
-      end, 0)
+    name, args = cmd.command, cmd.arguments
   elseif type(cmd) == 'string' then
-    c.request('workspace/executeCommand', { command = cmd, arguments = action.arguments }, nil, 0)
+    name, args = cmd, action.arguments
   end
+  if not name then return end
+  M.execute(name, args)
+end
+
+--- Sends workspace/executeCommand; a result naming a URI (the report) is
+--- opened in a split. on_done(err, result) is optional.
+function M.execute(name, args, on_done)
+  local c = client()
+  if not c then return end
+  c.request('workspace/executeCommand', { command = name, arguments = args },
+    function(err, result)
+      if err then
+        if err.code ~= -32800 then -- RequestCancelled: the user asked for it
+          vim.notify('mkevolve: ' .. (err.message or 'failed'), vim.log.levels.ERROR)
+        end
+      elseif type(result) == 'table' and type(result.uri) == 'string' then
+        vim.cmd('split ' .. vim.fn.fnameescape(vim.uri_to_fname(result.uri)))
+      end
+      if on_done then on_done(err, result) end
+    end, 0)
 end
 
 --- Picks among actions matching `pattern` (vim.ui.select) and runs one.
@@ -164,6 +199,19 @@ function M.setup(opts)
     vim.api.nvim_create_user_command(name, function() M.pick(pattern) end, {})
   end
   vim.api.nvim_create_user_command('MkActions', function() M.pick(nil) end, {})
+  vim.api.nvim_create_user_command('MkReport', function()
+    M.execute('mkevolve.openReport', { { uri = vim.uri_from_bufnr(0) } })
+  end, {})
+  if M.config.codelens and vim.lsp.codelens then
+    vim.api.nvim_create_autocmd({ 'BufEnter', 'InsertLeave', 'BufWritePost' }, {
+      group = group,
+      callback = function(args)
+        if vim.tbl_contains(M.config.filetypes, vim.bo[args.buf].filetype) and client() then
+          pcall(vim.lsp.codelens.refresh)
+        end
+      end,
+    })
+  end
   vim.api.nvim_create_user_command('MkEvolveCancel', function()
     -- cancels every cancellable mkevolve progress the server has open
     local c = client()

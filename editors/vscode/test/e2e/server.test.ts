@@ -32,10 +32,6 @@ const T_ANALYSIS = 120_000;
 const T_JOB = 300_000;
 
 let skipReason: string | undefined;
-/* Set when the server offers none of the mkevolve.* commands: the engine
- * features (docs/lsp.md: "once the engine's session facade lands") are not
- * there yet. A server offering some but not all of them is a failure. */
-let featureSkip: string | undefined;
 let session: Session | undefined;
 let workspace = '';
 let moduleUri = '';
@@ -102,12 +98,9 @@ function ready(t: TestContext): Session | undefined {
 }
 
 /* For tests of the engine features (commands, lenses, actions, hover
- * tables, jobs). */
+ * tables, jobs): the server offers them (checked in `before`), so they run
+ * whenever the server does. */
 function readyForFeatures(t: TestContext): Session | undefined {
-  if (!skipReason && featureSkip) {
-    t.skip(featureSkip);
-    return undefined;
-  }
   return ready(t);
 }
 
@@ -190,7 +183,8 @@ before(async () => {
   session = s;
   const offered: string[] = initResult.capabilities.executeCommandProvider?.commands ?? [];
   if (!SERVER_COMMAND_IDS.some((id) => offered.includes(id))) {
-    featureSkip = `the server offers none of ${SERVER_COMMAND_IDS.join(', ')} yet (offers: [${offered.join(', ')}]); engine feature tests skipped`;
+    // The engine backend (lsp/mk_lsp_engine.c) offers them: none at all is a regression.
+    throw new Error(`the server offers none of ${SERVER_COMMAND_IDS.join(', ')} (offers: [${offered.join(', ')}])`);
   }
 });
 
