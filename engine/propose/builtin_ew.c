@@ -177,6 +177,16 @@ static void leaf_pattern(const bi_emit *e, int s, leaf *l) {
   }
   l->scalar = nreal == 0;
   l->full = v->rank == R && nreal > 0;
+  /* A run over a single element (0-d shape, num_batches_tracked += 1): the
+   * same-shape leaf is "full" at offset 0, so an in-place op can store it. */
+  if (v->rank == R && nreal == 0) {
+    int64_t numel = 1;
+    for (int d = 0; d < R; d++) numel *= st->shape[d];
+    if (numel == 1) {
+      l->full = true;
+      l->scalar = false;
+    }
+  }
   for (int d = 0; d < R && l->full; d++) l->full = v->shape[d] == st->shape[d];
   bool strided = strided_value(e, l->vid);
   if (strided) l->full = false;
