@@ -122,6 +122,7 @@ typedef struct bi_config {
   int block;        /* elementwise / row block */
   int block_r, block_i; /* reductions: reduced x kept tile */
   int bm, bn, bk;   /* GEMM tile */
+  int gemm_warps;   /* GEMM num_warps (warps: the other kernels') */
   int warps, stages;
   const char *precision; /* GEMM: "ieee" or "tf32x3" */
   bool gemm_torch;  /* GEMM via torch (cuBLAS) + Triton epilogue */

@@ -43,6 +43,7 @@ static void make_config(const variant *v, bi_config *c) {
   c->bn = gemm_cfgs[g].bn;
   c->bk = gemm_cfgs[g].bk;
   c->stages = gemm_cfgs[g].stages;
+  c->gemm_warps = gemm_cfgs[g].warps;
   c->precision = precisions[c->gemm_torch ? 0 : v->gemm / N_GEMM];
   c->channels_last = v->cl != 0;
   c->norm_split = norm_splits[v->split];
