@@ -469,6 +469,12 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
 
 static void fs_read_next(mk_lsp_transport *t);
 
+/* GCC's -Wuse-after-free cannot see that fs_reading keeps t alive through
+ * mk_lsp_transport_feed (maybe_free refuses while it is set). */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuse-after-free"
+#endif
 static void fs_read_cb(uv_fs_t *req) {
   mk_lsp_transport *t = req->data;
   ssize_t n = req->result;
@@ -479,7 +485,11 @@ static void fs_read_cb(uv_fs_t *req) {
     return;
   }
   if (n > 0) {
+    /* A message handler may close the transport: stay "reading" so the
+     * feed cannot free t under us; free it here instead. */
+    t->fs_reading = true;
     mk_lsp_transport_feed(t, t->fs_buf, (size_t)n);
+    t->fs_reading = false;
     if (!t->closing) fs_read_next(t);
     else maybe_free(t);
     return;
@@ -487,6 +497,9 @@ static void fs_read_cb(uv_fs_t *req) {
   if (n < 0) fprintf(stderr, "mkevolve lsp: read failed: %s\n", uv_strerror((int)n));
   mk_lsp_transport_feed_eof(t);
 }
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic pop
+#endif
 
 static void fs_read_next(mk_lsp_transport *t) {
   uv_buf_t b = uv_buf_init(t->fs_buf, sizeof t->fs_buf);

@@ -8,11 +8,11 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-MK_BUILD_DIR=build-release MK_BUILD_TYPE=Release bash scripts/setup.sh >/dev/null
+MK_BUILD_DIR=build-release MK_BUILD_TYPE=RelWithDebInfo bash scripts/setup.sh >/dev/null
 rm -rf .devkit && mkdir -p .devkit/lib
 cp build-release/mkevolve .devkit/
 for lib in libuv.so.1 libcjson.so.1 libtree-sitter.so.0 libsqlite3.so.0; do
-  path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
+  path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF}' | head -n 1 || true)
   [ -n "$path" ] && cp -L "$path" .devkit/lib/
 done
 echo "devkit: $(ls .devkit .devkit/lib | tr '\n' ' ')"

@@ -30,6 +30,7 @@ typedef struct problem {
 } problem;
 
 typedef struct bench_cli {
+  uv_loop_t *loop;
   mk_session *session;
   problem *probs;
   int nprobs, cap;
@@ -226,11 +227,16 @@ static void on_analyzed(void *data, int status, const mk_session_module *m, cons
 }
 
 static void start_next(bench_cli *b) {
+  if (b->running == 0 && b->next >= b->nprobs) {
+    uv_stop(b->loop); /* all problems done; the worker pool would keep the loop alive */
+    return;
+  }
   while (b->running < b->parallel && b->next < b->nprobs) {
     int i = b->next++;
     if (!b->fresh && load_record(b, &b->probs[i])) {
       b->done++;
       fprintf(stderr, "[%d/%d] %-55.55s cached\n", b->done, b->nprobs, b->probs[i].id);
+      if (b->running == 0 && b->next >= b->nprobs) uv_stop(b->loop);
       continue;
     }
     job *j = malloc(sizeof *j);
@@ -357,6 +363,7 @@ int mk_cli_bench(int argc, char **argv) {
   mk_buf_free(&sub);
   uv_loop_t loop;
   uv_loop_init(&loop);
+  b.loop = &loop;
   mk_errmsg err = {{0}};
   if (mk_session_new(&loop, &cfg, &b.session, &err)) {
     fprintf(stderr, "mkevolve bench: %s\n", err.text);

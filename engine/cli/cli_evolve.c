@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 typedef struct evolve_cli {
+  uv_loop_t *loop;
   mk_session *session;
   const char *file;
   const char *out;
@@ -99,7 +100,10 @@ static void on_evolved(void *data, int status, const mk_session_module *m, const
   if (c->tty && !c->quiet) fputc('\n', stderr);
   c->status = status;
   if (error) snprintf(c->error, sizeof c->error, "%s", error);
-  if (m == NULL) return;
+  if (m == NULL) {
+    uv_stop(c->loop);
+    return;
+  }
   mk_errmsg err = {{0}};
   char *written = NULL;
   if (status == 0 && mk_session_compose(c->session, c->file, c->out, &written, &err)) {
@@ -110,6 +114,7 @@ static void on_evolved(void *data, int status, const mk_session_module *m, const
   else print_table(m, stdout);
   if (written && !c->json) printf("ModelNew written to %s (verified as a whole)\n", written);
   free(written);
+  uv_stop(c->loop); /* the worker pool keeps the loop alive: close it now */
 }
 
 static void on_analyzed(void *data, int status, const mk_session_module *m, const char *error) {
@@ -117,6 +122,7 @@ static void on_analyzed(void *data, int status, const mk_session_module *m, cons
   if (status) {
     c->status = status;
     snprintf(c->error, sizeof c->error, "%s", error ? error : mk_strerror(status));
+    uv_stop(c->loop);
     return;
   }
   if (!c->quiet)
@@ -127,6 +133,7 @@ static void on_analyzed(void *data, int status, const mk_session_module *m, cons
   if (rc) {
     c->status = rc;
     snprintf(c->error, sizeof c->error, "%s", err.text);
+    uv_stop(c->loop);
   }
 }
 
@@ -176,6 +183,7 @@ int mk_cli_evolve(int argc, char **argv) {
   c.file = abs_file;
   uv_loop_t loop;
   uv_loop_init(&loop);
+  c.loop = &loop;
   mk_errmsg err = {{0}};
   if (mk_session_new(&loop, &cfg, &c.session, &err)) {
     fprintf(stderr, "mkevolve evolve: %s\n", err.text);
@@ -185,8 +193,9 @@ int mk_cli_evolve(int argc, char **argv) {
   if (mk_session_analyze(c.session, c.file, NULL, on_analyzed, &c, &err)) {
     c.status = MK_EINVAL;
     snprintf(c.error, sizeof c.error, "%s", err.text);
+  } else {
+    uv_run(&loop, UV_RUN_DEFAULT);
   }
-  uv_run(&loop, UV_RUN_DEFAULT);
   mk_cli_close_session(&loop, c.session);
   if (c.status) {
     fprintf(stderr, "mkevolve evolve: %s\n", c.error[0] ? c.error : mk_strerror(c.status));

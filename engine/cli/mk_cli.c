@@ -3,6 +3,7 @@
 #include "mk_cli.h"
 
 #include "cli_common.h"
+#include "cli_runtime.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -11,7 +12,7 @@ static void print_usage(FILE *out) {
   fputs("usage: mkevolve <command> [options]\n"
         "\n"
         "commands:\n"
-        "  analyze FILE [--json]         operator graph and proposed subkernels\n"
+        "  analyze FILE... [--json]      operator graph and proposed subkernels\n"
         "  check MODELNEW --against FILE verify a KernelBench-style ModelNew\n"
         "  evolve FILE [-o OUT.py]       decompose, evolve and compose a faster ModelNew\n"
         "  bench PATHS... [-o DIR]       sweep KernelBench-format problems\n"
@@ -30,6 +31,8 @@ int mk_cli_main(int argc, char **argv) {
     printf("mkevolve %s\n", MK_VERSION);
     return 0;
   }
+  if (strcmp(argv[1], "analyze") == 0) return mk_cli_analyze(argc, argv);
+  if (strcmp(argv[1], "check") == 0) return mk_cli_check(argc, argv);
   if (strcmp(argv[1], "evolve") == 0) return mk_cli_evolve(argc, argv);
   if (strcmp(argv[1], "bench") == 0) return mk_cli_bench(argc, argv);
   fprintf(stderr, "mkevolve: unknown command '%s'\n", argv[1]);

@@ -111,13 +111,56 @@ static const char *line_end(const char *p) {
   return e ? e : p + strlen(p);
 }
 
+/* Lexer state carried across lines: inside a triple-quoted string or not. */
+typedef struct lex_state {
+  char triple; /* '"' or '\'' while inside a triple-quoted string, else 0 */
+} lex_state;
+
 /* Appends `line` with every whole-word occurrence of a collected name that is
- * not an attribute (not after '.') prefixed. */
+ * code (not in a string or comment) and not an attribute (not after '.')
+ * prefixed. */
 static void append_renamed(mk_buf *out, const char *p, size_t len, const name_list *names,
-                           const char *prefix) {
+                           const char *prefix, lex_state *lx) {
   size_t i = 0;
+  char quote = 0; /* single-line string delimiter */
   while (i < len) {
-    if (is_ident_char(p[i]) && (i == 0 || !is_ident_char(p[i - 1]))) {
+    char c = p[i];
+    if (lx->triple) {
+      if (c == lx->triple && i + 2 < len && p[i + 1] == c && p[i + 2] == c) {
+        mk_buf_append(out, p + i, 3);
+        i += 3;
+        lx->triple = 0;
+        continue;
+      }
+      mk_buf_putc(out, p[i++]);
+      continue;
+    }
+    if (quote) {
+      if (c == '\\' && i + 1 < len) {
+        mk_buf_append(out, p + i, 2);
+        i += 2;
+        continue;
+      }
+      if (c == quote) quote = 0;
+      mk_buf_putc(out, p[i++]);
+      continue;
+    }
+    if (c == '#') { /* comment: the rest of the line as is */
+      mk_buf_append(out, p + i, len - i);
+      return;
+    }
+    if (c == '"' || c == '\'') {
+      if (i + 2 < len && p[i + 1] == c && p[i + 2] == c) {
+        lx->triple = c;
+        mk_buf_append(out, p + i, 3);
+        i += 3;
+      } else {
+        quote = c;
+        mk_buf_putc(out, p[i++]);
+      }
+      continue;
+    }
+    if (is_ident_char(c) && (i == 0 || !is_ident_char(p[i - 1]))) {
       size_t j = i;
       while (j < len && is_ident_char(p[j])) j++;
       int hit = 0;
@@ -158,13 +201,14 @@ static int rewrite_candidate(const char *source, const char *prefix, mk_buf *bod
     const char *e = line_end(p);
     p = *e ? e + 1 : e;
   }
+  lex_state lx = {0};
   for (const char *p = source; *p;) {
-    if (starts_import(p)) {
+    if (!lx.triple && starts_import(p)) {
       p = skip_statement(p, imports);
       continue;
     }
     const char *e = line_end(p);
-    append_renamed(body, p, (size_t)(e - p), &names, prefix);
+    append_renamed(body, p, (size_t)(e - p), &names, prefix, &lx);
     mk_buf_putc(body, '\n');
     p = *e ? e + 1 : e;
   }

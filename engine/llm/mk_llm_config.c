@@ -102,7 +102,7 @@ static int set_num(double *dst, const cJSON *v, const char *key, double lo, doub
 }
 
 static int set_int(int *dst, const cJSON *v, const char *key, int lo, int hi, mk_errmsg *err) {
-  double d;
+  double d = 0;
   int rc = set_num(&d, v, key, lo, hi, err);
   if (rc) return rc;
   if (d != (double)(int)d)
@@ -117,7 +117,7 @@ static int load_budget(mk_llm_config *c, const cJSON *v, mk_errmsg *err) {
   const cJSON *it;
   cJSON_ArrayForEach(it, v) {
     if (strcmp(it->string, "tokens") == 0) {
-      double d;
+      double d = 0;
       int rc = set_num(&d, it, "budget.tokens", 0, 1e15, err);
       if (rc) return rc;
       c->budget_tokens = (long)d;

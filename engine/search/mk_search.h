@@ -97,6 +97,8 @@ typedef struct mk_search_config {
   const char *device;      /* "cpu" or GPU name, for proposers */
   const char *workdir;     /* where composed files are written */
   int only_subkernel;      /* >= 0: search this subkernel only (no split/merge); -1: all */
+  const char *const *input_names; /* forward's parameter names (borrowed), or NULL */
+  int ninput_names;
   FILE *log;               /* JSONL run log, or NULL */
   /* Variants already known for the initial partition (one state per
    * subkernel, borrowed and copied at start): they are kept and not

@@ -5,6 +5,7 @@
  * search. */
 #include "mk_buf.h"
 #include "mk_compose.h"
+#include "mk_frontend.h"
 #include "session_internal.h"
 
 #include <math.h>
@@ -99,7 +100,35 @@ static void module_clear_search(module_state *m) {
   mk_partition_free(&m->part);
 }
 
+static void free_input_names(module_state *m) {
+  for (int i = 0; i < m->ninput_names; i++) free(m->input_names[i]);
+  free(m->input_names);
+  m->input_names = NULL;
+  m->ninput_names = 0;
+}
+
+/* forward's plain parameter names (self, *args and **kw excluded) so the
+ * composed forward reads like the user's. Best effort: on any doubt the
+ * composer falls back to x0, x1, ... */
+static void read_input_names(module_state *m) {
+  free_input_names(m);
+  mk_pyoutline o;
+  const char *cls = m->g && m->g->class_name ? m->g->class_name : "Model";
+  if (mk_frontend_outline_text(m->source, strlen(m->source), cls, &o, NULL)) return;
+  const mk_pyclass *c = mk_pyoutline_class(&o, cls);
+  if (c && c->forward.nparams > 1) {
+    m->input_names = calloc((size_t)c->forward.nparams, sizeof *m->input_names);
+    for (int i = 1; m->input_names && i < c->forward.nparams; i++) {
+      const char *p = c->forward.params[i];
+      if (p[0] == '*' || strchr(p, '=') || strchr(p, ':')) break;
+      m->input_names[m->ninput_names++] = mk_strdup(p);
+    }
+  }
+  mk_pyoutline_free(&o);
+}
+
 static void module_free(module_state *m) {
+  free_input_names(m);
   module_clear_views(m);
   module_clear_search(m);
   mk_graph_free(m->g);
@@ -357,6 +386,7 @@ static void on_captured(void *data, int status, mk_graph *g, int batch, const ch
       m->source = req->source;
       req->source = NULL;
       m->batch = batch;
+      read_input_names(m);
       if (batch > 0) snprintf(m->note, sizeof m->note, "reduced batch %d on %s", batch, session_runtime_device(s));
       else m->note[0] = '\0';
       rc = fresh_states(m, &err);
@@ -508,6 +538,8 @@ int mk_session_evolve(mk_session *s, const char *path, int subkernel,
   cfg.only_subkernel = subkernel;
   cfg.prior = m->st;
   cfg.nprior = m->part.nsubkernels;
+  cfg.input_names = (const char *const *)m->input_names;
+  cfg.ninput_names = m->ninput_names;
   m->job = s->next_job++;
   m->running_subkernel = subkernel;
   if (job) *job = m->job;
@@ -544,7 +576,8 @@ int mk_session_compose(mk_session *s, const char *path, const char *out_path, ch
   mk_buf text;
   mk_buf_init(&text, 0);
   mk_compose_options opt = {.module_source = m->source, .source_path = m->path,
-                            .note = m->note[0] ? m->note : NULL};
+                            .input_names = (const char *const *)m->input_names,
+                            .ninput_names = m->ninput_names, .note = m->note[0] ? m->note : NULL};
   int rc = mk_compose_modelnew(m->g, &m->part, chosen, &opt, &text, err);
   free(chosen);
   char dir[4096];

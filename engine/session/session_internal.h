@@ -22,6 +22,8 @@ typedef struct session_eval_ctx {
 typedef struct module_state {
   char *path;
   char *source;             /* text the graph was captured from */
+  char **input_names;       /* forward's parameters (without self), for emitted code */
+  int ninput_names;
   mk_graph *g;
   mk_partition part;
   mk_subkernel_state *st;   /* one per subkernel of part */

@@ -366,7 +366,9 @@ static void add_env(mk_cache_key *k, const mk_worker_info *info) {
   mk_cache_key_str(k, "env_python", info->python);
   mk_cache_key_str(k, "env_device", info->device);
   mk_cache_key_str(k, "env_cuda", info->cuda);
-  /* Optional handshake fields: present in newer workers. */
+  /* Optional handshake fields: the full torch build ("2.11.0+cu130"),
+   * the driver, the worker's own version. */
+  mk_cache_key_str(k, "env_torch_full", jstr(info->hello, "torch_full"));
   const char *driver = jstr(info->hello, "driver");
   mk_cache_key_str(k, "env_driver", driver);
   const char *wv = jstr(info->hello, "worker_version");
@@ -564,7 +566,9 @@ int mk_verify_submit_capture(mk_verify *v, const char *file, const char *class_n
   if (!j) return mk_errf(err, MK_ENOMEM, "out of memory");
   j->ccb = cb;
   j->data = data;
-  j->kind = MK_WORKER_CPU;
+  /* Capture needs no device (fake tensors), but on a GPU machine the GPU
+   * worker is the one that runs anyway: no second Python process to start. */
+  j->kind = mk_worker_pool_gpus(v->pool) > 0 ? MK_WORKER_GPU : MK_WORKER_CPU;
   j->timeout_s = timeout_s;
   j->file = mk_strdup(file);
   j->params = cJSON_CreateObject();
@@ -599,8 +603,8 @@ int mk_verify_submit_subkernel(mk_verify *v, const mk_graph *g, const mk_subkern
   else mk_verify_options_init(&o);
   int rc = check_options(&o, err);
   if (rc) return rc;
-  mk_worker_kind kind;
-  const char *device;
+  mk_worker_kind kind = MK_WORKER_ANY;
+  const char *device = "";
   if ((rc = resolve_kind(v, &o, &kind, &device, err))) return rc;
   vjob *j = job_new(v, VJ_SUBKERNEL, "verify_subkernel");
   if (!j) return mk_errf(err, MK_ENOMEM, "out of memory");
@@ -657,8 +661,8 @@ int mk_verify_submit_composition(mk_verify *v, const char *file, const char *new
   else mk_verify_options_init(&o);
   int rc = check_options(&o, err);
   if (rc) return rc;
-  mk_worker_kind kind;
-  const char *device;
+  mk_worker_kind kind = MK_WORKER_ANY;
+  const char *device = "";
   if ((rc = resolve_kind(v, &o, &kind, &device, err))) return rc;
   char sha_new[65], sha_ref[65];
   if ((rc = file_sha(file, sha_new, err)) || (rc = file_sha(reference_file, sha_ref, err)))

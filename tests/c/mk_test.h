@@ -51,8 +51,8 @@ void mk_test_skip(const char *why);
   do {                                                                            \
     const char *mk_a_ = (a), *mk_b_ = (b);                                        \
     if (mk_a_ == NULL || mk_b_ == NULL || strcmp(mk_a_, mk_b_) != 0) {            \
-      char mk_m_[512];                                                            \
-      snprintf(mk_m_, sizeof mk_m_, "%s == %s (\"%.200s\" vs \"%.200s\")", #a, #b, \
+      char mk_m_[1024];                                                           \
+      snprintf(mk_m_, sizeof mk_m_, "%.150s == %.150s (\"%.300s\" vs \"%.300s\")", #a, #b, \
                mk_a_ ? mk_a_ : "(null)", mk_b_ ? mk_b_ : "(null)");                \
       mk_test_fail(__FILE__, __LINE__, mk_m_);                                    \
     }                                                                             \

@@ -124,6 +124,14 @@ MK_TEST(compose, prefixes_candidate_names_and_hoists_imports) {
   MK_CHECK(strstr(s, "import") == NULL);
   MK_CHECK(strstr(s, "cdiv") == NULL);
   mk_buf_free(&b);
+  /* names inside strings, docstrings and comments are text, not code */
+  const char *src2 = "def run(x):\n    \"\"\"call run\n    run again\"\"\"\n"
+                     "    s = 'run' + \"run\"  # run\n    return run\n";
+  mk_buf_init(&b, 0);
+  MK_CHECK_INT(mk_compose_prefix_candidate(src2, "p_", &b, &err), ==, 0);
+  MK_CHECK_STR(mk_buf_cstr(&b), "def p_run(x):\n    \"\"\"call run\n    run again\"\"\"\n"
+                                "    s = 'run' + \"run\"  # run\n    return p_run\n");
+  mk_buf_free(&b);
 }
 
 /* Composes with every subkernel on the reference and with one candidate,

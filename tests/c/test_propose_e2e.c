@@ -36,9 +36,12 @@ static mk_graph *load_fixture(const char *name) {
 }
 
 static int write_text(const char *dir, const char *name, const char *text) {
-  char path[2048];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  return mk_write_file(path, text, strlen(text));
+  mk_buf path;
+  mk_buf_init(&path, 8192);
+  mk_buf_printf(&path, "%s/%s", dir, name);
+  int rc = path.err ? path.err : mk_write_file(mk_buf_cstr(&path), text, strlen(text));
+  mk_buf_free(&path);
+  return rc;
 }
 
 static bool python_ready(void) {

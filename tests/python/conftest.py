@@ -18,7 +18,25 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 WORKER_PATH = REPO / "engine" / "worker" / "python"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-KERNELBENCH = (REPO / ".." / "shared" / "kernelbench").resolve()
+
+
+def _shared_dir() -> Path:
+    """MK_SHARED_DIR, else ../shared next to the repository (as the C tests'
+    mk_test_shared_dir); from a git worktree, next to the main checkout."""
+    env = os.environ.get("MK_SHARED_DIR")
+    if env:
+        return Path(env)
+    here = (REPO / ".." / "shared").resolve()
+    dotgit = REPO / ".git"
+    if not here.is_dir() and dotgit.is_file():
+        text = dotgit.read_text().strip()
+        if text.startswith("gitdir:"):
+            main = Path(text.split(":", 1)[1].strip()).resolve().parents[2]
+            return (main / ".." / "shared").resolve()
+    return here
+
+
+KERNELBENCH = _shared_dir() / "kernelbench"
 
 if str(WORKER_PATH) not in sys.path:
     sys.path.insert(0, str(WORKER_PATH))

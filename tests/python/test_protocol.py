@@ -58,6 +58,11 @@ def test_print_in_user_code_does_not_corrupt_the_protocol(worker):
     assert resp["ok"] is True, resp
     assert [n["op"] for n in resp["result"]["nodes"]] == ["torch.sigmoid"]
     assert all("fraction" in p["progress"] for p in progress)
+    resp, _ = worker.request("capture", {"file": fixture("prints.py"), "class": "Reads"})
+    assert resp["ok"] is True, resp
+    assert [n["op"] for n in resp["result"]["nodes"]] == ["torch.tanh"]
+    resp, _ = worker.request("hello")
+    assert resp["ok"] is True
 
 
 SYNTAX_ERROR = """import torch

@@ -85,3 +85,16 @@ def test_fingerprints():
     assert fingerprints_match(fingerprint(x), fingerprint(x.clone()), 0.0, 0.0)
     assert not fingerprints_match(fingerprint(x), fingerprint(x + 1), 1e-4, 1e-4)
     assert fingerprint(x).numel() == 4096
+
+
+def test_fingerprint_indices_stay_in_bounds_for_large_tensors():
+    # float32 linspace rounds n - 1 up to n above 2**24 elements; the sample must
+    # still index inside the tensor (on the GPU that was a device-side assert)
+    import torch
+    from mkworker.compare import fingerprint
+
+    n = (1 << 25) + 3
+    t = torch.arange(n, dtype=torch.float64)
+    fp = fingerprint(t)
+    assert fp.numel() == 4096
+    assert fp[-1].item() == n - 1

@@ -276,7 +276,9 @@ def _span(frame: FrameType) -> dict[str, int]:
     code = frame.f_code
     positions = _POSITIONS.get(code)
     if positions is None:
-        positions = list(code.co_positions())
+        # co_positions is Python 3.11+; older interpreters give lines only
+        get = getattr(code, "co_positions", None)
+        positions = list(get()) if get is not None else []
         _POSITIONS[code] = positions
     index = frame.f_lasti // 2
     line, end_line, col, end_col = positions[index] if 0 <= index < len(positions) else (

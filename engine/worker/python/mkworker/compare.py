@@ -191,7 +191,9 @@ def fingerprint(t: torch.Tensor, count: int = 4096) -> torch.Tensor:
     n = flat.numel()
     if n <= count:
         return flat.to(device="cpu", dtype=torch.float64).clone()
-    idx = torch.linspace(0, n - 1, count, device=flat.device).long()
+    # Integer arithmetic: a float32 linspace rounds n - 1 up to n for n > 2**24,
+    # which indexed past the end (a device-side assert on the GPU).
+    idx = torch.arange(count, device=flat.device, dtype=torch.int64) * (n - 1) // (count - 1)
     return flat[idx].to(device="cpu", dtype=torch.float64)
 
 

@@ -113,7 +113,8 @@ ALLOWED_FUNCTIONS = frozenset({
     "new_full", "new_tensor", "tensor", "as_tensor", "arange", "fill", "zero",
     # views and layout
     "view", "view_as", "reshape", "reshape_as", "permute", "transpose", "t", "T", "mT",
-    "expand", "expand_as", "broadcast_to", "broadcast_tensors", "as_strided", "squeeze", "unsqueeze", "flatten", "unflatten",
+    "expand", "expand_as", "broadcast_to", "broadcast_tensors", "as_strided", "squeeze",
+    "unsqueeze", "flatten", "unflatten",
     "narrow", "select", "split", "chunk", "unbind", "contiguous", "getitem", "setitem",
     "movedim", "swapaxes", "detach", "alias", "iter", "len",
     # copies and conversions

@@ -9,6 +9,7 @@ never corrupt a response. Requests run one at a time, in order.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -16,6 +17,7 @@ import platform
 import sys
 import threading
 import traceback
+from pathlib import Path
 from typing import IO, Any
 
 from mkworker import protocol
@@ -60,6 +62,16 @@ def claim_stdout() -> Channel:
     return Channel(os.fdopen(proto_fd, "w", encoding="utf-8", buffering=1))
 
 
+def _worker_version() -> str:
+    """Content hash of the worker's own sources: verdicts cached by an older
+    verifier (other guards, other comparisons) must not answer for this one."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _hello(params: Params, progress: Progress) -> Result:
     import torch
 
@@ -80,6 +92,7 @@ def _hello(params: Params, progress: Progress) -> Result:
         "cuda": torch.version.cuda if cuda else None,
         "triton_interpret": os.environ.get("TRITON_INTERPRET") == "1",
         "pid": os.getpid(),
+        "worker_version": _worker_version(),
         "methods": protocol.method_names(),
     }
 
@@ -105,6 +118,19 @@ def load_methods() -> list[str]:
     return problems
 
 
+def cuda_context_usable() -> bool:
+    """False when CUDA was used in this process and no longer works."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return True
+    try:
+        torch.cuda.synchronize()
+        torch.empty(1, device="cuda").fill_(1.0).item()
+    except Exception:
+        return False
+    return True
+
+
 _warm_thread: threading.Thread | None = None
 
 
@@ -122,6 +148,14 @@ def start_warm_up() -> None:
         except Exception:
             print(f"mkworker: warm-up failed: {traceback.format_exc()}", file=sys.stderr)
 
+    # torch 2.11 crashed (SIGSEGV in FakeTensorMode.__enter__) when the warm-up ran on
+    # another thread on a GPU machine with CUDA hidden: warm up synchronously by default.
+    mode = os.environ.get("MKWORKER_WARMUP", "sync")
+    if mode == "off":
+        return
+    if mode == "sync":
+        run()
+        return
     _warm_thread = threading.Thread(target=run, name="mkworker-warm-up", daemon=True)
     _warm_thread.start()
 
@@ -159,6 +193,14 @@ class Server:
             self.channel.send(protocol.progress_line(req_id, message, fraction))
 
         self.channel.send(self._run(req_id, fn, params, progress))
+        if not cuda_context_usable():
+            # A kernel hit a device-side assert or an illegal address: every later
+            # CUDA call in this process fails. The answer for the job that did it is
+            # sent; exit so the supervisor starts a clean worker for the next one.
+            print("mkworker: CUDA context is unusable after that job; exiting so the "
+                  "engine restarts a clean worker", file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(70)
         return method != "shutdown"
 
     def _run(self, req_id: Any, fn: protocol.Method, params: Params, progress: Progress) -> str:
@@ -195,8 +237,14 @@ class Server:
 def main() -> int:
     channel = claim_stdout()
     configure_triton_env()
+    requests = sys.stdin.buffer
+    # user code calling input() must not eat protocol lines
+    sys.stdin = open(os.devnull, encoding="utf-8")
     problems = load_methods()
     start_warm_up()
     for problem in problems:
         print(f"mkworker: could not load {problem}", file=sys.stderr)
-    return Server(channel, problems).serve(sys.stdin.buffer)
+    try:
+        return Server(channel, problems).serve(requests)
+    finally:
+        wait_warm()  # a daemon thread still importing torch at exit aborts the interpreter

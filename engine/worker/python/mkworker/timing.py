@@ -59,7 +59,7 @@ class TimingConfig:
     warmup_ms: float = 50.0
     min_trials: int = 10
     max_trials: int = 100
-    budget_ms: float = 1000.0
+    budget_ms: float = 300.0
     flush_l2: bool = True
 
 

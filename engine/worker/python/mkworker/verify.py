@@ -555,9 +555,16 @@ def _suspicion(eager: dict[str, Any] | None, cand_t: dict[str, Any], moved: int,
     return reasons
 
 
+# Reference timings by (file digest, class, subkernel, batch, seed, device): every
+# candidate of a subkernel is compared with the same eager and torch.compile runs,
+# and torch.compile is paid once per subkernel instead of once per candidate.
+_REF_TIMES: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, Any]]] = {}
+
+
 def _timing_block(ref_fn: Callable[..., Any], cand_fn: Callable[..., Any] | None,
                   base: list[Any], device: torch.device, out: Outcome,
-                  progress: Progress | None, span: tuple[float, float]) -> dict[str, Any]:
+                  progress: Progress | None, span: tuple[float, float],
+                  ref_key: tuple[Any, ...] | None = None) -> dict[str, Any]:
     """Times eager reference, compiled reference and (when given) the candidate."""
     if device.type != "cuda":
         return timing.unavailable()
@@ -565,17 +572,27 @@ def _timing_block(ref_fn: Callable[..., Any], cand_fn: Callable[..., Any] | None
     lim = timing.device_limits(device)
     res: dict[str, Any] = {"available": True, "device": lim["name"],
                            "protocol": "cuda-events, L2 flushed, all streams synchronised"}
-    ref_in = [clone_exact(x) for x in base]
-    if progress:
-        progress("timing eager reference", lo)
-    res["reference_eager"] = _time_one(lambda: ref_fn(*ref_in), device)
-    if progress:
-        progress("timing torch.compile reference", lo + (hi - lo) / 3)
-    comp_in = [clone_exact(x) for x in base]
-    comp, why, compile_s = _compiled(ref_fn, comp_in, device)
-    res["reference_compile"] = comp if comp is not None else {"available": False, "reason": why}
-    if comp is not None:
-        res["reference_compile"]["compile_s"] = compile_s
+    cached = _REF_TIMES.get(ref_key) if ref_key is not None else None
+    if cached is not None:
+        # The same reference on the same inputs was timed by an earlier job of
+        # this worker: eager and torch.compile do not depend on the candidate.
+        res["reference_eager"], res["reference_compile"] = cached
+        comp = res["reference_compile"] if res["reference_compile"].get("available", True) else None
+    else:
+        ref_in = [clone_exact(x) for x in base]
+        if progress:
+            progress("timing eager reference", lo)
+        res["reference_eager"] = _time_one(lambda: ref_fn(*ref_in), device)
+        if progress:
+            progress("timing torch.compile reference", lo + (hi - lo) / 3)
+        comp_in = [clone_exact(x) for x in base]
+        comp, why, compile_s = _compiled(ref_fn, comp_in, device)
+        res["reference_compile"] = comp if comp is not None else {"available": False,
+                                                                  "reason": why}
+        if comp is not None:
+            res["reference_compile"]["compile_s"] = compile_s
+        if ref_key is not None:
+            _REF_TIMES[ref_key] = (res["reference_eager"], res["reference_compile"])
     if cand_fn is None:
         res["speedup_compile_vs_eager"] = timing.speedup(res["reference_eager"], comp)
         return res
@@ -749,6 +766,34 @@ def verify_subkernel(params: dict[str, Any], progress: Progress) -> dict[str, An
         cand.unload()
 
 
+# Built models by (file digest, class, seed, device), with a pristine copy of their
+# state: building a large model on the CPU costs seconds, restoring its state on
+# the device costs a copy. Two entries bound the memory kept.
+_MODELS: dict[tuple[Any, ...], tuple[torch.nn.Module, dict[str, torch.Tensor]]] = {}
+_MODELS_KEPT = 2
+
+
+def _model_for(replay: Any, graph: dict[str, Any], path: str, cls: str, seed: int,
+               device: torch.device) -> torch.nn.Module:
+    """The problem's model with its initial state, built once per worker."""
+    key = (graph.get("source_sha256"), path, cls, seed, str(device))
+    hit = _MODELS.get(key)
+    if hit is not None:
+        model, pristine = hit
+        with torch.no_grad():
+            for name, t in [*model.named_parameters(), *model.named_buffers()]:
+                t.copy_(pristine[name])
+        model.train()
+        return model
+    model = replay.build_model(path, cls, seed, device)
+    pristine = {name: t.detach().clone()
+                for name, t in [*model.named_parameters(), *model.named_buffers()]}
+    while len(_MODELS) >= _MODELS_KEPT:
+        _MODELS.pop(next(iter(_MODELS)))
+    _MODELS[key] = (model, pristine)
+    return model
+
+
 def _verify_subkernel(graph: dict[str, Any], node_ids: list[int], in_vids: list[int],
                       out_vids: list[int], settings: Settings, cand: Candidate,
                       progress: Progress) -> dict[str, Any]:
@@ -757,7 +802,7 @@ def _verify_subkernel(graph: dict[str, Any], node_ids: list[int], in_vids: list[
     path, cls = str(graph["file"]), str(graph.get("class") or "Model")
     progress("building the reference", 0.02)
     try:
-        model = replay.build_model(path, cls, settings.seed, device)
+        model = _model_for(replay, graph, path, cls, settings.seed, device)
         ref_fn = replay.subkernel_fn(graph, node_ids, in_vids, out_vids, model)
     except MethodError:
         raise
@@ -787,8 +832,10 @@ def _verify_subkernel(graph: dict[str, Any], node_ids: list[int], in_vids: list[
         output_names=[f"output {i} = {_value_label(graph, v)}" for i, v in enumerate(out_vids)],
     )
     first_dim = _first_input_dim(graph)
+    ref_key = (graph.get("source_sha256"), cls, tuple(node_ids), tuple(in_vids),
+               tuple(out_vids), settings.batch, settings.seed, str(device))
     return _finish(ref, candidate_side, make, spec, settings, progress,
-                   ref_call=ref_fn, cand_call=run, first_dim=first_dim)
+                   ref_call=ref_fn, cand_call=run, first_dim=first_dim, ref_key=ref_key)
 
 
 def _first_input_dim(graph: dict[str, Any]) -> int | None:
@@ -801,7 +848,7 @@ def _first_input_dim(graph: dict[str, Any]) -> int | None:
 def _finish(ref: Side, cand: Side, make: Callable[[int | None], Callable[[int], list[Any]]],
             spec: TrialSpec, settings: Settings, progress: Progress,
             ref_call: Callable[..., Any], cand_call: Callable[..., Any],
-            first_dim: int | None) -> dict[str, Any]:
+            first_dim: int | None, ref_key: tuple[Any, ...] | None = None) -> dict[str, Any]:
     """Trials, then timing and the suspicious-speedup re-check; the report."""
     device = settings.device
     timed = settings.timing and device.type == "cuda"
@@ -823,7 +870,8 @@ def _finish(ref: Side, cand: Side, make: Callable[[int | None], Callable[[int], 
             else timing.unavailable("timing not requested")
     else:
         base = make(settings.batch)(settings.seed + 1)
-        tim = _timing_block(ref_call, cand_call, base, device, out, progress, (0.6, 0.9))
+        tim = _timing_block(ref_call, cand_call, base, device, out, progress, (0.6, 0.9),
+                            ref_key)
         if out.status == "ok":
             reasons = _suspicion(tim["reference_eager"], tim["candidate"],
                                  tim.get("min_bytes", 0), device)

@@ -1,0 +1,170 @@
+/* mk_frontend.h — static, instant analysis of a Python module (no Python).
+ *
+ * Three layers:
+ *  - mk_text_index: line index and position conversions between byte
+ *    offsets, (line, UTF-8 byte column) and (line, UTF-16 column), the
+ *    last being what LSP speaks. Lines end at "\n", "\r\n" or a lone "\r"
+ *    (as in LSP and in Python's universal newlines); invalid UTF-8 bytes
+ *    count as one UTF-16 unit each (as the U+FFFD an editor shows).
+ *  - mk_pydoc: a document parsed by tree-sitter (python grammar), error
+ *    tolerant, with incremental re-parse after edits (for the language
+ *    server).
+ *  - mk_pyoutline: what the engine needs from the source before running it:
+ *    nn.Module classes with __init__/forward and forward's statements,
+ *    module-level get_inputs/get_init_inputs, syntax errors and missing
+ *    pieces as diagnostics.
+ *
+ * Line conventions: mk_text_index uses 0-based lines (LSP); mk_srange uses
+ * 1-based lines and 0-based UTF-8 byte columns, like the capture's spans
+ * (mk_span in mk_ir.h), so the two compare directly.
+ *
+ * Ownership: every struct here is caller-owned and released by its _free
+ * function; strings inside are owned by the struct. An mk_text_index
+ * borrows the text it indexes. No I/O. */
+#ifndef MK_FRONTEND_H
+#define MK_FRONTEND_H
+
+#include "mk_err.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <tree_sitter/api.h>
+
+/* The generated grammar (third_party/tree-sitter-python, mk_grammar_python). */
+const TSLanguage *tree_sitter_python(void);
+
+/* Documents larger than this are refused (tree-sitter offsets are 32-bit). */
+#define MK_FRONTEND_MAX_TEXT ((size_t)1 << 30)
+
+/* ---- positions ------------------------------------------------------------ */
+
+typedef struct mk_text_index {
+  const char *text; /* borrowed */
+  size_t len;
+  size_t *line_starts; /* nlines entries; line_starts[0] == 0 */
+  int nlines;          /* >= 1 (an empty text has one empty line) */
+} mk_text_index;
+
+/* Builds the index of text[0..len). Returns 0 or MK_ENOMEM/MK_ERANGE. */
+int mk_text_index_init(mk_text_index *ix, const char *text, size_t len);
+void mk_text_index_free(mk_text_index *ix);
+
+/* 0-based line holding byte `offset` (clamped to [0, len]). */
+int mk_text_line_of(const mk_text_index *ix, size_t offset);
+/* Byte offsets of a line's start and end (end excludes the terminator);
+ * lines out of range clamp to the first/last line. */
+size_t mk_text_line_start(const mk_text_index *ix, int line);
+size_t mk_text_line_end(const mk_text_index *ix, int line);
+
+/* offset -> (line, column). An offset inside a line terminator maps to the
+ * line's end; inside a multi-byte character, to that character's start. */
+void mk_text_offset_to_utf16(const mk_text_index *ix, size_t offset, int *line, int *col16);
+void mk_text_offset_to_bytecol(const mk_text_index *ix, size_t offset, int *line, int *col);
+/* (line, column) -> offset, clamped like LSP: a column past the end of the
+ * line is the line's end, a line past the end is the end of the text, a
+ * UTF-16 column inside a surrogate pair rounds down to the character. */
+size_t mk_text_utf16_to_offset(const mk_text_index *ix, int line, int col16);
+size_t mk_text_bytecol_to_offset(const mk_text_index *ix, int line, int col);
+/* Column conversions within one line (0-based line). */
+int mk_text_bytecol_to_utf16(const mk_text_index *ix, int line, int col);
+int mk_text_utf16_to_bytecol(const mk_text_index *ix, int line, int col16);
+
+/* ---- documents ----------------------------------------------------------- */
+
+typedef struct mk_pydoc mk_pydoc;
+
+/* Parses a copy of text[0..len). *out is freed with mk_pydoc_free. Syntax
+ * errors do not fail this call: they are in the tree (and the outline). */
+int mk_pydoc_new(const char *text, size_t len, mk_pydoc **out, mk_errmsg *err);
+void mk_pydoc_free(mk_pydoc *d);
+/* Replaces bytes [start, old_end) by text[0..len) and re-parses
+ * incrementally. Fails with MK_EINVAL (document unchanged) on a bad range. */
+int mk_pydoc_edit(mk_pydoc *d, size_t start, size_t old_end, const char *text, size_t len,
+                  mk_errmsg *err);
+/* The same with an LSP range (0-based lines, UTF-16 columns; clamped). */
+int mk_pydoc_edit_utf16(mk_pydoc *d, int start_line, int start_col16, int end_line, int end_col16,
+                        const char *text, size_t len, mk_errmsg *err);
+/* Replaces the whole text (full-sync clients); re-parses from scratch. */
+int mk_pydoc_set_text(mk_pydoc *d, const char *text, size_t len, mk_errmsg *err);
+/* Current text (NUL-terminated; owned by the document, valid until the next edit). */
+const char *mk_pydoc_text(const mk_pydoc *d, size_t *len);
+const mk_text_index *mk_pydoc_index(const mk_pydoc *d);
+/* Root of the current syntax tree (valid until the next edit). */
+TSNode mk_pydoc_root(const mk_pydoc *d);
+
+/* ---- outline ---------------------------------------------------------------- */
+
+typedef struct mk_srange {
+  size_t start, end;     /* byte offsets, end exclusive */
+  int line, col;         /* 1-based line, 0-based UTF-8 byte column */
+  int end_line, end_col; /* of the end position */
+} mk_srange;
+
+typedef enum mk_diag_severity { /* LSP's numbering */
+  MK_DIAG_ERROR = 1,
+  MK_DIAG_WARNING = 2,
+  MK_DIAG_INFO = 3,
+} mk_diag_severity;
+
+typedef struct mk_diag {
+  mk_diag_severity severity;
+  mk_srange range;
+  const char *code; /* static: "syntax", "missing-class", "missing-forward", ... */
+  char *message;    /* owned */
+} mk_diag;
+
+typedef struct mk_pyfunc {
+  bool found;
+  char *name;
+  mk_srange range;      /* whole definition (decorators included) */
+  mk_srange name_range;
+  mk_srange body;       /* the block */
+  char **params;        /* parameter names as written ("self", "*args", "**kw") */
+  int nparams;
+} mk_pyfunc;
+
+typedef struct mk_pystmt {
+  mk_srange range;
+  int depth;        /* 0: directly in forward's body */
+  bool compound;    /* if/for/while/with/try/match header (its body follows) */
+  const char *kind; /* tree-sitter node type ("expression_statement", "for_statement")
+                       or "docstring"; static */
+} mk_pystmt;
+
+typedef struct mk_pyclass {
+  char *name;
+  mk_srange range, name_range;
+  char *bases;    /* text between the parentheses, "" if none */
+  bool is_module; /* a base mentions Module, or is a module class of this file */
+  mk_pyfunc init, forward;
+  mk_pystmt *stmts; /* forward's statements in source order, nested ones included */
+  int nstmts;
+} mk_pyclass;
+
+typedef struct mk_pyoutline {
+  mk_pyclass *classes; /* top-level classes in source order */
+  int nclasses;
+  int target;          /* index of the class asked for, or -1 */
+  mk_pyfunc get_inputs, get_init_inputs;
+  mk_diag *diags;      /* in source order within each kind: syntax first, then missing pieces */
+  int ndiags;
+  int nsyntax_errors;  /* all of them, even past the reported limit */
+} mk_pyoutline;
+
+#define MK_FRONTEND_MAX_SYNTAX_DIAGS 100
+
+/* Outlines a parsed document. class_name: the class to check for (NULL:
+ * "Model"). Missing class / forward / get_inputs are error diagnostics, a
+ * missing get_init_inputs a warning. Fails only on MK_ENOMEM. */
+int mk_frontend_outline(const mk_pydoc *d, const char *class_name, mk_pyoutline *out, mk_errmsg *err);
+/* Parses text and outlines it in one go. */
+int mk_frontend_outline_text(const char *text, size_t len, const char *class_name, mk_pyoutline *out,
+                             mk_errmsg *err);
+void mk_pyoutline_free(mk_pyoutline *o);
+
+/* The module class named `name`, or NULL. */
+const mk_pyclass *mk_pyoutline_class(const mk_pyoutline *o, const char *name);
+/* True when the outline has at least one error diagnostic. */
+bool mk_pyoutline_has_errors(const mk_pyoutline *o);
+
+#endif

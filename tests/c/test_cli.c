@@ -1,0 +1,481 @@
+/* test_cli.c — `mkevolve analyze` and `mkevolve check` as a user runs
+ * them: the real binary, a fake worker (tests/fixtures/worker/fake_python.sh
+ * as MKEVOLVE_PYTHON) for the error paths, and, when the Python worker and
+ * ../shared/kernelbench are present, every KernelBench problem analysed by
+ * the real worker. Every run has a wall-clock bound: no hang goes unseen. */
+#include "mk_buf.h"
+#include "mk_test.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct run_out {
+  int status; /* exit status, -1 on signal or timeout */
+  bool timed_out;
+  double seconds;
+  char *out, *err;
+} run_out;
+
+static void run_free(run_out *r) {
+  free(r->out);
+  free(r->err);
+  r->out = r->err = NULL;
+}
+
+static const char *bin(void) {
+  const char *b = getenv("MKEVOLVE_BIN");
+  if (b && access(b, X_OK) == 0) return b;
+  static char path[4096];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
+  if (n <= 0) return "mkevolve";
+  path[n] = '\0';
+  char *slash = strrchr(path, '/');
+  /* build/tests/mk_tests -> build/mkevolve */
+  if (slash) snprintf(slash, sizeof path - (size_t)(slash - path), "/../mkevolve");
+  return path;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Runs mkevolve with argv (NULL-terminated, without the program) and
+ * extra environment "K=V" strings ("-K" unsets K). */
+static void run(const char *const *args, const char *const *env, double timeout_s, run_out *r) {
+  memset(r, 0, sizeof *r);
+  char outp[128], errp[128];
+  snprintf(outp, sizeof outp, "/tmp/mk_test_cli.%d.out", (int)getpid());
+  snprintf(errp, sizeof errp, "/tmp/mk_test_cli.%d.err", (int)getpid());
+  double t0 = now_s();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    for (const char *const *e = env; e && *e; e++) {
+      if ((*e)[0] == '-') {
+        unsetenv(*e + 1);
+        continue;
+      }
+      const char *eq = strchr(*e, '=');
+      char key[256];
+      snprintf(key, sizeof key, "%.*s", (int)(eq - *e), *e);
+      setenv(key, eq + 1, 1);
+    }
+    const char *argv[600];
+    int n = 0;
+    argv[n++] = bin();
+    for (const char *const *a = args; *a && n < 599; a++) argv[n++] = *a;
+    argv[n] = NULL;
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  int st = 0;
+  for (;;) {
+    pid_t w = waitpid(pid, &st, WNOHANG);
+    if (w == pid) break;
+    if (now_s() - t0 > timeout_s) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      r->timed_out = true;
+      break;
+    }
+    usleep(10000);
+  }
+  r->seconds = now_s() - t0;
+  r->status = !r->timed_out && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  size_t len;
+  if (mk_read_file(outp, 64 << 20, &r->out, &len) != 0) r->out = mk_strdup("");
+  if (mk_read_file(errp, 1 << 20, &r->err, &len) != 0) r->err = mk_strdup("");
+  unlink(outp);
+  unlink(errp);
+  if (r->status != 0 && getenv("MK_TEST_VERBOSE"))
+    fprintf(stderr, "--- stdout:\n%s\n--- stderr:\n%s\n", r->out, r->err);
+}
+
+static char tmpdir[256];
+
+static const char *tmp_file(const char *name, const char *text) {
+  if (!tmpdir[0]) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/mk_test_cli_files.%d", (int)getpid());
+    mkdir(tmpdir, 0755);
+  }
+  static char paths[16][512];
+  static int next;
+  char *p = paths[next++ % 16];
+  snprintf(p, 512, "%s/%s", tmpdir, name);
+  FILE *f = fopen(p, "w");
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+  }
+  return p;
+}
+
+static const char *good_module =
+    "import torch\n"
+    "class Model(torch.nn.Module):\n"
+    "    def forward(self, x):\n"
+    "        return torch.tanh(x)\n"
+    "def get_inputs():\n"
+    "    return [torch.randn(4, 4)]\n"
+    "def get_init_inputs():\n"
+    "    return []\n";
+
+/* Environment for the fake worker. */
+typedef struct fake_env {
+  char python[600], graph[600], real[600], cache[300];
+  const char *kv[12];
+} fake_env;
+
+static void fake_env_init(fake_env *f, const char *mode, bool cache) {
+  snprintf(f->python, sizeof f->python, "MKEVOLVE_PYTHON=%s/tests/fixtures/worker/fake_python.sh",
+           mk_test_repo_dir());
+  snprintf(f->graph, sizeof f->graph, "FAKE_GRAPH=%s/tests/fixtures/ir/conv_min_tanh.json",
+           mk_test_repo_dir());
+  snprintf(f->real, sizeof f->real, "FAKE_REAL_PYTHON=%s",
+           access(MK_DEFAULT_PYTHON, X_OK) == 0 ? MK_DEFAULT_PYTHON : "/usr/bin/python3");
+  snprintf(f->cache, sizeof f->cache, "MKEVOLVE_CACHE_DIR=/tmp/mk_test_cli_cache.%d",
+           (int)getpid());
+  int n = 0;
+  f->kv[n++] = f->python;
+  f->kv[n++] = f->graph;
+  f->kv[n++] = f->real;
+  f->kv[n++] = f->cache;
+  f->kv[n++] = cache ? "-MKEVOLVE_NO_CACHE" : "MKEVOLVE_NO_CACHE=1";
+  static char modebuf[64];
+  snprintf(modebuf, sizeof modebuf, "FAKE_MODE=%s", mode);
+  f->kv[n++] = modebuf;
+  f->kv[n] = NULL;
+}
+
+MK_TEST(cli, usage_errors) {
+  run_out r;
+  const char *a1[] = {"analyze", NULL};
+  run(a1, NULL, 10, &r);
+  MK_CHECK_INT(r.status, ==, 2);
+  MK_CHECK(strstr(r.err, "usage: mkevolve analyze") != NULL);
+  run_free(&r);
+  const char *a2[] = {"check", "x.py", NULL};
+  run(a2, NULL, 10, &r);
+  MK_CHECK_INT(r.status, ==, 2);
+  run_free(&r);
+  const char *a3[] = {"analyze", "--frobnicate", "x.py", NULL};
+  run(a3, NULL, 10, &r);
+  MK_CHECK_INT(r.status, ==, 2);
+  MK_CHECK(strstr(r.err, "--frobnicate") != NULL);
+  run_free(&r);
+  const char *a4[] = {"check", "a.py", "--against", "b.py", "--trials", "zero", NULL};
+  run(a4, NULL, 10, &r);
+  MK_CHECK_INT(r.status, ==, 2);
+  MK_CHECK(strstr(r.err, "--trials") != NULL);
+  run_free(&r);
+}
+
+MK_TEST(cli, static_errors_need_no_python) {
+  /* A Python that does not exist proves no worker is involved. */
+  const char *env[] = {"MKEVOLVE_PYTHON=/nonexistent/python", "MKEVOLVE_NO_CACHE=1", NULL};
+  run_out r;
+  const char *bad = tmp_file("syntax.py", "import torch\nclass Model:\n    def forward(self, x:\n"
+                                          "        return x\n");
+  const char *a1[] = {"analyze", bad, NULL};
+  run(a1, env, 10, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.err, "syntax.py:3:") != NULL);
+  MK_CHECK(strstr(r.err, "syntax error") != NULL);
+  MK_CHECK(strstr(r.err, "def forward(self, x:") != NULL); /* the line is shown */
+  MK_CHECK(r.seconds < 5);
+  run_free(&r);
+
+  const char *nomodel = tmp_file("nomodel.py", "class Net:\n    pass\ndef get_inputs():\n"
+                                               "    return []\n");
+  const char *a2[] = {"analyze", nomodel, NULL};
+  run(a2, env, 10, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.err, "no top-level class `Model` (classes here: Net)") != NULL);
+  run_free(&r);
+
+  const char *noinputs = tmp_file("noinputs.py", "class Model:\n    pass\n");
+  const char *a3[] = {"analyze", noinputs, NULL};
+  run(a3, env, 10, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.err, "get_inputs") != NULL);
+  run_free(&r);
+
+  const char *a4[] = {"analyze", "/nonexistent/dir/model.py", NULL};
+  run(a4, env, 10, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.err, "no such file") != NULL);
+  run_free(&r);
+
+  /* 10 MB of Python: refused with a clear message, quickly. */
+  mk_buf big;
+  mk_buf_init(&big, 0);
+  mk_buf_puts(&big, good_module);
+  while (big.len < 10u * 1024 * 1024) mk_buf_puts(&big, "# padding padding padding padding\n");
+  const char *huge = tmp_file("huge.py", mk_buf_cstr(&big));
+  mk_buf_free(&big);
+  const char *a5[] = {"analyze", "--json", huge, NULL};
+  run(a5, env, 20, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  cJSON *j = cJSON_Parse(r.out);
+  MK_REQUIRE(j != NULL);
+  MK_CHECK_STR(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "kind")->valuestring,
+               "too_large");
+  cJSON_Delete(j);
+  run_free(&r);
+  unlink(huge);
+
+  /* check: a syntax error in the ModelNew is reported against that file. */
+  const char *prob = tmp_file("problem.py", good_module);
+  const char *newbad = tmp_file("new_bad.py", "class ModelNew(\n");
+  const char *a6[] = {"check", newbad, "--against", prob, NULL};
+  run(a6, env, 10, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.err, "new_bad.py:") != NULL);
+  run_free(&r);
+}
+
+MK_TEST(cli, analyze_with_worker) {
+  fake_env f;
+  fake_env_init(&f, "normal", false);
+  const char *m = tmp_file("model.py", good_module);
+  run_out r;
+  const char *a1[] = {"analyze", m, NULL};
+  run(a1, f.kv, 30, &r);
+  MK_CHECK_INT(r.status, ==, 0);
+  MK_CHECK(strstr(r.out, "class Model, 4 nodes, 2 subkernels") != NULL);
+  MK_CHECK(strstr(r.out, "conv2d(") != NULL);
+  MK_CHECK(strstr(r.out, "line 13") != NULL);
+  MK_CHECK(strstr(r.out, "subkernels:") != NULL);
+  MK_CHECK(strstr(r.out, "conv.weight") != NULL);
+  run_free(&r);
+
+  const char *a2[] = {"analyze", "--json", m, NULL};
+  run(a2, f.kv, 30, &r);
+  MK_CHECK_INT(r.status, ==, 0);
+  cJSON *j = cJSON_Parse(r.out);
+  MK_REQUIRE(j != NULL);
+  MK_CHECK_STR(cJSON_GetObjectItem(j, "schema")->valuestring, "mkevolve.analyze/1");
+  MK_CHECK_STR(cJSON_GetObjectItem(j, "file")->valuestring, m);
+  const cJSON *nodes = cJSON_GetObjectItem(j, "nodes");
+  MK_CHECK_INT(cJSON_GetArraySize(nodes), ==, 4);
+  const cJSON *n0 = cJSON_GetArrayItem(nodes, 0);
+  MK_CHECK_STR(cJSON_GetObjectItem(n0, "op")->valuestring, "torch.nn.functional.conv2d");
+  MK_CHECK_STR(cJSON_GetObjectItem(n0, "category")->valuestring, "conv");
+  MK_CHECK_INT(cJSON_GetObjectItem(cJSON_GetObjectItem(n0, "span"), "line")->valueint, ==, 13);
+  const cJSON *sks = cJSON_GetObjectItem(j, "subkernels");
+  MK_CHECK_INT(cJSON_GetArraySize(sks), ==, 2);
+  MK_CHECK(cJSON_IsArray(cJSON_GetObjectItem(cJSON_GetArrayItem(sks, 0), "nodes")));
+  MK_CHECK(cJSON_IsFalse(cJSON_GetObjectItem(j, "cached")));
+  cJSON_Delete(j);
+  run_free(&r);
+
+  /* Several files: a JSON array, one entry each, failures included. */
+  const char *bad = tmp_file("broken.py", "class Model(:\n");
+  const char *a3[] = {"analyze", "--json", m, bad, NULL};
+  run(a3, f.kv, 30, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  j = cJSON_Parse(r.out);
+  MK_REQUIRE(cJSON_IsArray(j));
+  MK_CHECK_INT(cJSON_GetArraySize(j), ==, 2);
+  MK_CHECK(cJSON_GetObjectItem(cJSON_GetArrayItem(j, 1), "error") != NULL);
+  cJSON_Delete(j);
+  run_free(&r);
+}
+
+MK_TEST(cli, analyze_uses_the_cache) {
+  fake_env f;
+  fake_env_init(&f, "normal", true);
+  const char *m = tmp_file("cached.py", good_module);
+  run_out r;
+  const char *a[] = {"analyze", "--json", m, NULL};
+  for (int i = 0; i < 2; i++) {
+    run(a, f.kv, 30, &r);
+    MK_CHECK_INT(r.status, ==, 0);
+    cJSON *j = cJSON_Parse(r.out);
+    MK_REQUIRE(j != NULL);
+    MK_CHECK(cJSON_IsBool(cJSON_GetObjectItem(j, "cached")));
+    if (i == 1) MK_CHECK(cJSON_IsTrue(cJSON_GetObjectItem(j, "cached")));
+    cJSON_Delete(j);
+    run_free(&r);
+  }
+  const char *nc[] = {"analyze", "--json", "--no-cache", m, NULL};
+  run(nc, f.kv, 30, &r);
+  cJSON *j = cJSON_Parse(r.out);
+  MK_CHECK(j && cJSON_IsFalse(cJSON_GetObjectItem(j, "cached")));
+  cJSON_Delete(j);
+  run_free(&r);
+}
+
+MK_TEST(cli, analyze_worker_failures) {
+  const char *m = tmp_file("victim.py", good_module);
+  run_out r;
+  fake_env f;
+  fake_env_init(&f, "exit_at_start", false);
+  const char *a1[] = {"analyze", m, NULL};
+  run(a1, f.kv, 60, &r);
+  MK_CHECK(!r.timed_out);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.err, "no module named torch") != NULL);
+  MK_CHECK(strstr(r.err, "failed to start 3 times") != NULL);
+  run_free(&r);
+
+  fake_env_init(&f, "no_hello", false);
+  const char *a2[] = {"analyze", "--timeout", "0.5", m, NULL};
+  run(a2, f.kv, 60, &r);
+  MK_CHECK(!r.timed_out);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.err, "did not answer its handshake") != NULL);
+  run_free(&r);
+
+  /* A worker-side error with a line: shown with the source line. */
+  fake_env_init(&f, "normal", false);
+  const char *s = tmp_file("worker_syntax.py",
+                           "import torch\nclass Model(torch.nn.Module):\n    x = 1  # SYNTAX\n"
+                           "def get_inputs():\n    return []\n");
+  const char *a3[] = {"analyze", s, NULL};
+  run(a3, f.kv, 30, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.err, "worker_syntax.py:3: syntax_error: invalid syntax") != NULL);
+  MK_CHECK(strstr(r.err, "x = 1  # SYNTAX") != NULL);
+  run_free(&r);
+}
+
+MK_TEST(cli, check_table_and_verdicts) {
+  fake_env f;
+  fake_env_init(&f, "normal", false);
+  const char *prob = tmp_file("prob.py", good_module);
+  const char *good = tmp_file("good_new.py", "class ModelNew:\n    pass  # FAST\n");
+  const char *wrong = tmp_file("wrong_new.py", "class ModelNew:\n    pass  # WRONG\n");
+  const char *crash = tmp_file("crash_new.py", "class ModelNew:\n    pass  # CRASH\n");
+  run_out r;
+  const char *a1[] = {"check", good, "--against", prob, "--trials", "3", NULL};
+  run(a1, f.kv, 30, &r);
+  MK_CHECK_INT(r.status, ==, 0);
+  MK_CHECK(strstr(r.out, "yes (3/3 trials)") != NULL);
+  MK_CHECK(strstr(r.out, "4.00x vs eager, 2.00x vs torch.compile") != NULL);
+  MK_CHECK(strstr(r.out, "torch.compile") != NULL);
+  run_free(&r);
+
+  const char *a2[] = {"check", wrong, "--against", prob, NULL};
+  run(a2, f.kv, 30, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.out, "NO: mismatch") != NULL);
+  MK_CHECK(strstr(r.out, "17 of 4096 elements") != NULL);
+  MK_CHECK(strstr(r.out, "differs") != NULL);
+  run_free(&r);
+
+  const char *a3[] = {"check", crash, "--against", prob, "--json", NULL};
+  run(a3, f.kv, 30, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  cJSON *j = cJSON_Parse(r.out);
+  MK_REQUIRE(j != NULL);
+  MK_CHECK_STR(cJSON_GetObjectItem(j, "status")->valuestring, "crashed");
+  MK_CHECK(cJSON_IsFalse(cJSON_GetObjectItem(j, "correct")));
+  cJSON_Delete(j);
+  run_free(&r);
+
+  const char *a4[] = {"check", good, "--against", prob, "--device", "cuda", NULL};
+  const char *nogpu[] = {f.kv[0], f.kv[1], f.kv[2], "MKEVOLVE_NO_CACHE=1",
+                         "CUDA_VISIBLE_DEVICES=", NULL};
+  run(a4, nogpu, 30, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.err, "no GPU") != NULL);
+  run_free(&r);
+}
+
+/* ---- integration: the real worker over ../shared/kernelbench ------------- */
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+MK_TEST(cli, analyze_kernelbench) {
+  char server[1024], kb[1024];
+  snprintf(server, sizeof server, "%s/engine/worker/python/mkworker/capture.py", mk_test_repo_dir());
+  snprintf(kb, sizeof kb, "%s/kernelbench", mk_test_shared_dir());
+  if (access(server, R_OK) != 0 || access(MK_DEFAULT_PYTHON, X_OK) != 0) {
+    mk_test_skip("no Python worker (engine/worker/python) or .venv");
+    return;
+  }
+  if (access(kb, R_OK) != 0) {
+    mk_test_skip("../shared/kernelbench is absent");
+    return;
+  }
+  /* All problems in one run (one worker start); each file's time is the
+   * capture job's wall time, worker start-up included only in the first. */
+  const char *levels[] = {"level1", "level2", "level3"};
+  char *files[512];
+  int n = 0;
+  for (int l = 0; l < 3; l++) {
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/%s", kb, levels[l]);
+    DIR *d = opendir(dir);
+    if (!d) continue;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < 512) {
+      size_t len = strlen(de->d_name);
+      if (len < 4 || strcmp(de->d_name + len - 3, ".py") != 0) continue;
+      char p[1600];
+      snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+      files[n++] = mk_strdup(p);
+    }
+    closedir(d);
+  }
+  qsort(files, (size_t)n, sizeof files[0], cmp_str);
+  MK_REQUIRE(n > 0);
+  const char *args[520];
+  int k = 0;
+  args[k++] = "analyze";
+  args[k++] = "--json";
+  args[k++] = "--no-cache";
+  for (int i = 0; i < n; i++) args[k++] = files[i];
+  args[k] = NULL;
+  const char *env[] = {"-MKEVOLVE_PYTHON", NULL};
+  run_out r;
+  run(args, env, 580, &r);
+  MK_CHECK(!r.timed_out);
+  cJSON *j = cJSON_Parse(r.out);
+  MK_REQUIRE(cJSON_IsArray(j));
+  MK_CHECK_INT(cJSON_GetArraySize(j), ==, n);
+  double slowest = 0;
+  const char *slowest_file = "";
+  int failures = 0;
+  for (int i = 0; i < cJSON_GetArraySize(j); i++) {
+    const cJSON *e = cJSON_GetArrayItem(j, i);
+    const char *file = cJSON_GetObjectItem(e, "file")->valuestring;
+    const cJSON *err = cJSON_GetObjectItem(e, "error");
+    if (err) {
+      fprintf(stderr, "    %s: %s\n", file, cJSON_GetObjectItem(err, "message")->valuestring);
+      failures++;
+      continue;
+    }
+    double ms = cJSON_GetObjectItem(e, "elapsed_ms")->valuedouble;
+    if (i > 0 && ms > slowest) {
+      slowest = ms;
+      slowest_file = file;
+    }
+    if (i > 0 && ms >= 5000) fprintf(stderr, "    %s took %.0f ms\n", file, ms);
+    MK_CHECK(i == 0 || ms < 5000);
+    MK_CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(e, "nodes")), >, 0);
+    MK_CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(e, "subkernels")), >, 0);
+  }
+  MK_CHECK_INT(failures, ==, 0);
+  fprintf(stderr, "    %d problems in %.1f s; slowest %.0f ms (%s)\n", n, r.seconds, slowest,
+          slowest_file);
+  cJSON_Delete(j);
+  run_free(&r);
+  for (int i = 0; i < n; i++) free(files[i]);
+}
