@@ -9,7 +9,8 @@
  * Subkernels whose choice is the PyTorch reference are emitted inline as
  * the recorded torch calls.
  *
- * Also emits Python for single IR nodes (used by the reference candidate).
+ * Python for single IR nodes lives in engine/pyemit (mk_pyemit.h), shared
+ * with the proposers.
  *
  * Ownership: output goes to a caller-owned mk_buf; inputs are borrowed. */
 #ifndef MK_COMPOSE_H
@@ -20,31 +21,7 @@
 #include "mk_err.h"
 #include "mk_ir.h"
 #include "mk_propose.h"
-
-/* How a value is spelled in emitted code: returns 0 and appends the
- * expression for value `vid` (e.g. "v12", "x", "self.conv.weight"). */
-typedef int (*mk_value_namer)(void *ctx, int vid, mk_buf *out);
-
-/* Appends the Python expression calling node `n` (no assignment), e.g.
- * "F.conv2d(x, self.conv.weight, self.conv.bias, (1, 1), (0, 0), (1, 1), 1)".
- * Fails with MK_EUNSUPPORTED for nodes with opaque arguments. */
-int mk_pyemit_call(const mk_graph *g, const mk_node *n, mk_value_namer namer, void *ctx,
-                   mk_buf *out, mk_errmsg *err);
-
-/* Appends the Python literal for one encoded argument (docs/protocol.md). */
-int mk_pyemit_arg(const cJSON *arg, mk_value_namer namer, void *ctx, mk_buf *out, mk_errmsg *err);
-
-/* Appends statements (each line indented by `indent`) that run node `n` and
- * bind its tensor outputs to the names the namer gives them. */
-int mk_pyemit_node(const mk_graph *g, const mk_node *n, mk_value_namer namer, void *ctx,
-                   int indent, mk_buf *out, mk_errmsg *err);
-
-/* Appends `import` lines every emitted node body needs (torch, F, math). */
-int mk_pyemit_prelude(mk_buf *out);
-
-/* The expression for a parameter/buffer/attribute path on `self`:
- * "layers.0.weight" -> "self.layers[0].weight". */
-int mk_pyemit_self_path(const char *path, mk_buf *out);
+#include "mk_pyemit.h" /* node and argument emitters (moved out of compose) */
 
 typedef struct mk_compose_options {
   const char *module_source;     /* the user's file text (required) */

@@ -177,6 +177,16 @@ static void leaf_pattern(const bi_emit *e, int s, leaf *l) {
   }
   l->scalar = nreal == 0;
   l->full = v->rank == R && nreal > 0;
+  /* A run over a single element (0-d shape, num_batches_tracked += 1): the
+   * same-shape leaf is "full" at offset 0, so an in-place op can store it. */
+  if (v->rank == R && nreal == 0) {
+    int64_t numel = 1;
+    for (int d = 0; d < R; d++) numel *= st->shape[d];
+    if (numel == 1) {
+      l->full = true;
+      l->scalar = false;
+    }
+  }
   for (int d = 0; d < R && l->full; d++) l->full = v->shape[d] == st->shape[d];
   bool strided = strided_value(e, l->vid);
   if (strided) l->full = false;
@@ -793,11 +803,15 @@ int bi_emit_ew_stage(bi_emit *e, int s, mk_errmsg *err) {
   if (!rc) {
     /* kernel */
     mk_buf *k = e->kernels;
-    mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%snumel, BLOCK: tl.constexpr):\n", mk_buf_cstr(&kname),
-                  mk_buf_cstr(&sig));
+    mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%snumel, BLOCK: tl.constexpr, IDX64: tl.constexpr):\n",
+                  mk_buf_cstr(&kname), mk_buf_cstr(&sig));
     bi_stage_comment(p, s, 4, k);
     mk_buf_puts(k, "    pid = tl.program_id(0)\n"
-                   "    offs = pid * BLOCK + tl.arange(0, BLOCK)\n"
+                   "    lanes = tl.arange(0, BLOCK)\n"
+                   "    if IDX64:  # more than 2**31 elements: 64-bit offsets\n"
+                   "        pid = pid.to(tl.int64)\n"
+                   "        lanes = lanes.to(tl.int64)\n"
+                   "    offs = pid * BLOCK + lanes\n"
                    "    mask = offs < numel\n");
     rc = bi_ew_body(e, s, "", "offs", "mask", nobind, true, 4, k, err);
   }
@@ -809,9 +823,10 @@ int bi_emit_ew_stage(bi_emit *e, int s, mk_errmsg *err) {
     if (!rc) {
       mk_buf_printf(b, "    %s = math.prod(%s)\n", n_var, shape_var);
       mk_buf_printf(b, "    if %s > 0:\n", n_var);
-      mk_buf_printf(b, "        %s[(triton.cdiv(%s, %d),)](\n            %s%s, BLOCK=%d, num_warps=%d)\n",
+      mk_buf_printf(b, "        %s[(triton.cdiv(%s, %d),)](\n            %s%s, BLOCK=%d, IDX64=%s >= 2**31, "
+                       "num_warps=%d)\n",
                     mk_buf_cstr(&kname), n_var, e->cfg->block, mk_buf_cstr(&call), n_var,
-                    e->cfg->block, e->cfg->warps);
+                    e->cfg->block, n_var, e->cfg->warps);
     }
   }
   (void)st;

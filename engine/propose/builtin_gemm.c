@@ -72,15 +72,17 @@ static int emit_kernel(bi_emit *e, int s, const gemm_info *gi, const char *kname
   mk_buf_printf(k,
                 "\n\n@triton.jit\ndef %s(a_ptr, b_ptr, %s%sM, N, K, stride_ab, stride_am, stride_ak,\n"
                 "        stride_bb, stride_bk, stride_bn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,\n"
-                "        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):\n",
+                "        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, IDX64: tl.constexpr):\n",
                 kname, gi->bias >= 0 ? "bias_ptr, " : "", sig);
   bi_stage_comment(e->p, s, 4, k);
   mk_buf_printf(k,
-                "    # grouped program order: GROUP_M row tiles share each column tile in L2\n"
+                "    # grouped program order: GROUP_M row tiles share each column tile in L2;\n"
+                "    # batches on the same grid axis (dim 1 of a grid allows only 65535)\n"
                 "    pid = tl.program_id(0)\n"
-                "    batch = tl.program_id(1)\n"
                 "    num_m = tl.cdiv(M, BLOCK_M)\n"
                 "    num_n = tl.cdiv(N, BLOCK_N)\n"
+                "    batch = pid // (num_m * num_n)\n"
+                "    pid = pid %% (num_m * num_n)\n"
                 "    group = pid // (GROUP_M * num_n)\n"
                 "    first_m = group * GROUP_M\n"
                 "    group_size = tl.minimum(num_m - first_m, GROUP_M)\n"
@@ -89,6 +91,11 @@ static int emit_kernel(bi_emit *e, int s, const gemm_info *gi, const char *kname
                 "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)\n"
                 "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)\n"
                 "    rk = tl.arange(0, BLOCK_K)\n"
+                "    if IDX64:  # an operand or the result has more than 2**31 elements\n"
+                "        batch = batch.to(tl.int64)\n"
+                "        rm = rm.to(tl.int64)\n"
+                "        rn = rn.to(tl.int64)\n"
+                "        rk = rk.to(tl.int64)\n"
                 "    a_base = a_ptr + batch * stride_ab\n"
                 "    b_base = b_ptr + batch * stride_bb\n"
                 "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
@@ -166,7 +173,7 @@ int bi_emit_gemm_stage(bi_emit *e, int s, mk_errmsg *err) {
     if (!rc) {
       mk_buf_printf(b, "    if m%d * n%d * batch%d > 0:\n", res, res, res);
       mk_buf_printf(b,
-                    "        grid = (triton.cdiv(m%d, %d) * triton.cdiv(n%d, %d), batch%d)\n"
+                    "        grid = (triton.cdiv(m%d, %d) * triton.cdiv(n%d, %d) * batch%d,)\n"
                     "        %s[grid](\n            a%d, b%d, ",
                     res, e->cfg->bm, res, e->cfg->bn, res, mk_buf_cstr(&kname), res, res);
       if (gi.bias >= 0) {
@@ -175,9 +182,11 @@ int bi_emit_gemm_stage(bi_emit *e, int s, mk_errmsg *err) {
       }
       mk_buf_printf(b,
                     "%sm%d, n%d, k%d, sab%d, sam%d, sak%d, sbb%d, sbk%d, sbn%d,\n"
-                    "            BLOCK_M=%d, BLOCK_N=%d, BLOCK_K=%d, GROUP_M=8, num_warps=%d, num_stages=%d)\n",
+                    "            BLOCK_M=%d, BLOCK_N=%d, BLOCK_K=%d, GROUP_M=8,\n"
+                    "            IDX64=max(a%d.numel(), b%d.numel(), batch%d * m%d * n%d) >= 2**31,\n"
+                    "            num_warps=%d, num_stages=%d)\n",
                     mk_buf_cstr(&call), res, res, res, res, res, res, res, res, res, e->cfg->bm,
-                    e->cfg->bn, e->cfg->bk, e->cfg->warps, e->cfg->stages);
+                    e->cfg->bn, e->cfg->bk, res, res, res, res, res, e->cfg->gemm_warps, e->cfg->stages);
     }
   }
   mk_buf_free(&kname);

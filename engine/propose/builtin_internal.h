@@ -21,6 +21,7 @@
 #include "mk_err.h"
 #include "mk_ir.h"
 #include "mk_propose.h"
+#include "mk_pyemit.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -45,17 +46,7 @@ int bi_arg_ints(const cJSON *a, long long *out, int max);
 /* String argument or NULL. */
 const char *bi_arg_str(const cJSON *a);
 
-/* Appends the Python literal of an encoded argument; tensors are spelled by
- * `namer`. MK_EUNSUPPORTED for opaque arguments. */
-typedef int (*bi_namer)(void *ctx, int vid, mk_buf *out);
-int bi_py_arg(const cJSON *a, bi_namer namer, void *ctx, mk_buf *out, mk_errmsg *err);
-/* Appends `torch.xxx(args...)` / `x.method(...)` / `(a + b)` for node n. */
-int bi_py_call(const mk_node *n, bi_namer namer, void *ctx, mk_buf *out, mk_errmsg *err);
-/* Appends statements binding n's tensor outputs (a = ... / _r = ...; a = _r[0]). */
-int bi_py_node(const mk_graph *g, const mk_node *n, bi_namer namer, void *ctx, int indent,
-               mk_buf *out, mk_errmsg *err);
-/* Shortest float literal that round-trips ("0.5", "1e-05", "float('inf')"). */
-int bi_py_float(double d, mk_buf *out);
+/* Recorded calls are written as Python by mk_pyemit_node (mk_pyemit.h). */
 /* Float literal for Triton code (never an int: "2.0"). */
 int bi_tl_float(double d, mk_buf *out);
 
@@ -65,7 +56,7 @@ int bi_tl_float(double d, mk_buf *out);
  * parameters/buffers/attributes by their sanitized state name
  * ("conv_weight"), node values "v12". Unique within a graph. */
 int bi_value_name(const mk_graph *g, int vid, mk_buf *out);
-/* A bi_namer over bi_value_name (ctx is the graph). */
+/* An mk_value_namer over bi_value_name (ctx is the graph). */
 int bi_graph_namer(void *ctx, int vid, mk_buf *out);
 
 /* run(...) signature and return line of a subkernel (builtin_ref.c). */
@@ -131,10 +122,12 @@ typedef struct bi_config {
   int block;        /* elementwise / row block */
   int block_r, block_i; /* reductions: reduced x kept tile */
   int bm, bn, bk;   /* GEMM tile */
+  int gemm_warps;   /* GEMM num_warps (warps: the other kernels') */
   int warps, stages;
   const char *precision; /* GEMM: "ieee" or "tf32x3" */
   bool gemm_torch;  /* GEMM via torch (cuBLAS) + Triton epilogue */
   bool channels_last; /* conv in channels_last */
+  int norm_split;   /* norms: programs per row (0: one program per row) */
 } bi_config;
 
 typedef struct bi_emit {
@@ -144,6 +137,7 @@ typedef struct bi_emit {
   mk_buf *body;     /* lines of run(...), indented 4 */
   mk_buf *uses_torch; /* "'conv2d', " list for MK_USES_TORCH */
   bool need_bcast;  /* the _bcast_strides helper is used */
+  bool need_pool;   /* the _pool_out_size helper is used */
   int kcount;       /* kernels emitted so far (unique names) */
   int strided[16];  /* values read through their own strides (channels_last conv outputs) */
   int nstrided;
@@ -185,6 +179,8 @@ bool bi_ew_supported(const mk_node *n, mk_errmsg *err);
 int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err);  /* REDUCE and SOFTMAX */
 int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err);
 int bi_emit_pool_stage(bi_emit *e, int s, mk_errmsg *err);
+/* Python source of the launcher helper _pool_out_size (torch's formula). */
+const char *bi_pool_helper(void);
 int bi_emit_gemm_stage(bi_emit *e, int s, mk_errmsg *err);
 int bi_emit_torch_stage(bi_emit *e, int s, mk_errmsg *err);
 /* Checks (at plan time) whether an anchor node is one this generator writes. */
@@ -192,6 +188,8 @@ int bi_reduce_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 int bi_norm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 int bi_pool_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 int bi_gemm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
+/* True if v is a fresh version of a running statistic output by norm node n. */
+bool bi_norm_state_output(const mk_node *n, int v);
 
 /* Shared epilogue helper for anchors: after computing the anchor's value in
  * variable `var` at flat output offsets `offs` / `mask`, apply the fused

@@ -1,11 +1,558 @@
-/* builtin_norm.c — layer/group/instance/batch norm. */
+/* builtin_norm.c — layer/group/instance/batch/RMS normalisation.
+ *
+ * Every norm is "statistics over a set of elements, then an affine map per
+ * element". The sets ("rows") are:
+ *   layer / rms : the trailing normalized dims       rows = numel / M
+ *   group       : C/G channels x spatial of one (n, g) rows = N * G
+ *   instance    : the spatial dims of one (n, c)       rows = N * C
+ *   batch       : every (n, spatial) of one channel    rows = C  (strided rows)
+ * The first three are contiguous slices (address row * M + r); batch norm's
+ * rows are N slices of S elements, C * S apart.
+ *
+ * Statistics use a per-lane Welford update (each of the BLOCK lanes keeps its
+ * count, mean and M2, combined exactly at the end): one read of the input,
+ * accurate when the mean is large compared with the spread, where
+ * E[x^2] - E[x]^2 cancels. The normalisation pass reads the input again and
+ * applies weight, bias and the fused epilogue before the single store. A
+ * prologue (the elementwise run that makes the input) is recomputed on each
+ * read instead of being stored.
+ *
+ * Two layouts of the work, separate candidates:
+ *   - one program per row (two passes over the row): best with many rows;
+ *   - split rows (SPLIT programs per row: a partial-statistics kernel, then a
+ *     kernel that combines the SPLIT partials and normalises its chunk): keeps
+ *     the GPU busy when rows are few and long (batch norm: rows = channels).
+ * Batch norm in training mode updates running_mean / running_var in place
+ * exactly as PyTorch does (momentum, unbiased variance for running_var); in
+ * eval mode (or instance norm without input statistics) the running
+ * statistics are read and the kernel is purely elementwise. */
 #include "builtin_internal.h"
 
+#include <stdio.h>
+#include <string.h>
+
+typedef enum norm_kind { N_LAYER, N_RMS, N_GROUP, N_INSTANCE, N_BATCH } norm_kind;
+
+typedef struct norm_info {
+  norm_kind kind;
+  int in, weight, bias, rmean, rvar; /* value ids, -1 if absent */
+  double eps, momentum;
+  bool batch_stats; /* statistics from the input (else from running stats) */
+  long long groups;
+  int nnorm; /* layer / rms: number of normalized trailing dims */
+  int rank;
+} norm_info;
+
+static bool is_functional(const mk_node *n) {
+  return n->op && strncmp(n->op, "torch.nn.functional.", 20) == 0;
+}
+
+static int opt_tensor(const mk_node *n, int pos, const char *kw) {
+  return bi_arg_tensor(bi_arg(n, pos, kw));
+}
+
+static double num_arg(const mk_node *n, int pos, const char *kw, double def) {
+  double d;
+  return bi_arg_number(bi_arg(n, pos, kw), &d) ? d : def;
+}
+
+/* A tensor argument that is present but not a recorded tensor (a number as
+ * weight) cannot be loaded by a kernel. */
+static bool bad_tensor_arg(const mk_node *n, int pos, const char *kw) {
+  const cJSON *a = bi_arg(n, pos, kw);
+  return !bi_arg_none(a) && bi_arg_tensor(a) < 0;
+}
+
+static int parse(const mk_graph *g, const mk_node *n, norm_info *ni, mk_errmsg *err) {
+  char s[64];
+  bi_short(n, s, sizeof s);
+  *ni = (norm_info){.in = -1, .weight = -1, .bias = -1, .rmean = -1, .rvar = -1, .eps = 1e-5,
+                    .momentum = 0.1, .batch_stats = true};
+  bool fn = is_functional(n);
+  ni->in = opt_tensor(n, 0, "input");
+  if (ni->in < 0 || ni->in >= g->nvalues)
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s without a tensor input", n->span.line, s);
+  const mk_value *iv = &g->values[ni->in];
+  ni->rank = iv->rank;
+  if (iv->dtype != MK_DTYPE_F32 && iv->dtype != MK_DTYPE_F16 && iv->dtype != MK_DTYPE_BF16)
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s of a non-float tensor", n->span.line, s);
+  bool bad = false;
+  if (strcmp(s, "layer_norm") == 0 || strcmp(s, "rms_norm") == 0) {
+    bool rms = s[0] == 'r';
+    ni->kind = rms ? N_RMS : N_LAYER;
+    long long dims[MK_IR_MAX_RANK];
+    int nd = bi_arg_ints(bi_arg(n, 1, "normalized_shape"), dims, MK_IR_MAX_RANK);
+    if (nd < 1 || nd > iv->rank)
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with a normalized_shape that is not a tuple of ints",
+                     n->span.line, s);
+    for (int i = 0; i < nd; i++)
+      if (dims[i] != iv->shape[iv->rank - nd + i])
+        return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s normalized_shape does not match the input",
+                       n->span.line, s);
+    ni->nnorm = nd;
+    ni->weight = opt_tensor(n, 2, "weight");
+    bad |= bad_tensor_arg(n, 2, "weight");
+    if (rms) {
+      /* eps=None: torch uses the dtype's machine epsilon. */
+      const cJSON *e = bi_arg(n, 3, "eps");
+      ni->eps = bi_arg_none(e) ? (iv->dtype == MK_DTYPE_F32 ? 1.1920928955078125e-07
+                                  : iv->dtype == MK_DTYPE_F16 ? 0.0009765625 : 0.0078125)
+                               : num_arg(n, 3, "eps", 1e-5);
+    } else {
+      ni->bias = opt_tensor(n, 3, "bias");
+      bad |= bad_tensor_arg(n, 3, "bias");
+      ni->eps = num_arg(n, 4, "eps", 1e-5);
+    }
+  } else if (strcmp(s, "group_norm") == 0) {
+    ni->kind = N_GROUP;
+    if (!bi_arg_int(bi_arg(n, 1, "num_groups"), &ni->groups) || ni->groups < 1)
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: group_norm without an integer num_groups",
+                     n->span.line);
+    if (iv->rank < 2 || iv->shape[1] % ni->groups != 0)
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: group_norm: channels do not divide into groups",
+                     n->span.line);
+    ni->weight = opt_tensor(n, 2, "weight");
+    ni->bias = opt_tensor(n, 3, "bias");
+    bad |= bad_tensor_arg(n, 2, "weight") || bad_tensor_arg(n, 3, "bias");
+    ni->eps = num_arg(n, 4, "eps", 1e-5);
+  } else if (strcmp(s, "batch_norm") == 0 || strcmp(s, "instance_norm") == 0) {
+    bool inst = s[0] == 'i';
+    ni->kind = inst ? N_INSTANCE : N_BATCH;
+    /* F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+     * torch.batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn)
+     * F.instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, momentum, eps)
+     * torch.instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, cudnn) */
+    int prm = fn ? 1 : 3, prv = fn ? 2 : 4, pw = fn ? 3 : 1, pb = fn ? 4 : 2;
+    ni->rmean = opt_tensor(n, prm, "running_mean");
+    ni->rvar = opt_tensor(n, prv, "running_var");
+    ni->weight = opt_tensor(n, pw, "weight");
+    ni->bias = opt_tensor(n, pb, "bias");
+    bad |= bad_tensor_arg(n, prm, "running_mean") || bad_tensor_arg(n, prv, "running_var") ||
+           bad_tensor_arg(n, pw, "weight") || bad_tensor_arg(n, pb, "bias");
+    const char *flag = inst ? "use_input_stats" : "training";
+    bool ok = true;
+    ni->batch_stats = bi_arg_bool(bi_arg(n, 5, flag), inst, &ok);
+    if (!ok)
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with a non-constant %s", n->span.line, s, flag);
+    const cJSON *mo = bi_arg(n, 6, "momentum");
+    if (bi_arg_none(mo) && ni->batch_stats && ni->rmean >= 0)
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with momentum=None", n->span.line, s);
+    ni->momentum = num_arg(n, 6, "momentum", 0.1);
+    ni->eps = num_arg(n, 7, "eps", 1e-5);
+    if (iv->rank < 2 || (inst && iv->rank < 3))
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s of a rank-%d tensor", n->span.line, s, iv->rank);
+    if ((ni->rmean >= 0) != (ni->rvar >= 0))
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with only one running statistic",
+                     n->span.line, s);
+    if (!ni->batch_stats && ni->rmean < 0)
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s without statistics", n->span.line, s);
+    if (inst && ni->batch_stats && ni->rmean >= 0)
+      return mk_errf(err, MK_EUNSUPPORTED,
+                     "line %d: instance_norm updating running statistics (track_running_stats=True) "
+                     "is not generated yet", n->span.line);
+  } else {
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: no norm kernel for %s", n->span.line, n->op);
+  }
+  if (bad)
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with a weight or statistic that is not a tensor",
+                   n->span.line, s);
+  const int ids[4] = {ni->weight, ni->bias, ni->rmean, ni->rvar};
+  for (int i = 0; i < 4; i++) {
+    if (ids[i] < 0) continue;
+    if (ids[i] >= g->nvalues || g->values[ids[i]].dtype != MK_DTYPE_F32)
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with non-fp32 parameters", n->span.line, s);
+  }
+  return 0;
+}
+
 int bi_norm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err) {
-  (void)g;
-  return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s is not generated yet", n->span.line, n->op);
+  norm_info ni;
+  return parse(g, n, &ni, err);
+}
+
+/* Whether value v is one of the fresh versions of the running statistics a
+ * batch norm node outputs (not the normalised tensor). */
+bool bi_norm_state_output(const mk_node *n, int v) {
+  for (int o = 1; o < n->noutputs; o++)
+    if (n->outputs[o] == v && n->nmutates > 0) return true;
+  return false;
+}
+
+/* ---- kernel text ---------------------------------------------------------- */
+
+/* Element address of lane `r` in row `row`, and the channel of the affine
+ * parameters at that element. */
+static void addr_expr(const norm_info *ni, mk_buf *k) {
+  if (ni->kind == N_BATCH) mk_buf_puts(k, "(r // S) * CS + row * S + r % S");
+  else mk_buf_puts(k, "row * M + r");
+}
+
+static void chan_expr(const norm_info *ni, mk_buf *k) {
+  switch (ni->kind) {
+  case N_LAYER:
+  case N_RMS: mk_buf_puts(k, "r"); break;
+  case N_GROUP: mk_buf_puts(k, "(row % G) * CG + r // S"); break;
+  case N_INSTANCE: mk_buf_puts(k, "row % C"); break;
+  case N_BATCH: mk_buf_puts(k, "row"); break;
+  }
+}
+
+static const char *kind_name(norm_kind k) {
+  switch (k) {
+  case N_LAYER: return "layer_norm";
+  case N_RMS: return "rms_norm";
+  case N_GROUP: return "group_norm";
+  case N_INSTANCE: return "instance_norm";
+  case N_BATCH: return "batch_norm";
+  }
+  return "norm";
+}
+
+/* Loop over lanes [LO, HI) of the row: sets r, mask, offs and loads x. */
+static int loop_head(bi_emit *e, int s, const norm_info *ni, const char *lo, const char *hi,
+                     mk_buf *k, mk_errmsg *err) {
+  mk_buf_printf(k, "    for r0 in range(%s, %s, BLOCK):\n"
+                   "        r = r0 + lanes\n"
+                   "        mask = r < %s\n"
+                   "        offs = ", lo, hi, hi);
+  addr_expr(ni, k);
+  mk_buf_puts(k, "\n");
+  return bi_pro_load(e, s, ni->in, "x", "offs", "mask", "0.0", 8, k, err);
+}
+
+/* Per-lane statistics over the lanes [lo, hi) of the row. */
+static int stats_loop(bi_emit *e, int s, const norm_info *ni, const char *lo, const char *hi,
+                      mk_buf *k, mk_errmsg *err) {
+  mk_buf_puts(k, "    cnt = tl.zeros([BLOCK], dtype=tl.float32)\n"
+                 "    mean = tl.zeros([BLOCK], dtype=tl.float32)\n"
+                 "    m2 = tl.zeros([BLOCK], dtype=tl.float32)\n");
+  int rc = loop_head(e, s, ni, lo, hi, k, err);
+  if (rc) return rc;
+  mk_buf_puts(k, "        cnt += tl.where(mask, 1.0, 0.0)\n");
+  if (ni->kind == N_RMS) {
+    /* RMS: the "M2" is the sum of squares around 0; mean stays 0. */
+    return mk_buf_puts(k, "        m2 += tl.where(mask, x * x, 0.0)\n");
+  }
+  return mk_buf_puts(k, "        delta = tl.where(mask, x - mean, 0.0)\n"
+                        "        mean += delta / tl.maximum(cnt, 1.0)\n"
+                        "        m2 += delta * tl.where(mask, x - mean, 0.0)\n");
+}
+
+/* Lines after the stats: mean, var, rstd, and the running statistics. `cnt`,
+ * `mean`, `m2` are per-lane (or per-partial) vectors. */
+static void combine(bi_emit *e, const norm_info *ni, const char *update_if, mk_buf *k) {
+  mk_buf_puts(k, "    tot = tl.sum(cnt, axis=0)\n"
+                 "    gmean = tl.sum(cnt * mean, axis=0) / tot\n"
+                 "    dm = tl.where(cnt > 0, mean - gmean, 0.0)\n"
+                 "    var = tl.sum(m2 + cnt * dm * dm, axis=0) / tot\n"
+                 "    rstd = 1.0 / tl.sqrt(var + ");
+  bi_tl_float(ni->eps, k);
+  mk_buf_puts(k, ")\n");
+  if (ni->kind == N_BATCH && ni->rmean >= 0) {
+    /* In place, as torch: running = (1 - momentum) * running + momentum * batch,
+     * with the unbiased variance for running_var. */
+    mk_buf_printf(k, "    %s\n", update_if);
+    mk_buf_puts(k, "        rm = tl.load(rm_ptr + row)\n"
+                   "        rv = tl.load(rv_ptr + row)\n"
+                   "        tl.store(rm_ptr + row, (1.0 - ");
+    bi_tl_float(ni->momentum, k);
+    mk_buf_puts(k, ") * rm + ");
+    bi_tl_float(ni->momentum, k);
+    mk_buf_puts(k, " * gmean)\n"
+                   "        tl.store(rv_ptr + row, (1.0 - ");
+    bi_tl_float(ni->momentum, k);
+    mk_buf_puts(k, ") * rv + ");
+    bi_tl_float(ni->momentum, k);
+    mk_buf_puts(k, " * (var * tot / tl.maximum(tot - 1.0, 1.0)))\n");
+  }
+  (void)e;
+}
+
+/* Instance and batch norm rows lie in one channel each. */
+static bool per_row_channel(const norm_info *ni) {
+  return ni->kind == N_INSTANCE || ni->kind == N_BATCH;
+}
+
+/* The normalisation pass over lanes [lo, hi): affine, epilogue, store. */
+static int apply_loop(bi_emit *e, int s, const norm_info *ni, const char *lo, const char *hi,
+                      mk_buf *k, mk_errmsg *err) {
+  if (per_row_channel(ni) && (ni->weight >= 0 || ni->bias >= 0)) {
+    mk_buf_puts(k, "    ch = ");
+    chan_expr(ni, k);
+    mk_buf_puts(k, "\n");
+    if (ni->weight >= 0) mk_buf_puts(k, "    wv = tl.load(w_ptr + ch)\n");
+    if (ni->bias >= 0) mk_buf_puts(k, "    bv = tl.load(b_ptr + ch)\n");
+  }
+  int rc = loop_head(e, s, ni, lo, hi, k, err);
+  if (rc) return rc;
+  mk_buf_puts(k, ni->kind == N_RMS ? "        y = x * rstd\n" : "        y = (x - gmean) * rstd\n");
+  if (per_row_channel(ni)) {
+    /* One channel per row: its weight and bias were loaded once (wv, bv). */
+    if (ni->weight >= 0) mk_buf_puts(k, "        y = y * wv\n");
+    if (ni->bias >= 0) mk_buf_puts(k, "        y = y + bv\n");
+  } else {
+    if (ni->weight >= 0 || ni->bias >= 0) {
+      mk_buf_puts(k, "        ch = ");
+      chan_expr(ni, k);
+      mk_buf_puts(k, "\n");
+    }
+    if (ni->weight >= 0) mk_buf_puts(k, "        y = y * tl.load(w_ptr + ch, mask=mask, other=1.0)\n");
+    if (ni->bias >= 0) mk_buf_puts(k, "        y = y + tl.load(b_ptr + ch, mask=mask, other=0.0)\n");
+  }
+  return bi_epi_body(e, s, "y", "offs", "mask", 8, k, err);
+}
+
+/* Kernel parameters after the input/prologue ones: affine and statistics. */
+static void param_sig(const norm_info *ni, mk_buf *sig) {
+  if (ni->weight >= 0) mk_buf_puts(sig, "w_ptr, ");
+  if (ni->bias >= 0) mk_buf_puts(sig, "b_ptr, ");
+  if (ni->rmean >= 0) mk_buf_puts(sig, "rm_ptr, rv_ptr, ");
+}
+
+static void param_call(const bi_plan *p, const norm_info *ni, mk_buf *call) {
+  const int ids[4] = {ni->weight, ni->bias, ni->rmean, ni->rvar};
+  for (int i = 0; i < 4; i++) {
+    if (ids[i] < 0) continue;
+    bi_run_name(p, ids[i], call);
+    /* Running statistics are updated in place: pass the tensor itself. */
+    mk_buf_puts(call, i >= 2 ? ", " : ".contiguous(), ");
+  }
+}
+
+static void index64_lines(mk_buf *k) {
+  mk_buf_puts(k, "    lanes = tl.arange(0, BLOCK)\n"
+                 "    if IDX64:  # more than 2**31 elements: 64-bit addresses\n"
+                 "        pid = pid.to(tl.int64)\n"
+                 "        lanes = lanes.to(tl.int64)\n");
+}
+
+/* Elementwise form: statistics come from running_mean / running_var. */
+static int emit_running_kernel(bi_emit *e, int s, const norm_info *ni, const char *kname,
+                               const char *sig, mk_errmsg *err) {
+  mk_buf *k = e->kernels;
+  mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%s%snumel, C, S, BLOCK: tl.constexpr, IDX64: tl.constexpr):\n",
+                kname, sig, "");
+  bi_stage_comment(e->p, s, 4, k);
+  mk_buf_puts(k, "    # statistics from running_mean / running_var (eval mode)\n"
+                 "    pid = tl.program_id(0)\n");
+  index64_lines(k);
+  mk_buf_puts(k, "    offs = pid * BLOCK + lanes\n"
+                 "    mask = offs < numel\n"
+                 "    ch = (offs // S) % C\n");
+  int rc = bi_pro_load(e, s, ni->in, "x", "offs", "mask", "0.0", 4, k, err);
+  if (rc) return rc;
+  mk_buf_puts(k, "    rm = tl.load(rm_ptr + ch, mask=mask, other=0.0)\n"
+                 "    rv = tl.load(rv_ptr + ch, mask=mask, other=1.0)\n"
+                 "    y = (x - rm) / tl.sqrt(rv + ");
+  bi_tl_float(ni->eps, k);
+  mk_buf_puts(k, ")\n");
+  if (ni->weight >= 0) mk_buf_puts(k, "    y = y * tl.load(w_ptr + ch, mask=mask, other=1.0)\n");
+  if (ni->bias >= 0) mk_buf_puts(k, "    y = y + tl.load(b_ptr + ch, mask=mask, other=0.0)\n");
+  return bi_epi_body(e, s, "y", "offs", "mask", 4, k, err);
+}
+
+/* Launcher: rows, row length and layout numbers from the input shape. */
+static void shape_lines(const norm_info *ni, int res, mk_buf *b) {
+  const char *in = "in";
+  mk_buf_printf(b, "    numel%d = math.prod(%s%d)\n", res, in, res);
+  switch (ni->kind) {
+  case N_LAYER:
+  case N_RMS:
+    mk_buf_printf(b, "    m%d = math.prod(%s%d[%d:])\n", res, in, res, ni->rank - ni->nnorm);
+    mk_buf_printf(b, "    rows%d = numel%d // max(m%d, 1)\n", res, res, res);
+    mk_buf_printf(b, "    lay%d = ()\n", res);
+    break;
+  case N_GROUP:
+    mk_buf_printf(b, "    c%d, s%d = %s%d[1], math.prod(%s%d[2:])\n", res, res, in, res, in, res);
+    mk_buf_printf(b, "    if c%d %% %lld:\n        raise ValueError(\"channels do not divide into groups\")\n",
+                  res, ni->groups);
+    mk_buf_printf(b, "    m%d = c%d // %lld * s%d\n", res, res, ni->groups, res);
+    mk_buf_printf(b, "    rows%d = %s%d[0] * %lld\n", res, in, res, ni->groups);
+    mk_buf_printf(b, "    lay%d = (%lld, c%d // %lld, s%d)\n", res, ni->groups, res, ni->groups, res);
+    break;
+  case N_INSTANCE:
+    mk_buf_printf(b, "    c%d, s%d = %s%d[1], math.prod(%s%d[2:])\n", res, res, in, res, in, res);
+    mk_buf_printf(b, "    m%d = s%d\n", res, res);
+    mk_buf_printf(b, "    rows%d = %s%d[0] * c%d\n", res, in, res, res);
+    mk_buf_printf(b, "    lay%d = (c%d,)\n", res, res);
+    break;
+  case N_BATCH:
+    mk_buf_printf(b, "    c%d, s%d = %s%d[1], math.prod(%s%d[2:])\n", res, res, in, res, in, res);
+    mk_buf_printf(b, "    m%d = %s%d[0] * s%d\n", res, in, res, res);
+    mk_buf_printf(b, "    rows%d = c%d\n", res, res);
+    mk_buf_printf(b, "    lay%d = (s%d, c%d * s%d)\n", res, res, res, res);
+    break;
+  }
+}
+
+static const char *layout_sig(const norm_info *ni) {
+  switch (ni->kind) {
+  case N_GROUP: return "G, CG, S, ";
+  case N_INSTANCE: return "C, ";
+  case N_BATCH: return "S, CS, ";
+  default: return "";
+  }
 }
 
 int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
-  return bi_norm_check(e->p->g, &e->p->g->nodes[e->p->st[s].nodes[0]], err);
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  const mk_node *n = &p->g->nodes[st->nodes[0]];
+  norm_info ni;
+  int rc = parse(p->g, n, &ni, err);
+  if (rc) return rc;
+  int res = n->outputs[0];
+  bool running = !ni.batch_stats;
+  bool split = e->cfg->norm_split > 0 && !running;
+  int nsplit = e->cfg->norm_split;
+  char in_shape[32], out_shape[32], dev[48];
+  snprintf(in_shape, sizeof in_shape, "in%d", res);
+  snprintf(out_shape, sizeof out_shape, "out%d", res);
+  snprintf(dev, sizeof dev, "in%d_device", res);
+  mk_buf kname, kname2, sig, call;
+  mk_buf_init(&kname, 256);
+  mk_buf_init(&kname2, 256);
+  mk_buf_init(&sig, 0);
+  mk_buf_init(&call, 0);
+  e->kcount++;
+  bi_kernel_name(e, s, running ? "norm_eval" : split ? "norm_apply" : "norm", &kname);
+  rc = bi_pro_params(e, s, ni.in, in_shape, &sig, &call, err);
+  if (!rc) {
+    param_sig(&ni, &sig);
+    param_call(p, &ni, &call);
+    rc = bi_epi_params(e, s, out_shape, &sig, &call, err);
+  }
+  mk_buf *k = e->kernels;
+  if (!rc && running) {
+    rc = emit_running_kernel(e, s, &ni, mk_buf_cstr(&kname), mk_buf_cstr(&sig), err);
+  } else if (!rc && !split) {
+    mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%sM, %sBLOCK: tl.constexpr, IDX64: tl.constexpr):\n",
+                  mk_buf_cstr(&kname), mk_buf_cstr(&sig), layout_sig(&ni));
+    bi_stage_comment(p, s, 4, k);
+    mk_buf_printf(k, "    # one program per %s row: statistics pass, then normalise + store\n"
+                     "    pid = tl.program_id(0)\n", kind_name(ni.kind));
+    index64_lines(k);
+    mk_buf_puts(k, "    row = pid\n");
+    rc = stats_loop(e, s, &ni, "0", "M", k, err);
+    if (!rc) {
+      combine(e, &ni, "if True:", k);
+      rc = apply_loop(e, s, &ni, "0", "M", k, err);
+    }
+  } else if (!rc) {
+    /* Split rows: partial statistics per chunk, then combine + normalise. */
+    mk_buf psig, pcall;
+    mk_buf_init(&psig, 0);
+    mk_buf_init(&pcall, 0);
+    e->kcount++;
+    bi_kernel_name(e, s, "norm_stats", &kname2);
+    rc = bi_pro_params(e, s, ni.in, in_shape, &psig, &pcall, err);
+    if (!rc) {
+      mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%spart_ptr, NPART, M, CHUNK, %sSPLIT: tl.constexpr,\n"
+                       "        BLOCK: tl.constexpr, IDX64: tl.constexpr):\n",
+                    mk_buf_cstr(&kname2), mk_buf_cstr(&psig), layout_sig(&ni));
+      bi_stage_comment(p, s, 4, k);
+      mk_buf_printf(k, "    # partial %s statistics of one chunk of a row (count, mean, M2)\n"
+                       "    pid = tl.program_id(0)\n", kind_name(ni.kind));
+      index64_lines(k);
+      mk_buf_puts(k, "    row = pid // SPLIT\n"
+                     "    lo = (pid % SPLIT) * CHUNK\n"
+                     "    hi = tl.minimum(lo + CHUNK, M)\n");
+      rc = stats_loop(e, s, &ni, "lo", "hi", k, err);
+    }
+    if (!rc) {
+      mk_buf_puts(k, "    tot = tl.sum(cnt, axis=0)\n"
+                     "    pmean = tl.sum(cnt * mean, axis=0) / tl.maximum(tot, 1.0)\n"
+                     "    dm = tl.where(cnt > 0, mean - pmean, 0.0)\n"
+                     "    tl.store(part_ptr + pid, tot)\n"
+                     "    tl.store(part_ptr + NPART + pid, pmean)\n"
+                     "    tl.store(part_ptr + 2 * NPART + pid, tl.sum(m2 + cnt * dm * dm, axis=0))\n");
+      mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%spart_ptr, NPART, M, CHUNK, %sSPLIT: tl.constexpr,\n"
+                       "        BLOCK: tl.constexpr, IDX64: tl.constexpr):\n",
+                    mk_buf_cstr(&kname), mk_buf_cstr(&sig), layout_sig(&ni));
+      bi_stage_comment(p, s, 4, k);
+      mk_buf_puts(k, "    # combine the row's partial statistics, then normalise this chunk\n"
+                     "    pid = tl.program_id(0)\n");
+      index64_lines(k);
+      mk_buf_puts(k, "    row = pid // SPLIT\n"
+                     "    lo = (pid % SPLIT) * CHUNK\n"
+                     "    hi = tl.minimum(lo + CHUNK, M)\n"
+                     "    parts = row * SPLIT + tl.arange(0, SPLIT)\n"
+                     "    cnt = tl.load(part_ptr + parts)\n"
+                     "    mean = tl.load(part_ptr + NPART + parts)\n"
+                     "    m2 = tl.load(part_ptr + 2 * NPART + parts)\n");
+      combine(e, &ni, "if pid % SPLIT == 0:", k);
+      rc = apply_loop(e, s, &ni, "lo", "hi", k, err);
+    }
+    if (!rc) {
+      mk_buf *b = e->body;
+      bi_stage_comment(p, s, 4, b);
+      if (st->pro >= 0) bi_stage_comment(p, st->pro, 4, b);
+      if (st->epi >= 0) bi_stage_comment(p, st->epi, 4, b);
+      rc = bi_anchor_input_shape(e, s, ni.in, in_shape, b, err);
+      if (!rc) {
+        shape_lines(&ni, res, b);
+        mk_buf_printf(b, "    %s = tuple(%s)\n", out_shape, in_shape);
+        rc = bi_epi_alloc(e, s, out_shape, dev, b, err);
+      }
+      if (!rc) {
+        mk_buf_printf(b,
+                      "    if rows%d * m%d > 0:\n"
+                      "        chunk%d = triton.cdiv(triton.cdiv(m%d, %d), %d) * %d\n"
+                      "        npart%d = rows%d * %d\n"
+                      "        part%d = torch.empty((3, npart%d), device=%s, dtype=torch.float32)\n"
+                      "        idx64 = numel%d >= 2**31\n"
+                      "        %s[(npart%d,)](\n"
+                      "            %spart%d, npart%d, m%d, chunk%d, *lay%d, SPLIT=%d, BLOCK=%d, IDX64=idx64,\n"
+                      "            num_warps=%d)\n"
+                      "        %s[(npart%d,)](\n"
+                      "            %spart%d, npart%d, m%d, chunk%d, *lay%d, SPLIT=%d, BLOCK=%d, IDX64=idx64,\n"
+                      "            num_warps=%d)\n",
+                      res, res, res, res, nsplit, e->cfg->block, e->cfg->block, res, res, nsplit, res,
+                      res, dev, res, mk_buf_cstr(&kname2), res, mk_buf_cstr(&pcall), res, res, res, res,
+                      res, nsplit, e->cfg->block, e->cfg->warps, mk_buf_cstr(&kname), res,
+                      mk_buf_cstr(&call), res, res, res, res, res, nsplit, e->cfg->block, e->cfg->warps);
+      }
+    }
+    mk_buf_free(&psig);
+    mk_buf_free(&pcall);
+  }
+  if (!rc && !split) {
+    mk_buf *b = e->body;
+    bi_stage_comment(p, s, 4, b);
+    if (st->pro >= 0) bi_stage_comment(p, st->pro, 4, b);
+    if (st->epi >= 0) bi_stage_comment(p, st->epi, 4, b);
+    rc = bi_anchor_input_shape(e, s, ni.in, in_shape, b, err);
+    if (!rc) {
+      shape_lines(&ni, res, b);
+      mk_buf_printf(b, "    %s = tuple(%s)\n", out_shape, in_shape);
+      rc = bi_epi_alloc(e, s, out_shape, dev, b, err);
+    }
+    if (!rc && running) {
+      mk_buf_printf(b,
+                    "    c%d, s%d = %s[1], math.prod(%s[2:])\n"
+                    "    if numel%d > 0:\n"
+                    "        %s[(triton.cdiv(numel%d, %d),)](\n"
+                    "            %snumel%d, c%d, s%d, BLOCK=%d, IDX64=numel%d >= 2**31, num_warps=%d)\n",
+                    res, res, in_shape, in_shape, res, mk_buf_cstr(&kname), res, e->cfg->block,
+                    mk_buf_cstr(&call), res, res, res, e->cfg->block, res, e->cfg->warps);
+    } else if (!rc) {
+      mk_buf_printf(b,
+                    "    if rows%d * m%d > 0:\n"
+                    "        %s[(rows%d,)](\n"
+                    "            %sm%d, *lay%d, BLOCK=%d, IDX64=numel%d >= 2**31, num_warps=%d)\n",
+                    res, res, mk_buf_cstr(&kname), res, mk_buf_cstr(&call), res, res, e->cfg->block,
+                    res, e->cfg->warps);
+    }
+  }
+  if (!rc) {
+    /* The fresh versions of the running statistics are the same tensors. */
+    mk_buf *b = e->body;
+    rc = mk_pyemit_mutations(n, bi_graph_namer, (void *)p->g, 4, b);
+  }
+  mk_buf_free(&kname);
+  mk_buf_free(&kname2);
+  mk_buf_free(&sig);
+  mk_buf_free(&call);
+  if (!rc && (e->kernels->err || e->body->err)) rc = mk_errf(err, MK_ERANGE, "generated code too large");
+  return rc;
 }

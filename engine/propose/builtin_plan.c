@@ -38,7 +38,7 @@ static const char *const reduce_ops[] = {"sum", "mean", "amax", "amin", "logsume
                                          NULL};
 static const char *const softmax_ops[] = {"softmax", "log_softmax", NULL};
 static const char *const norm_ops[] = {"layer_norm", "group_norm", "instance_norm", "batch_norm",
-                                       NULL};
+                                       "rms_norm", NULL};
 static const char *const pool_ops[] = {
     "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
@@ -270,7 +270,8 @@ static void decide_fusion(bi_plan *p) {
       }
       /* Only the anchor's first output may be needed (not max's indices). */
       bool extra = false;
-      for (int o = 1; o < an->noutputs; o++) extra |= bi_value_escapes(p, s, an->outputs[o]);
+      for (int o = 1; o < an->noutputs; o++)
+        extra |= bi_value_escapes(p, s, an->outputs[o]) && !bi_norm_state_output(an, an->outputs[o]);
       bool mutated_leaf = false;
       for (int i = 0; i < e->nnodes; i++) mutated_leaf |= p->g->nodes[e->nodes[i]].nmutates > 0;
       if (reads && !extra && !mutated_leaf && same_shape(ov->rank, ov->shape, e->rank, e->shape)) {

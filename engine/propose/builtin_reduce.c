@@ -101,7 +101,7 @@ static void pass(bi_emit *e, int s, int in_vid, mk_buf *k, const char *other, co
                  mk_errmsg *err, int *rc) {
   if (*rc) return;
   mk_buf_puts(k, "    for r0 in range(0, R, BLOCK_R):\n"
-                 "        rows = r0 + tl.arange(0, BLOCK_R)\n"
+                 "        rows = r0 + rlanes\n"
                  "        offs = base + rows[:, None] * INNER + cols[None, :]\n"
                  "        mask = (rows[:, None] < R) & (cols[None, :] < INNER)\n");
   *rc = bi_pro_load(e, s, in_vid, "x", "offs", "mask", other, 8, k, err);
@@ -146,11 +146,20 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
 
   mk_buf *k = e->kernels;
   if (!rc) {
-    mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%sR, INNER, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):\n",
+    mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%sR, INNER, NCB, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,\n"
+                     "        IDX64: tl.constexpr):\n",
                   mk_buf_cstr(&kname), mk_buf_cstr(&sig));
     bi_stage_comment(p, s, 4, k);
-    mk_buf_puts(k, "    o = tl.program_id(0)\n"
-                   "    cols = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)\n"
+    /* A 1-d grid (dim 0 allows 2**31 - 1 programs; dims 1-2 only 65535). */
+    mk_buf_puts(k, "    pid = tl.program_id(0)\n"
+                   "    rlanes = tl.arange(0, BLOCK_R)\n"
+                   "    clanes = tl.arange(0, BLOCK_I)\n"
+                   "    if IDX64:  # more than 2**31 elements: 64-bit offsets\n"
+                   "        pid = pid.to(tl.int64)\n"
+                   "        rlanes = rlanes.to(tl.int64)\n"
+                   "        clanes = clanes.to(tl.int64)\n"
+                   "    o = pid // NCB\n"
+                   "    cols = (pid % NCB) * BLOCK_I + clanes\n"
                    "    base = o * R * INNER\n");
     const char *op = ri.op;
     if (strcmp(op, "sum") == 0 || strcmp(op, "mean") == 0) {
@@ -176,7 +185,7 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
     if (!rc && softmax) {
       /* Third pass writes every element (with the epilogue applied). */
       mk_buf_puts(k, "    for r0 in range(0, R, BLOCK_R):\n"
-                     "        rows = r0 + tl.arange(0, BLOCK_R)\n"
+                     "        rows = r0 + rlanes\n"
                      "        offs = base + rows[:, None] * INNER + cols[None, :]\n"
                      "        mask = (rows[:, None] < R) & (cols[None, :] < INNER)\n");
       rc = bi_pro_load(e, s, in_vid, "x", "offs", "mask", "0.0", 8, k, err);
@@ -206,10 +215,12 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
     if (!rc)
       mk_buf_printf(b,
                     "    if outer%d * inner%d > 0:\n"
-                    "        %s[(outer%d, triton.cdiv(inner%d, %d))](\n"
-                    "            %sr%d, inner%d, BLOCK_R=%d, BLOCK_I=%d, num_warps=%d)\n",
-                    res, res, mk_buf_cstr(&kname), res, res, block_i, mk_buf_cstr(&call), res, res,
-                    block_r, block_i, e->cfg->warps);
+                    "        ncb%d = triton.cdiv(inner%d, %d)\n"
+                    "        %s[(outer%d * ncb%d,)](\n"
+                    "            %sr%d, inner%d, ncb%d, BLOCK_R=%d, BLOCK_I=%d,\n"
+                    "            IDX64=outer%d * r%d * inner%d >= 2**31, num_warps=%d)\n",
+                    res, res, res, res, block_i, mk_buf_cstr(&kname), res, res, mk_buf_cstr(&call),
+                    res, res, res, block_r, block_i, res, res, res, e->cfg->warps);
   }
   mk_buf_free(&kname);
   mk_buf_free(&sig);

@@ -36,7 +36,7 @@ int mk_reference_candidate(const mk_graph *g, const mk_subkernel *sk, mk_candida
   mk_buf_printf(&b, "\"\"\"PyTorch reference for subkernel %s (lines %d-%d): the recorded calls.\"\"\"\n",
                 sk->name ? sk->name : "?", sk->first_line, sk->last_line);
   mk_buf_puts(&b, "import math  # noqa: F401  (recorded arguments may use math constants)\n\n"
-                  "import torch\n\n\n");
+                  "import torch\nimport torch.nn.functional as F  # noqa: F401\n\n\n");
   bi_emit_run_signature(g, sk, &b);
   int rc = 0;
   int last_line = -1;
@@ -58,7 +58,7 @@ int mk_reference_candidate(const mk_graph *g, const mk_subkernel *sk, mk_candida
       mk_buf_printf(&b, "    # line %d\n", n->span.line);
       last_line = n->span.line;
     }
-    rc = bi_py_node(g, n, bi_graph_namer, (void *)g, 4, &b, err);
+    rc = mk_pyemit_node(g, n, bi_graph_namer, (void *)g, 4, &b, err);
     if (rc && err && err->text[0] == '\0') mk_errf(err, rc, "node %d (%s) cannot be written", nid, n->op);
   }
   if (rc == 0) {

@@ -81,7 +81,7 @@ int bi_emit_torch_stage(bi_emit *e, int s, mk_errmsg *err) {
       mk_buf_printf(b, ".contiguous(memory_format=%s)\n", fmt);
     }
     cl_namer c = {.g = p->g, .in = in, .weight = w};
-    rc = bi_py_node(p->g, n, cl_name, &c, 4, b, err);
+    rc = mk_pyemit_node(p->g, n, cl_name, &c, 4, b, err);
     if (!rc) {
       int out = n->outputs[0];
       if (needs_contiguous(p, s, out)) {
@@ -95,7 +95,7 @@ int bi_emit_torch_stage(bi_emit *e, int s, mk_errmsg *err) {
       }
     }
   } else {
-    rc = bi_py_node(p->g, n, bi_graph_namer, (void *)p->g, 4, b, err);
+    rc = mk_pyemit_node(p->g, n, bi_graph_namer, (void *)p->g, 4, b, err);
   }
   if (rc) return rc;
   /* A GEMM emitted through torch still owns its fused epilogue stage. */

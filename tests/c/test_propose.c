@@ -39,7 +39,7 @@ MK_TEST(propose, reference_replays_recorded_calls) {
   MK_CHECK_INT(mk_reference_candidate(g, &p.subkernels[0], &c, &err), ==, 0);
   MK_CHECK_STR(c.origin, "reference");
   MK_CHECK(strstr(c.source, "def run(x0, conv_weight, conv_bias):") != NULL);
-  MK_CHECK(strstr(c.source, "torch.nn.functional.conv2d(x0, conv_weight, conv_bias, (1, 1), (0, 0), "
+  MK_CHECK(strstr(c.source, "F.conv2d(x0, conv_weight, conv_bias, (1, 1), (0, 0), "
                             "(1, 1), 1)") != NULL);
   MK_CHECK(strstr(c.source, "    return v") != NULL);
   mk_candidate_free(&c);
@@ -102,6 +102,15 @@ MK_TEST(propose, configurations_are_distinct_deterministic_and_bounded) {
 MK_TEST(propose, unsupported_says_why) {
   mk_graph *g = load("ir", "gemm_groupnorm_hardtanh.json");
   MK_REQUIRE(g != NULL);
+  /* Group norm is generated now: make it an op the generator has no kernel
+   * for (cumsum), and give another node a tensor exponent. */
+  for (int i = 0; i < g->nnodes; i++) {
+    mk_node *n = &g->nodes[i];
+    if (strstr(n->op, "group_norm")) {
+      free(n->op);
+      n->op = mk_strdup("torch.cumsum");
+    }
+  }
   mk_partition p = {0};
   mk_errmsg err = {{0}};
   MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
@@ -115,7 +124,7 @@ MK_TEST(propose, unsupported_says_why) {
       MK_CHECK_INT(rc, ==, MK_EUNSUPPORTED);
       /* The reason names the op and its source line. */
       MK_CHECK(strstr(err.text, "line ") != NULL);
-      MK_CHECK(strstr(err.text, "group_norm") != NULL);
+      MK_CHECK(strstr(err.text, "cumsum") != NULL);
       saw_unsupported = true;
     } else {
       MK_CHECK(l.n > 0);
@@ -126,8 +135,47 @@ MK_TEST(propose, unsupported_says_why) {
     MK_CHECK_INT(mk_reference_candidate(g, &p.subkernels[i], &ref, &err), ==, 0);
     mk_candidate_free(&ref);
   }
-  /* Group norm has no generated kernel yet (docs/builtin-proposer.md). */
   MK_CHECK(saw_unsupported);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+MK_TEST(propose, norms_generate_with_configs) {
+  mk_graph *g = load("ir", "gemm_groupnorm_hardtanh.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  int seen = 0;
+  for (int i = 0; i < p.nsubkernels; i++) {
+    bool norm = false;
+    for (int k = 0; k < p.subkernels[i].nnodes; k++)
+      norm |= strstr(g->nodes[p.subkernels[i].nodes[k]].op, "group_norm") != NULL;
+    if (!norm) continue;
+    seen++;
+    mk_candidate_list l = {0};
+    mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[i]};
+    MK_CHECK_INT(mk_builtin_propose(&req, &l, &err), ==, 0);
+    bool one_pass = false, split = false;
+    for (int c = 0; c < l.n; c++) {
+      const char *src = l.items[c].source;
+      MK_CHECK(strstr(src, "IDX64: tl.constexpr") != NULL);
+      if (strstr(l.items[c].name, "_split")) {
+        split = true;
+        /* Partial statistics, then combine + normalise. */
+        MK_CHECK(strstr(src, "_norm_stats_") != NULL);
+        MK_CHECK(strstr(src, "parts = row * SPLIT + tl.arange(0, SPLIT)") != NULL);
+      } else {
+        one_pass = true;
+        MK_CHECK(strstr(src, "mean += delta / tl.maximum(cnt, 1.0)") != NULL);
+      }
+      /* The hardtanh after it is fused into the store. */
+      MK_CHECK(strstr(src, "# fused epilogue") != NULL);
+    }
+    MK_CHECK(one_pass && split);
+    mk_candidate_list_free(&l);
+  }
+  MK_CHECK_INT(seen, ==, 1);
   mk_partition_free(&p);
   mk_graph_free(g);
 }

@@ -198,3 +198,20 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
   run_fixture("reductions.json", 0);
   run_fixture("conv_chain.json", 0);
 }
+
+MK_TEST(propose_e2e, norms_match_reference) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  /* Every configuration: one program per row and split rows, all blocks. */
+  run_fixture("norms.json", 0);
+}
+
+MK_TEST(propose_e2e, pools_match_reference) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  run_fixture("pools.json", 0);
+}

@@ -3,12 +3,16 @@
  * Turns the protocol's argument encoding (docs/protocol.md) back into Python
  * literals and a node into a call expression. Common forms are spelled the
  * way a person would write them (`F.relu(x)`, `x.view(...)`, `a + b`) so the
- * emitted ModelNew reads like hand-written code; anything else keeps its
- * exact dotted name, which is always valid. */
-#include "mk_compose.h"
+ * emitted code reads like hand-written code; anything else keeps its exact
+ * dotted name, which is always valid. Shared by the composer, the reference
+ * candidate and the builtin proposer (one spelling of every recorded call). */
+#include "mk_pyemit.h"
+
+#include <stdlib.h>
 
 #include <math.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <string.h>
 
 /* Binary operator dunders printed infix. */
@@ -41,7 +45,7 @@ static int emit_seq(const cJSON *items, const char *open, const char *close, int
   return mk_buf_puts(out, close);
 }
 
-static int emit_float(double d, mk_buf *out) {
+int mk_pyemit_float(double d, mk_buf *out) {
   if (isnan(d)) return mk_buf_puts(out, "float('nan')");
   if (isinf(d)) return mk_buf_puts(out, d > 0 ? "float('inf')" : "float('-inf')");
   char tmp[64];
@@ -59,16 +63,16 @@ static int emit_float(double d, mk_buf *out) {
 static int emit_number(const cJSON *arg, mk_buf *out) {
   double d = arg->valuedouble;
   if (d == floor(d) && fabs(d) < 9007199254740992.0) return mk_buf_printf(out, "%.0f", d);
-  return emit_float(d, out);
+  return mk_pyemit_float(d, out);
 }
 
 /* {"float": x} where x is a number or "inf"/"-inf"/"nan". */
 static int emit_tagged_float(const cJSON *v, mk_buf *out, mk_errmsg *err) {
-  if (cJSON_IsNumber(v)) return emit_float(v->valuedouble, out);
+  if (cJSON_IsNumber(v)) return mk_pyemit_float(v->valuedouble, out);
   if (cJSON_IsString(v)) {
-    if (strcmp(v->valuestring, "inf") == 0) return emit_float(INFINITY, out);
-    if (strcmp(v->valuestring, "-inf") == 0) return emit_float(-INFINITY, out);
-    if (strcmp(v->valuestring, "nan") == 0) return emit_float(NAN, out);
+    if (strcmp(v->valuestring, "inf") == 0) return mk_pyemit_float(INFINITY, out);
+    if (strcmp(v->valuestring, "-inf") == 0) return mk_pyemit_float(-INFINITY, out);
+    if (strcmp(v->valuestring, "nan") == 0) return mk_pyemit_float(NAN, out);
   }
   return mk_errf(err, MK_EINVAL, "bad float encoding");
 }
@@ -157,8 +161,10 @@ int mk_pyemit_arg(const cJSON *arg, mk_value_namer namer, void *ctx, mk_buf *out
   if (cJSON_IsString(arg)) return mk_buf_py_str(out, arg->valuestring);
   if (cJSON_IsArray(arg)) return emit_seq(arg, "[", "]", 0, namer, ctx, out, err);
   if (cJSON_IsObject(arg)) {
-    if (cJSON_GetObjectItemCaseSensitive(arg, "opaque"))
-      return mk_errf(err, MK_EUNSUPPORTED, "an argument could not be recorded exactly");
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(arg, "opaque");
+    if (op)
+      return mk_errf(err, MK_EUNSUPPORTED, "an argument could not be recorded exactly (%.80s)",
+                     cJSON_IsString(op) ? op->valuestring : "?");
     return emit_tagged(arg, namer, ctx, out, err);
   }
   return mk_errf(err, MK_EINVAL, "unknown argument encoding");
@@ -181,6 +187,15 @@ int mk_pyemit_self_path(const char *path, mk_buf *out) {
   return out->err;
 }
 
+static int is_identifier(const char *s, size_t n) {
+  if (n == 0 || (s[0] >= '0' && s[0] <= '9')) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!(s[i] == '_' || (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
+          (s[i] >= 'A' && s[i] <= 'Z')))
+      return 0;
+  return 1;
+}
+
 static int emit_args_list(const mk_node *n, int skip_first, mk_value_namer namer, void *ctx,
                           mk_buf *out, mk_errmsg *err) {
   int count = 0;
@@ -192,21 +207,16 @@ static int emit_args_list(const mk_node *n, int skip_first, mk_value_namer namer
     if (rc) return rc;
   }
   for (const cJSON *kw = n->kwargs ? n->kwargs->child : NULL; kw; kw = kw->next, count++) {
+    /* A keyword is pasted into code: it must be an identifier. */
+    if (kw->string == NULL || !is_identifier(kw->string, strlen(kw->string)))
+      return mk_errf(err, MK_EUNSUPPORTED, "keyword '%.60s' is not an identifier",
+                     kw->string ? kw->string : "");
     if (count) mk_buf_puts(out, ", ");
     mk_buf_printf(out, "%s=", kw->string);
     int rc = mk_pyemit_arg(kw, namer, ctx, out, err);
     if (rc) return rc;
   }
   return out->err;
-}
-
-static int is_identifier(const char *s, size_t n) {
-  if (n == 0 || (s[0] >= '0' && s[0] <= '9')) return 0;
-  for (size_t i = 0; i < n; i++)
-    if (!(s[i] == '_' || (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
-          (s[i] >= 'A' && s[i] <= 'Z')))
-      return 0;
-  return 1;
 }
 
 /* Every component of a dotted op name must be an identifier. */
@@ -244,8 +254,8 @@ static int emit_infix(const mk_node *n, const char *method, mk_value_namer namer
 int mk_pyemit_call(const mk_graph *g, const mk_node *n, mk_value_namer namer, void *ctx,
                    mk_buf *out, mk_errmsg *err) {
   (void)g;
-  if (!is_dotted_name(n->op))
-    return mk_errf(err, MK_EUNSUPPORTED, "op '%.200s' is not a torch callable", n->op);
+  if (n->op == NULL || !is_dotted_name(n->op))
+    return mk_errf(err, MK_EUNSUPPORTED, "op '%.200s' is not a torch callable", n->op ? n->op : "");
   static const char tensor_prefix[] = "torch.Tensor.";
   static const char f_prefix[] = "torch.nn.functional.";
   if (strncmp(n->op, tensor_prefix, sizeof tensor_prefix - 1) == 0 && n->args &&
@@ -254,7 +264,9 @@ int mk_pyemit_call(const mk_graph *g, const mk_node *n, mk_value_namer namer, vo
     int done = 0;
     int rc = emit_infix(n, method, namer, ctx, out, err, &done);
     if (rc || done) return rc;
-    if (strncmp(method, "__", 2) != 0) {
+    const cJSON *self_arg = n->args->child;
+    bool self_tensor = cJSON_IsObject(self_arg) && cJSON_GetObjectItemCaseSensitive(self_arg, "t");
+    if (strncmp(method, "__", 2) != 0 && self_tensor) {
       /* x.view(...) rather than torch.Tensor.view(x, ...) */
       rc = mk_pyemit_arg(n->args->child, namer, ctx, out, err);
       if (!rc) rc = mk_buf_printf(out, ".%s(", method);
@@ -296,10 +308,50 @@ static int bind_outputs(const cJSON *s, mk_buf *path, mk_value_namer namer, void
   return out->err;
 }
 
+static void mark_returned(const cJSON *s, int *ids, int *n, int max) {
+  if (s == NULL) return;
+  if (cJSON_IsObject(s) && s->child && s->child->string && strcmp(s->child->string, "t") == 0) {
+    if (*n < max) ids[(*n)++] = s->child->valueint;
+    return;
+  }
+  for (const cJSON *it = s->child; it; it = it->next) mark_returned(it, ids, n, max);
+}
+
+/* `fresh = mutated` for each output the call does not return: the capture
+ * gives a tensor modified in place a new value id (docs/protocol.md), and
+ * code after the call reads it by that id. */
+int mk_pyemit_mutations(const mk_node *n, mk_value_namer namer, void *ctx, int indent, mk_buf *out) {
+  if (n->nmutates == 0) return 0;
+  int ret[64], nret = 0;
+  mark_returned(n->out, ret, &nret, 64);
+  int m = 0;
+  for (int k = 0; k < n->noutputs && m < n->nmutates; k++) {
+    int vid = n->outputs[k];
+    bool returned = false;
+    for (int i = 0; i < nret && !returned; i++) returned = ret[i] == vid;
+    if (returned) continue;
+    int target = n->mutates[m++];
+    if (target == vid) continue;
+    mk_buf a, b;
+    mk_buf_init(&a, 4096);
+    mk_buf_init(&b, 4096);
+    namer(ctx, vid, &a);
+    namer(ctx, target, &b);
+    if (!a.err && !b.err && strcmp(mk_buf_cstr(&a), mk_buf_cstr(&b)) != 0) {
+      mk_buf_indent(out, indent);
+      mk_buf_printf(out, "%s = %s\n", mk_buf_cstr(&a), mk_buf_cstr(&b));
+    }
+    mk_buf_free(&a);
+    mk_buf_free(&b);
+  }
+  return out->err;
+}
+
 int mk_pyemit_node(const mk_graph *g, const mk_node *n, mk_value_namer namer, void *ctx, int indent,
                    mk_buf *out, mk_errmsg *err) {
   const cJSON *s = n->out;
-  int single = s && cJSON_IsObject(s) && s->child && strcmp(s->child->string, "t") == 0;
+  int single = s && cJSON_IsObject(s) && s->child && s->child->string &&
+               strcmp(s->child->string, "t") == 0;
   mk_buf_indent(out, indent);
   if (single) {
     namer(ctx, s->child->valueint, out);
@@ -310,11 +362,14 @@ int mk_pyemit_node(const mk_graph *g, const mk_node *n, mk_value_namer namer, vo
   int rc = mk_pyemit_call(g, n, namer, ctx, out, err);
   if (rc) return rc;
   mk_buf_putc(out, '\n');
-  if (single) return out->err;
-  mk_buf path;
-  mk_buf_init(&path, 4096);
-  rc = bind_outputs(s, &path, namer, ctx, indent, out);
-  mk_buf_free(&path);
+  if (!single) {
+    mk_buf path;
+    mk_buf_init(&path, 4096);
+    rc = bind_outputs(s, &path, namer, ctx, indent, out);
+    mk_buf_free(&path);
+    if (rc) return rc;
+  }
+  rc = mk_pyemit_mutations(n, namer, ctx, indent, out);
   return rc ? rc : out->err;
 }
 
