@@ -298,6 +298,40 @@ static char *iso_now(void) {
   return mk_strdup(buf);
 }
 
+/* --report-only: every record already in DIR/problems, no runs. */
+static int load_all_records(bench_cli *b) {
+  mk_buf dir;
+  mk_buf_init(&dir, 8192);
+  mk_buf_printf(&dir, "%s/problems", b->outdir);
+  DIR *d = opendir(mk_buf_cstr(&dir));
+  if (d == NULL) {
+    fprintf(stderr, "mkevolve bench: no records in %s\n", mk_buf_cstr(&dir));
+    mk_buf_free(&dir);
+    return MK_ENOENT;
+  }
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    size_t n = strlen(e->d_name);
+    if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
+    mk_buf path;
+    mk_buf_init(&path, 8192);
+    mk_buf_printf(&path, "%s/%s", mk_buf_cstr(&dir), e->d_name);
+    char *text = NULL;
+    size_t len = 0;
+    if (!path.err && mk_read_file(mk_buf_cstr(&path), 16 << 20, &text, &len) == 0) {
+      cJSON *j = cJSON_Parse(text);
+      mk_bench_record rec;
+      if (j && mk_bench_record_from_json(j, &rec, NULL) == 0) mk_bench_results_add(&b->results, &rec);
+      cJSON_Delete(j);
+    }
+    free(text);
+    mk_buf_free(&path);
+  }
+  closedir(d);
+  mk_buf_free(&dir);
+  return 0;
+}
+
 static unsigned parse_levels(const char *v) {
   unsigned mask = 0;
   for (; v && *v; v++)
@@ -321,6 +355,8 @@ int mk_cli_bench(int argc, char **argv) {
   bench_cli b = {.outdir = "bench-out", .parallel = 1, .tty = isatty(2)};
   unsigned levels = 0;
   int limit = 0;
+  bool report_only = false;
+  const char *device_name = NULL, *note = NULL, *command = NULL;
   const char *paths[256];
   int npaths = 0;
   for (int i = 2; i < argc; i++) {
@@ -336,12 +372,29 @@ int mk_cli_bench(int argc, char **argv) {
     else if (strcmp(a, "--limit") == 0 && v) limit = atoi(argv[++i]);
     else if (strcmp(a, "--gpus") == 0 && v) b.parallel = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
     else if (strcmp(a, "--fresh") == 0) b.fresh = true;
+    else if (strcmp(a, "--report-only") == 0) report_only = true;
+    else if (strcmp(a, "--device-name") == 0 && v) device_name = argv[++i];
+    else if (strcmp(a, "--note") == 0 && v) note = argv[++i];
+    else if (strcmp(a, "--command") == 0 && v) command = argv[++i];
     else if (a[0] != '-' && npaths < 256) paths[npaths++] = a;
     else return fprintf(stderr, "mkevolve bench: unknown option '%s'\n", a), 2;
   }
+  if (report_only) {
+    /* Regenerates results.json, summary.md and report.html from the records
+     * of an earlier (possibly interrupted or remote) sweep. */
+    int rc = load_all_records(&b);
+    b.results.command = mk_strdup(command ? command : "(see note)");
+    b.results.device = mk_strdup(device_name ? device_name : "unknown");
+    b.results.proposer = mk_strdup(cfg.proposer);
+    b.results.note = note ? mk_strdup(note) : NULL;
+    if (!rc) rc = write_reports(&b);
+    mk_bench_results_free(&b.results);
+    return rc ? 1 : 0;
+  }
   if (npaths == 0) {
     fputs("usage: mkevolve bench PATHS... [-o DIR] [--levels 1,2,3] [--limit N] [--gpus N] [--fresh]\n"
-          "                      [evolve options: --proposer --budget --beam --device --batch ...]\n",
+          "                      [evolve options: --proposer --budget --beam --device --batch ...]\n"
+          "       mkevolve bench --report-only -o DIR [--device-name NAME] [--command CMD] [--note TEXT]\n",
           stderr);
     return 2;
   }
