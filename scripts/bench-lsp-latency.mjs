@@ -293,6 +293,16 @@ function machine() {
   return `${cpus.length} × ${cpus[0]?.model?.trim() ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB RAM, ${lscpu}, Node ${process.version}`;
 }
 
+/* CMAKE_BUILD_TYPE of the build directory holding the binary. */
+function buildType(bin) {
+  try {
+    const m = /^CMAKE_BUILD_TYPE:STRING=(.*)$/m.exec(fs.readFileSync(path.join(path.dirname(bin), 'CMakeCache.txt'), 'utf8'));
+    return m && m[1] ? m[1] : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
 async function main() {
   const o = parseArgs(process.argv);
   const cacheDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mk-bench-cache-'));
@@ -318,7 +328,7 @@ async function main() {
   } catch {
     /* not a checkout */
   }
-  md += `- Date: ${new Date().toISOString()}, commit ${commit}, server build type: see the build directory's CMakeCache (Release for the numbers below)\n`;
+  md += `- Date: ${new Date().toISOString()}, commit ${commit}, server build type ${buildType(o.bin)}\n`;
   md += `- Module: examples/conv_bias_relu.py; N=${o.n} per row after 10 (requests) / 5 (edits) warm-up; round trips measured in the client (pipe + JSON both ways included)\n\n`;
   md += `## Warm cache (run 2: the engine cache filled by run 1)\n\n`;
   md += `First analysis (didOpen → subkernel diagnostics, capture in a worker): ${fmt(warm.firstAnalysisMs)} ms\n\n`;
