@@ -96,6 +96,8 @@ typedef struct mk_search_config {
   bool try_split;          /* default true */
   const char *device;      /* "cpu" or GPU name, for proposers */
   const char *workdir;     /* where composed files are written */
+  const char *source_path; /* the module's path for composed files' header (borrowed for the
+                              search's lifetime); NULL: the graph's file */
   int only_subkernel;      /* >= 0: search this subkernel only (no split/merge); -1: all */
   const char *const *input_names; /* forward's parameter names (borrowed), or NULL */
   int ninput_names;

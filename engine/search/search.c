@@ -616,7 +616,8 @@ static int compose_to_file(mk_search *s, char **path_out, mk_errmsg *err) {
     chosen[i] = s->st[i].chosen > 0 ? &s->st[i].variants[s->st[i].chosen].cand : NULL;
   mk_buf out;
   mk_buf_init(&out, 0);
-  mk_compose_options opt = {.module_source = s->source, .source_path = s->g->file,
+  mk_compose_options opt = {.module_source = s->source,
+                            .source_path = s->cfg.source_path ? s->cfg.source_path : s->g->file,
                             .input_names = s->cfg.input_names, .ninput_names = s->cfg.ninput_names};
   int rc = s->final_round >= 2 ? mk_errf(err, MK_EUNSUPPORTED, "plain subclass")
                                : mk_compose_modelnew(s->g, &s->part, chosen, &opt, &out, err);

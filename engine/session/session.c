@@ -6,13 +6,16 @@
 #include "mk_buf.h"
 #include "mk_compose.h"
 #include "mk_frontend.h"
+#include "mk_sha256.h"
 #include "session_internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 void mk_session_config_defaults(mk_session_config *c) {
   memset(c, 0, sizeof *c);
@@ -127,7 +130,11 @@ static void read_input_names(module_state *m) {
   mk_pyoutline_free(&o);
 }
 
+static void remove_unsaved(const char *file);
+
 static void module_free(module_state *m) {
+  remove_unsaved(m->capture_file);
+  free(m->capture_file);
   free_input_names(m);
   module_clear_views(m);
   module_clear_search(m);
@@ -339,9 +346,81 @@ typedef struct analyze_req {
   mk_session *s;
   char *path;
   char *source;
+  char *capture_file;  /* private copy of unsaved text, NULL: the file itself */
   mk_session_cb cb;
   void *data;
 } analyze_req;
+
+static void analyze_req_free(analyze_req *req) {
+  free(req->path);
+  free(req->source);
+  free(req->capture_file);
+  free(req);
+}
+
+/* Deletes a private copy of unsaved text and its folder. */
+static void remove_unsaved(const char *file) {
+  if (file == NULL) return;
+  unlink(file);
+  const char *slash = strrchr(file, '/');
+  if (slash == NULL) return;
+  char dir[4096];
+  if ((size_t)(slash - file) >= sizeof dir) return;
+  memcpy(dir, file, (size_t)(slash - file));
+  dir[slash - file] = '\0';
+  rmdir(dir); /* fails harmlessly when something else is in it */
+}
+
+static void free_states(mk_partition *part, mk_subkernel_state *st) {
+  for (int j = 0; st && j < part->nsubkernels; j++) {
+    for (int k = 0; k < st[j].nvariants; k++) {
+      mk_candidate_free(&st[j].variants[k].cand);
+      free(st[j].variants[k].report);
+    }
+    free(st[j].variants);
+  }
+  free(st);
+  mk_partition_free(part);
+}
+
+/* Moves the states of old subkernels whose reference code is identical to
+ * a new subkernel's (same ops, shapes and parameters) onto it, so an edit
+ * elsewhere in the file (a comment, another statement) keeps the variants
+ * verified for the unchanged parts. */
+static void carry_states(module_state *m, mk_partition *old_part, mk_subkernel_state *old_st) {
+  for (int i = 0; old_st && i < m->part.nsubkernels; i++) {
+    const char *ref = m->st[i].nvariants ? m->st[i].variants[0].cand.source : NULL;
+    if (ref == NULL) continue;
+    for (int j = 0; j < old_part->nsubkernels; j++) {
+      const char *o = old_st[j].nvariants ? old_st[j].variants[0].cand.source : NULL;
+      if (o == NULL || strcmp(o, ref) != 0) continue;
+      mk_subkernel_state tmp = m->st[i];
+      m->st[i] = old_st[j];
+      old_st[j] = tmp; /* the fresh state is freed with the old ones */
+      break;
+    }
+  }
+  free_states(old_part, old_st);
+}
+
+/* The worker's message with the private copy's path replaced by the
+ * module's, so errors name the file the user edits. */
+static void user_message(const char *msg, const char *capture_file, const char *path, mk_buf *out) {
+  if (capture_file == NULL) {
+    mk_buf_puts(out, msg);
+    return;
+  }
+  size_t n = strlen(capture_file);
+  for (const char *p = msg, *hit; *p; p = hit + n) {
+    hit = strstr(p, capture_file);
+    if (hit == NULL) {
+      mk_buf_puts(out, p);
+      return;
+    }
+    mk_buf_append(out, p, (size_t)(hit - p));
+    mk_buf_puts(out, path);
+  }
+}
 
 static int fresh_states(module_state *m, mk_errmsg *err) {
   m->st = calloc((size_t)m->part.nsubkernels + 1, sizeof *m->st);
@@ -400,7 +479,10 @@ static void on_captured(void *data, int status, mk_graph *g, int batch, const ch
     mk_partition part = {0};
     rc = s->cfg.monolithic ? monolithic_partition(g, &part, &err) : mk_decompose_initial(g, &part, &err);
     if (!rc) {
-      module_clear_search(m);
+      mk_partition old_part = m->part;
+      mk_subkernel_state *old_st = m->st;
+      m->st = NULL;
+      memset(&m->part, 0, sizeof m->part);
       mk_graph_free(m->g);
       m->g = g;
       g = NULL;
@@ -408,6 +490,12 @@ static void on_captured(void *data, int status, mk_graph *g, int batch, const ch
       free(m->source);
       m->source = req->source;
       req->source = NULL;
+      /* The previous private copy goes unless this capture read the same one. */
+      if (m->capture_file && (req->capture_file == NULL || strcmp(m->capture_file, req->capture_file) != 0))
+        remove_unsaved(m->capture_file);
+      free(m->capture_file);
+      m->capture_file = req->capture_file;
+      req->capture_file = NULL;
       m->batch = batch;
       read_input_names(m);
       if (batch > 0) snprintf(m->note, sizeof m->note, "reduced batch %d on %s", batch, session_runtime_device(s));
@@ -418,15 +506,72 @@ static void on_captured(void *data, int status, mk_graph *g, int batch, const ch
                  len ? "; " : "");
       }
       rc = fresh_states(m, &err);
+      if (!rc) carry_states(m, &old_part, old_st);
+      else {
+        module_clear_search(m); /* the partial fresh states */
+        free_states(&old_part, old_st);
+      }
       module_refresh_views(s, m);
     }
   }
   mk_graph_free(g);
-  const char *msg = rc ? (error && *error ? error : err.text[0] ? err.text : mk_strerror(rc)) : NULL;
-  req->cb(req->data, rc, rc ? NULL : &m->view, msg);
-  free(req->path);
-  free(req->source);
-  free(req);
+  /* A private copy nobody adopted is not needed any more. */
+  if (req->capture_file && !(m && m->capture_file && strcmp(m->capture_file, req->capture_file) == 0))
+    remove_unsaved(req->capture_file);
+  mk_buf msg;
+  mk_buf_init(&msg, 1 << 16);
+  if (rc) user_message(error && *error ? error : err.text[0] ? err.text : mk_strerror(rc), req->capture_file,
+                       req->path, &msg);
+  req->cb(req->data, rc, rc ? NULL : &m->view, rc ? mk_buf_cstr(&msg) : NULL);
+  mk_buf_free(&msg);
+  analyze_req_free(req);
+}
+
+/* The work directory for module `path`: config's, else .mkevolve/<file
+ * stem> beside the module. Created if missing. */
+static int path_workdir(mk_session *s, const char *path, char *out, size_t size) {
+  const char *slash = strrchr(path, '/');
+  const char *stem = slash ? slash + 1 : path;
+  int dirlen = slash ? (int)(slash - path) : 1;
+  int n;
+  if (s->cfg.workdir) n = snprintf(out, size, "%s", s->cfg.workdir);
+  else n = snprintf(out, size, "%.*s/.mkevolve", dirlen, slash ? path : ".");
+  if (n < 0 || (size_t)n >= size) return MK_ERANGE;
+  mkdir(out, 0755);
+  size_t len = strlen(out);
+  n = snprintf(out + len, size - len, "/%.*s", (int)strcspn(stem, "."), stem);
+  if (n < 0 || (size_t)n >= size - len) return MK_ERANGE;
+  mkdir(out, 0755);
+  return 0;
+}
+
+/* Writes unsaved `text` of module `path` to <workdir>/unsaved-<sha>/<file
+ * name>: the same name, so the worker sees the same module name and line
+ * numbers; a folder per content, so a copy an evolve still uses is never
+ * overwritten. */
+static int write_unsaved(mk_session *s, const char *path, const char *text, char **out, mk_errmsg *err) {
+  char dir[4096], hex[65];
+  if (path_workdir(s, path, dir, sizeof dir)) return mk_errf(err, MK_ERANGE, "work directory path too long");
+  mk_sha256_hex(text, strlen(text), hex);
+  const char *slash = strrchr(path, '/');
+  mk_buf b;
+  mk_buf_init(&b, 8192);
+  mk_buf_printf(&b, "%s/unsaved-%.16s", dir, hex);
+  if (!b.err && mkdir(mk_buf_cstr(&b), 0700) != 0 && errno != EEXIST) {
+    int e = errno;
+    mk_errf(err, MK_EIO, "cannot create %s: %s", mk_buf_cstr(&b), strerror(e));
+    mk_buf_free(&b);
+    return MK_EIO;
+  }
+  mk_buf_printf(&b, "/%s", slash ? slash + 1 : path);
+  int rc = b.err ? MK_ERANGE : mk_write_file(mk_buf_cstr(&b), text, strlen(text));
+  if (rc) {
+    mk_errf(err, rc, "cannot write the unsaved text to %s: %s", mk_buf_cstr(&b), mk_strerror(rc));
+    mk_buf_free(&b);
+    return rc;
+  }
+  *out = mk_buf_steal(&b, NULL);
+  return *out ? 0 : mk_errf(err, MK_ENOMEM, "out of memory");
 }
 
 int mk_session_analyze(mk_session *s, const char *path, const char *text, mk_session_cb cb,
@@ -438,20 +583,31 @@ int mk_session_analyze(mk_session *s, const char *path, const char *text, mk_ses
   req->data = data;
   req->path = mk_strdup(path);
   size_t len = 0;
-  int rc = 0;
-  if (text) req->source = mk_strdup(text);
-  else rc = mk_read_file(path, (size_t)64 << 20, &req->source, &len);
+  char *disk = NULL;
+  int rc = mk_read_file(path, (size_t)64 << 20, &disk, &len);
+  if (text == NULL) {
+    req->source = disk;
+    disk = NULL;
+  } else {
+    req->source = mk_strdup(text);
+    /* Unsaved text (the file differs or is missing): capture a private copy. */
+    if (req->source && (rc || strcmp(disk, text) != 0)) rc = write_unsaved(s, path, text, &req->capture_file, err);
+    else rc = 0;
+    if (rc) {
+      free(disk);
+      analyze_req_free(req);
+      return rc;
+    }
+  }
+  free(disk);
   if (rc || req->path == NULL || req->source == NULL) {
-    free(req->path);
-    free(req->source);
-    free(req);
+    analyze_req_free(req);
     return mk_errf(err, rc ? rc : MK_ENOMEM, "cannot read %s: %s", path, mk_strerror(rc ? rc : MK_ENOMEM));
   }
-  rc = session_runtime_capture(s, path, on_captured, req, err);
+  rc = session_runtime_capture(s, req->capture_file ? req->capture_file : path, on_captured, req, err);
   if (rc) {
-    free(req->path);
-    free(req->source);
-    free(req);
+    remove_unsaved(req->capture_file);
+    analyze_req_free(req);
   }
   return rc;
 }
@@ -519,23 +675,8 @@ static FILE *open_run_log(const char *workdir) {
   return f;
 }
 
-/* The work directory for a module: config's, else .mkevolve/<file stem>
- * beside the module. Created if missing. */
 static int module_workdir(mk_session *s, module_state *m, char *out, size_t size) {
-  const char *base = m->path;
-  const char *slash = strrchr(base, '/');
-  const char *stem = slash ? slash + 1 : base;
-  int dirlen = slash ? (int)(slash - base) : 1;
-  int n;
-  if (s->cfg.workdir) n = snprintf(out, size, "%s", s->cfg.workdir);
-  else n = snprintf(out, size, "%.*s/.mkevolve", dirlen, slash ? base : ".");
-  if (n < 0 || (size_t)n >= size) return MK_ERANGE;
-  mkdir(out, 0755);
-  size_t len = strlen(out);
-  n = snprintf(out + len, size - len, "/%.*s", (int)strcspn(stem, "."), stem);
-  if (n < 0 || (size_t)n >= size - len) return MK_ERANGE;
-  mkdir(out, 0755);
-  return 0;
+  return path_workdir(s, m->path, out, size);
 }
 
 int mk_session_evolve(mk_session *s, const char *path, int subkernel,
@@ -565,6 +706,7 @@ int mk_session_evolve(mk_session *s, const char *path, int subkernel,
   cfg.seed = s->cfg.seed;
   cfg.device = session_runtime_device(s);
   cfg.workdir = workdir;
+  cfg.source_path = m->path;
   cfg.log = req->log;
   cfg.only_subkernel = subkernel;
   cfg.prior = m->st;

@@ -24,6 +24,8 @@ typedef struct session_eval_ctx {
 typedef struct module_state {
   char *path;
   char *source;             /* text the graph was captured from */
+  char *capture_file;       /* the private copy captured when that text was unsaved
+                               (NULL: the module's own file); g->file names it */
   char **input_names;       /* forward's parameters (without self), for emitted code */
   int ninput_names;
   mk_graph *g;
