@@ -131,6 +131,13 @@ static char *read_disk(const char *path) {
   return text;
 }
 
+/* What the user sees of `path`: the editor's text when it is open (saved
+ * or not), else the file. */
+static char *current_text(engine *e, const char *path) {
+  char *text = open_text(e, path);
+  return text ? text : read_disk(path);
+}
+
 static const char *base_name(const char *path) {
   const char *s = strrchr(path, '/');
   return s ? s + 1 : path;
@@ -365,18 +372,19 @@ static void on_captured(void *data, int status, const mk_session_module *view, c
   resume_waiting(e, m, status ? status : (view ? 0 : MK_EINVAL), m->error);
   if (m->recapture && m->evolve == NULL) {
     m->recapture = false;
-    char *disk = read_disk(m->path);
-    if (disk && (m->captured == NULL || strcmp(disk, m->captured) != 0)) capture(e, m, disk);
-    free(disk);
+    char *now = current_text(e, m->path);
+    if (now && (m->captured == NULL || strcmp(now, m->captured) != 0)) capture(e, m, now);
+    free(now);
   }
   free(req->path);
   free(req);
   refresh(e);
 }
 
-/* Starts (or schedules) a capture of the saved file, whose contents are
- * `text`. One per module at a time; an evolve on stale text is cancelled
- * first (its results would describe code that no longer exists). */
+/* Starts (or schedules) a capture of `text`: the saved file's contents or
+ * the editor's unsaved text. One per module at a time; an evolve on stale
+ * text is cancelled first (its results would describe code that no longer
+ * exists), so callers never pass unsaved text while an evolve runs. */
 static void capture(engine *e, modstate *m, const char *text) {
   if (m->capturing_text) {
     if (strcmp(m->capturing_text, text) != 0) m->recapture = true;
@@ -405,7 +413,9 @@ static void capture(engine *e, modstate *m, const char *text) {
   req->e = e;
   req->session = e->session;
   mk_errmsg err = {{0}};
-  int rc = mk_session_analyze(e->session, m->path, NULL, on_captured, req, &err);
+  /* The session captures the saved file when `text` equals it, else a
+   * private copy of the editor's text (same name, same line numbers). */
+  int rc = mk_session_analyze(e->session, m->path, copy, on_captured, req, &err);
   if (rc) {
     free(req->path);
     free(req);
@@ -438,12 +448,15 @@ static void analyze_module(engine *e, const mk_lsp_doc_view *doc, const engine_s
     free(m->captured);
     m->captured = NULL;
   }
-  if (!dirty) {
-    bool stale = m->captured == NULL || strcmp(m->captured, disk) != 0;
-    bool failed_here = m->error_text && strcmp(m->error_text, disk) == 0;
-    /* A failure on this very text is retried on save only (a flaky
-     * worker), never on every keystroke-driven re-analysis. */
-    if (stale && (!failed_here || doc->saved)) capture(e, m, disk);
+  bool stale = m->captured == NULL || strcmp(m->captured, doc->text) != 0;
+  bool failed_here = m->error_text && strcmp(m->error_text, doc->text) == 0;
+  /* A failure on this very text is retried on save only (a flaky worker),
+   * never on every keystroke-driven re-analysis. Unsaved text is captured
+   * too (this runs after the debounce), except while an evolve runs on the
+   * module: the edit would cancel it; results follow the edit through the
+   * line map until the evolve ends and the text is captured then. */
+  if (stale && (!failed_here || (doc->saved && !dirty)) && (!dirty || m->evolve == NULL)) {
+    capture(e, m, doc->text);
     view = view_of(e, m->path);
   }
   free(disk);
@@ -734,9 +747,9 @@ static void on_evolved(void *data, int status, const mk_session_module *v, const
   }
   if (m && m->recapture) {
     m->recapture = false;
-    char *disk = read_disk(m->path);
-    if (disk && (m->captured == NULL || strcmp(disk, m->captured) != 0)) capture(e, m, disk);
-    free(disk);
+    char *now = current_text(e, m->path);
+    if (now && (m->captured == NULL || strcmp(now, m->captured) != 0)) capture(e, m, now);
+    free(now);
   }
   refresh(e);
 }
