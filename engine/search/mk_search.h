@@ -43,6 +43,7 @@ typedef enum mk_eval_status {
   MK_EVAL_TIMEOUT,
   MK_EVAL_OOM,
   MK_EVAL_ERROR,      /* anything else (worker unavailable, ...) */
+  MK_EVAL_CANCELLED,  /* the search was cancelled while it ran (mk_evaluator.cancel) */
 } mk_eval_status;
 
 typedef struct mk_eval_result {
@@ -63,12 +64,17 @@ typedef void (*mk_eval_cb)(void *data, const mk_eval_result *r);
 /* The verifier as the search sees it. `evaluate` checks candidate `c` for
  * subkernel `sk`; `evaluate_composition` checks a ModelNew file against the
  * problem. Each returns 0 and later calls cb exactly once, or returns < 0
- * and never calls cb. */
+ * and never calls cb. `cancel` (optional, NULL when the verifier cannot
+ * abort) cancels every evaluation submitted through `self` that has not
+ * called back yet: each still calls back exactly once, with
+ * MK_EVAL_CANCELLED or the verdict it already had; it may call back
+ * before `cancel` returns. */
 typedef struct mk_evaluator {
   void *self;
   int (*evaluate)(void *self, const mk_graph *g, const mk_subkernel *sk, const mk_candidate *c,
                   mk_eval_cb cb, void *data);
   int (*evaluate_composition)(void *self, const char *modelnew_path, mk_eval_cb cb, void *data);
+  void (*cancel)(void *self);
   bool timed; /* false on CPU: no timings, choices say "untimed" */
 } mk_evaluator;
 
@@ -165,8 +171,13 @@ int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *
                     const mk_search_config *cfg, mk_proposer proposer, mk_evaluator evaluator,
                     mk_search_event_cb on_event, mk_search_done_cb on_done, void *data,
                     mk_search **out, mk_errmsg *err);
-/* Requests cancellation: pending evaluations finish, no new ones start, and
- * done reports MK_ECANCELED with the best composition so far. */
+/* Cancels the search: no new evaluation starts, the evaluator's `cancel`
+ * (when it has one) aborts those in flight, and done reports MK_ECANCELED
+ * with the best composition so far: the verified variants chosen as usual,
+ * composed to modelnew_path but not verified as a whole (result->final has
+ * MK_EVAL_CANCELLED); variants whose evaluation was cancelled are dropped.
+ * done may be called before this returns (an evaluator that cancels
+ * synchronously): the search is freed with it. Never call it after done. */
 void mk_search_cancel(mk_search *s);
 
 void mk_search_result_free(mk_search_result *r);

@@ -67,7 +67,7 @@ static double now_s(void) {
 
 const char *mk_eval_status_name(mk_eval_status s) {
   static const char *names[] = {"ok",      "mismatch", "compile_error", "runtime_error", "rejected",
-                                "crashed", "timeout",  "oom",           "error"};
+                                "crashed", "timeout",  "oom",           "error",         "cancelled"};
   return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "error";
 }
 
@@ -196,7 +196,7 @@ static void on_evaluated(void *data, const mk_eval_result *r) {
   v->result.report_json = NULL;
   free(v->report);
   v->report = r->report_json ? mk_strdup(r->report_json) : NULL;
-  if (req->variant > 0) {
+  if (req->variant > 0 && r->status != MK_EVAL_CANCELLED) {
     if (verified(v)) s->res->verified++;
     else s->res->failed++;
   }
@@ -225,6 +225,12 @@ static void submit_eval(mk_search *s, const mk_subkernel *sk, int sk_index, mk_s
   if (req == NULL) return;
   *req = (eval_req){s, st, vi, sk_index};
   s->pending++;
+  if (s->cancelled) { /* nothing new starts after a cancel */
+    mk_eval_result r = {.status = MK_EVAL_CANCELLED, .time_ms = -1};
+    snprintf(r.reason, sizeof r.reason, "cancelled");
+    on_evaluated(req, &r);
+    return;
+  }
   int rc = s->ev.evaluate(s->ev.self, s->g, sk, &st->variants[vi].cand, on_evaluated, req);
   if (rc < 0) {
     mk_eval_result r = {.status = MK_EVAL_ERROR, .time_ms = -1};
@@ -655,7 +661,7 @@ static void on_final(void *data, const mk_eval_result *r) {
   cJSON_AddNumberToObject(f, "time_ms", r->time_ms);
   if (r->status != MK_EVAL_OK) cJSON_AddStringToObject(f, "reason", r->reason);
   log_event(s, "final_verify", f);
-  if (r->status == MK_EVAL_OK || s->final_round >= 2) {
+  if (r->status == MK_EVAL_OK || r->status == MK_EVAL_CANCELLED || s->cancelled || s->final_round >= 2) {
     s->ph = PH_DONE;
   } else {
     s->final_round++;
@@ -680,6 +686,18 @@ static void phase_final(mk_search *s) {
   }
   free(s->res->modelnew_path);
   s->res->modelnew_path = path;
+  if (s->cancelled) {
+    /* Cancelled: the best composition so far, made of verified variants,
+     * but the whole program is not verified again (that is the slow part
+     * the user asked to stop). */
+    s->res->final = (mk_eval_result){.status = MK_EVAL_CANCELLED, .time_ms = -1, .min_ms = -1,
+                                     .ref_eager_ms = -1, .ref_compile_ms = -1};
+    snprintf(s->res->final.reason, sizeof s->res->final.reason,
+             "cancelled: the composed program was not verified as a whole");
+    s->ph = PH_DONE;
+    advance(s);
+    return;
+  }
   start_batch(s);
   s->pending++;
   if (s->ev.evaluate_composition(s->ev.self, path, on_final, s) < 0) {
@@ -690,9 +708,29 @@ static void phase_final(mk_search *s) {
   end_batch(s);
 }
 
+/* Drops variants whose evaluation was cancelled: they were never judged.
+ * The reference (index 0) stays whatever happened to it. */
+static void prune_cancelled(mk_search *s) {
+  for (int i = 0; s->st && i < s->part.nsubkernels; i++) {
+    mk_subkernel_state *st = &s->st[i];
+    int out = st->nvariants > 0 ? 1 : 0, chosen = 0;
+    for (int k = 1; k < st->nvariants; k++) {
+      if (st->variants[k].result.status == MK_EVAL_CANCELLED) {
+        variant_free(&st->variants[k]);
+        continue;
+      }
+      if (k == st->chosen) chosen = out;
+      st->variants[out++] = st->variants[k];
+    }
+    st->nvariants = out;
+    st->chosen = chosen;
+  }
+}
+
 static void finish(mk_search *s) {
   if (s->finished) return;
   s->finished = true;
+  if (s->cancelled) prune_cancelled(s);
   mk_search_result *r = s->res;
   r->partition = s->part;
   memset(&s->part, 0, sizeof s->part);
@@ -815,7 +853,10 @@ int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *
 }
 
 void mk_search_cancel(mk_search *s) {
-  if (s) s->cancelled = true;
+  if (s == NULL || s->cancelled || s->finished) return;
+  s->cancelled = true;
+  /* Last: the evaluator may call back (and the search finish) right here. */
+  if (s->ev.cancel) s->ev.cancel(s->ev.self);
 }
 
 void mk_search_result_free(mk_search_result *r) {

@@ -135,6 +135,7 @@ static void remove_unsaved(const char *file);
 static void module_free(module_state *m) {
   remove_unsaved(m->capture_file);
   free(m->capture_file);
+  free(m->verify_jobs);
   free_input_names(m);
   module_clear_views(m);
   module_clear_search(m);

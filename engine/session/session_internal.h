@@ -9,6 +9,7 @@
 #include "mk_search.h"
 #include "mk_session.h"
 
+#include <stdint.h>
 #include <stdio.h>
 
 typedef struct session_runtime session_runtime;
@@ -40,6 +41,8 @@ typedef struct module_state {
   int running_subkernel;    /* -1 all */
   mk_search *search;
   session_eval_ctx eval;    /* the evaluator's context while a search runs */
+  uint64_t *verify_jobs;    /* verifications submitted for it, not yet called back */
+  int nverify_jobs, capverify_jobs;
   /* views, rebuilt by module_refresh_views */
   mk_session_module view;
   mk_session_subkernel *sk_views;

@@ -191,7 +191,30 @@ int session_runtime_capture(mk_session *s, const char *path, session_capture_cb 
 typedef struct eval_req {
   mk_eval_cb cb;
   void *data;
+  module_state *m;
+  uint64_t job;            /* the verifier's id, for cancel */
 } eval_req;
+
+/* The module's list of verifications in flight (what cancel aborts). */
+static void track_job(module_state *m, uint64_t job) {
+  if (job == 0) return;
+  if (m->nverify_jobs == m->capverify_jobs) {
+    int cap = m->capverify_jobs ? m->capverify_jobs * 2 : 16;
+    uint64_t *p = realloc(m->verify_jobs, sizeof *p * (size_t)cap);
+    if (p == NULL) return; /* not cancellable early; it still ends on its own */
+    m->verify_jobs = p;
+    m->capverify_jobs = cap;
+  }
+  m->verify_jobs[m->nverify_jobs++] = job;
+}
+
+static void untrack_job(module_state *m, uint64_t job) {
+  for (int i = 0; i < m->nverify_jobs; i++)
+    if (m->verify_jobs[i] == job) {
+      m->verify_jobs[i] = m->verify_jobs[--m->nverify_jobs];
+      return;
+    }
+}
 
 static mk_eval_status status_of(mk_verify_status v) {
   switch (v) {
@@ -203,7 +226,7 @@ static mk_eval_status status_of(mk_verify_status v) {
   case MK_VERIFY_REJECTED: return MK_EVAL_REJECTED;
   case MK_VERIFY_CRASHED: return MK_EVAL_CRASHED;
   case MK_VERIFY_TIMEOUT: return MK_EVAL_TIMEOUT;
-  case MK_VERIFY_CANCELED:
+  case MK_VERIFY_CANCELED: return MK_EVAL_CANCELLED;
   case MK_VERIFY_ERROR: return MK_EVAL_ERROR;
   }
   return MK_EVAL_ERROR;
@@ -211,6 +234,7 @@ static mk_eval_status status_of(mk_verify_status v) {
 
 static void on_verified(void *data, const mk_verify_result *v) {
   eval_req *req = data;
+  untrack_job(req->m, req->job);
   mk_eval_result r = {
       .status = status_of(v->status),
       .time_ms = v->ours.available ? v->ours.median_ms : -1,
@@ -255,13 +279,16 @@ static int evaluate(void *self, const mk_graph *g, const mk_subkernel *sk, const
   if (ec->s->rt == NULL || ec->s->rt->verify == NULL) return MK_ECANCELED; /* session closing */
   eval_req *req = malloc(sizeof *req);
   if (req == NULL) return MK_ENOMEM;
-  *req = (eval_req){cb, data};
+  *req = (eval_req){cb, data, ec->m, 0};
   mk_verify_options o;
   options_for(ec->s, ec->m, &o);
   mk_candidate_src src = {.source = c->source, .name = c->name, .origin = c->origin};
   mk_errmsg err = {{0}};
-  if (mk_verify_submit_subkernel(ec->s->rt->verify, g, sk, &src, &o, on_verified, req, NULL, &err))
+  /* The verifier always calls back from the loop, never from here: the id
+   * can be kept after submitting. */
+  if (mk_verify_submit_subkernel(ec->s->rt->verify, g, sk, &src, &o, on_verified, req, &req->job, &err))
     return submit_failed(req);
+  track_job(ec->m, req->job);
   return 0;
 }
 
@@ -270,22 +297,33 @@ static int evaluate_composition(void *self, const char *path, mk_eval_cb cb, voi
   if (ec->s->rt == NULL || ec->s->rt->verify == NULL) return MK_ECANCELED; /* session closing */
   eval_req *req = malloc(sizeof *req);
   if (req == NULL) return MK_ENOMEM;
-  *req = (eval_req){cb, data};
+  *req = (eval_req){cb, data, ec->m, 0};
   mk_verify_options o;
   options_for(ec->s, ec->m, &o);
   mk_errmsg err = {{0}};
   const char *ref = ec->m->g && ec->m->g->file ? ec->m->g->file : ec->m->path;
   if (mk_verify_submit_composition(ec->s->rt->verify, path, "ModelNew", ref,
                                    ec->m->g && ec->m->g->class_name ? ec->m->g->class_name : "Model",
-                                   &o, on_verified, req, NULL, &err))
+                                   &o, on_verified, req, &req->job, &err))
     return submit_failed(req);
+  track_job(ec->m, req->job);
   return 0;
+}
+
+/* Cancels every verification in flight for the module: each calls back
+ * (later, from the loop) with CANCELED, or with its verdict if it was
+ * already decided. */
+static void cancel_all(void *self) {
+  session_eval_ctx *ec = self;
+  if (ec->s->rt == NULL || ec->s->rt->verify == NULL) return; /* closing cancels them all */
+  for (int i = 0; i < ec->m->nverify_jobs; i++) mk_verify_cancel(ec->s->rt->verify, ec->m->verify_jobs[i]);
 }
 
 mk_evaluator session_runtime_evaluator(mk_session *s, module_state *m) {
   m->eval = (session_eval_ctx){s, m};
   return (mk_evaluator){.self = &m->eval, .evaluate = evaluate,
-                        .evaluate_composition = evaluate_composition, .timed = s->rt->gpu};
+                        .evaluate_composition = evaluate_composition, .cancel = cancel_all,
+                        .timed = s->rt->gpu};
 }
 
 /* ---- proposers ----------------------------------------------------------------- */

@@ -269,3 +269,183 @@ MK_TEST(search, untimed_run_takes_verified_kernel_and_logs) {
   mk_search_result_free(o.res);
   mk_graph_free(g);
 }
+
+/* ---- cancel: a deferred evaluator with a cancel hook ----------------------- */
+
+/* Holds every evaluation until pumped, like a worker; `cancel` marks the
+ * undelivered ones, which then call back with MK_EVAL_CANCELLED. */
+typedef struct held {
+  mk_eval_cb cb;
+  void *data;
+  bool composition;
+  bool delivered, cancelled;
+  char name[64];
+} held;
+
+typedef struct deferred_eval {
+  held jobs[64];
+  int njobs;
+  int cancels;           /* cancel hook calls */
+  int after_cancel;      /* evaluations submitted after the hook ran */
+} deferred_eval;
+
+static int deferred_add(deferred_eval *de, mk_eval_cb cb, void *data, bool composition, const char *name) {
+  if (de->njobs == 64) return MK_ENOMEM;
+  if (de->cancels) de->after_cancel++;
+  held *h = &de->jobs[de->njobs++];
+  *h = (held){.cb = cb, .data = data, .composition = composition};
+  snprintf(h->name, sizeof h->name, "%s", name);
+  return 0;
+}
+
+static int deferred_evaluate(void *self, const mk_graph *g, const mk_subkernel *sk,
+                             const mk_candidate *c, mk_eval_cb cb, void *data) {
+  return deferred_add(self, cb, data, false, c->name ? c->name : "?");
+}
+
+static int deferred_composition(void *self, const char *path, mk_eval_cb cb, void *data) {
+  return deferred_add(self, cb, data, true, "composition");
+}
+
+static void deferred_cancel(void *self) {
+  deferred_eval *de = self;
+  de->cancels++;
+  for (int i = 0; i < de->njobs; i++)
+    if (!de->jobs[i].delivered) de->jobs[i].cancelled = true;
+}
+
+/* Delivers job i: its verdict from the name (ok_* verified, bad_* not), or
+ * CANCELLED when cancelled. Counts deliveries to catch doubles. */
+static void deferred_deliver(deferred_eval *de, int i) {
+  held *h = &de->jobs[i];
+  MK_REQUIRE(!h->delivered);
+  h->delivered = true;
+  mk_eval_result r = {.status = MK_EVAL_OK, .time_ms = -1, .min_ms = -1, .ref_eager_ms = -1,
+                      .ref_compile_ms = -1, .trials = 5, .trials_passed = 5};
+  if (h->cancelled) {
+    r.status = MK_EVAL_CANCELLED;
+    r.trials_passed = 0;
+    snprintf(r.reason, sizeof r.reason, "cancelled");
+  } else if (strncmp(h->name, "bad", 3) == 0) {
+    r.status = MK_EVAL_MISMATCH;
+    r.trials_passed = 0;
+    snprintf(r.reason, sizeof r.reason, "max abs error 1.0");
+  }
+  h->cb(h->data, &r);
+}
+
+/* Delivers every job not yet delivered (new ones included), oldest first. */
+static int deferred_pump(deferred_eval *de) {
+  int n = 0;
+  for (int i = 0; i < de->njobs; i++)
+    if (!de->jobs[i].delivered) {
+      deferred_deliver(de, i);
+      n++;
+    }
+  return n;
+}
+
+MK_TEST(search, cancel_aborts_evaluations_in_flight) {
+  const char *names[] = {"ok_a", "ok_b", "bad_c", "ok_d"};
+  fake_prop fp = {.names = names, .nnames = 4};
+  deferred_eval de = {0};
+  mk_search_config cfg;
+  config(&cfg);
+  cfg.beam_width = 2;
+  outcome o = {0};
+  mk_errmsg err = {{0}};
+  mk_graph *g = NULL;
+  MK_REQUIRE(mk_graph_from_json(GRAPH_JSON, strlen(GRAPH_JSON), &g, &err) == 0);
+  mk_partition p = {0};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  MK_REQUIRE(p.nsubkernels >= 2);
+  mk_proposer prop = {.self = &fp, .name = "fake", .propose = fake_propose};
+  mk_evaluator ev = {.self = &de, .evaluate = deferred_evaluate,
+                     .evaluate_composition = deferred_composition, .cancel = deferred_cancel};
+  mk_search *s = NULL;
+  MK_REQUIRE(mk_search_start(g, &p, SOURCE, &cfg, prop, ev, NULL, on_done, &o, &s, &err) == 0);
+  /* References, then the first subkernel's proposals are in flight. */
+  int refs = de.njobs;
+  MK_CHECK_INT(refs, ==, p.nsubkernels);
+  for (int i = 0; i < refs; i++) deferred_deliver(&de, i); /* not what they start */
+  int first = de.njobs;
+  MK_REQUIRE(first > p.nsubkernels); /* candidates of the first subkernel submitted */
+  /* One candidate is verified; the others are still running. */
+  deferred_deliver(&de, p.nsubkernels);
+  MK_CHECK_STR(de.jobs[p.nsubkernels].name, "ok_a");
+  MK_CHECK_INT(o.done, ==, 0);
+  mk_search_cancel(s);
+  MK_CHECK_INT(de.cancels, ==, 1);
+  mk_search_cancel(s); /* twice: the hook runs once */
+  MK_CHECK_INT(de.cancels, ==, 1);
+  MK_CHECK_INT(o.done, ==, 0); /* the callbacks in flight have not arrived */
+  int cancelled = 0;
+  for (int i = 0; i < de.njobs; i++) cancelled += de.jobs[i].cancelled;
+  MK_CHECK(cancelled >= 2);
+  deferred_pump(&de); /* each arrives once, cancelled */
+  MK_CHECK_INT(de.after_cancel, ==, 0); /* nothing new started, no final verification */
+  MK_CHECK_INT(o.done, ==, 1);
+  MK_CHECK_INT(o.status, ==, MK_ECANCELED);
+  MK_REQUIRE(o.res != NULL);
+  /* The best composition so far: the verified kernel, composed. */
+  MK_CHECK(o.res->modelnew_path != NULL && access(o.res->modelnew_path, R_OK) == 0);
+  MK_CHECK_INT(o.res->final.status, ==, MK_EVAL_CANCELLED);
+  int chosen_ok_a = 0;
+  for (int i = 0; i < o.res->partition.nsubkernels; i++) {
+    const mk_subkernel_state *st = &o.res->states[i];
+    for (int k = 0; k < st->nvariants; k++) MK_CHECK(st->variants[k].result.status != MK_EVAL_CANCELLED);
+    if (st->chosen > 0) {
+      MK_CHECK_STR(st->variants[st->chosen].cand.name, "ok_a");
+      MK_CHECK(st->variants[st->chosen].result.status == MK_EVAL_OK);
+      chosen_ok_a++;
+    }
+  }
+  MK_CHECK_INT(chosen_ok_a, ==, 1);
+  MK_CHECK_INT(o.res->verified, ==, 1);
+  MK_CHECK_INT(o.res->failed, ==, 0); /* cancelled is not failed */
+  char *composed = NULL;
+  size_t len = 0;
+  MK_REQUIRE(mk_read_file(o.res->modelnew_path, 1 << 20, &composed, &len) == 0);
+  MK_CHECK(strstr(composed, "ok_a") != NULL);
+  free(composed);
+  mk_search_result_free(o.res);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+/* An evaluator that calls back from inside cancel: the search may finish
+ * (and be freed) before mk_search_cancel returns. */
+static void sync_cancel(void *self) {
+  deferred_eval *de = self;
+  deferred_cancel(de);
+  deferred_pump(de);
+}
+
+MK_TEST(search, cancel_with_synchronous_callbacks) {
+  const char *names[] = {"ok_a", "ok_b"};
+  fake_prop fp = {.names = names, .nnames = 2};
+  deferred_eval de = {0};
+  mk_search_config cfg;
+  config(&cfg);
+  outcome o = {0};
+  mk_errmsg err = {{0}};
+  mk_graph *g = NULL;
+  MK_REQUIRE(mk_graph_from_json(GRAPH_JSON, strlen(GRAPH_JSON), &g, &err) == 0);
+  mk_partition p = {0};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  mk_proposer prop = {.self = &fp, .name = "fake", .propose = fake_propose};
+  mk_evaluator ev = {.self = &de, .evaluate = deferred_evaluate,
+                     .evaluate_composition = deferred_composition, .cancel = sync_cancel};
+  mk_search *s = NULL;
+  MK_REQUIRE(mk_search_start(g, &p, SOURCE, &cfg, prop, ev, NULL, on_done, &o, &s, &err) == 0);
+  mk_search_cancel(s); /* the references are in flight */
+  MK_CHECK_INT(o.done, ==, 1);
+  MK_CHECK_INT(o.status, ==, MK_ECANCELED);
+  MK_CHECK_INT(de.after_cancel, ==, 0);
+  for (int i = 0; i < de.njobs; i++) MK_CHECK(de.jobs[i].delivered);
+  MK_REQUIRE(o.res != NULL);
+  for (int i = 0; i < o.res->partition.nsubkernels; i++) MK_CHECK_INT(o.res->states[i].chosen, ==, 0);
+  mk_search_result_free(o.res);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
