@@ -3,11 +3,12 @@
  *
  * Analyses answer at once: static checks (mk_lsp_engine_static.c) plus
  * whatever the session knows about the module, moved through a line map
- * onto the editor's text (mk_lsp_engine_render.c). When the saved file
+ * onto the editor's text (mk_lsp_engine_render.c). When the editor's text
  * differs from what the session captured, a capture starts in the
  * background (with its own progress); when it lands the server is asked
  * to re-analyse, which then renders the new view. So hover, code actions
- * and lenses never wait for a worker, and unsaved edits never start one.
+ * and lenses never wait for a worker. Unsaved text is captured too (the
+ * analysis runs after the debounce; the session captures a private copy).
  *
  * Commands (workspace/executeCommand) are jobs: decompose, evolve, evolve
  * all, swap, restore, open report. One that needs a fresh capture waits
@@ -757,8 +758,8 @@ static void on_evolved(void *data, int status, const mk_session_module *v, const
 static void cmd_evolve(ejob *j, modstate *m, const mk_session_module *v) {
   engine *e = j->e;
   if (m->evolve && m->evolve->detached)
-    return job_fail(j, MK_EBUSY, "the cancelled evolve job on %s is still stopping (verifications "
-                    "in flight finish first); try again in a moment", base_name(m->path));
+    return job_fail(j, MK_EBUSY, "the cancelled evolve job on %s is still stopping; try again in "
+                    "a moment", base_name(m->path));
   if (m->evolve)
     return job_fail(j, MK_EBUSY, "an evolve job is already running on %s (cancel it first)",
                     base_name(m->path));
@@ -962,9 +963,9 @@ static void e_cancel(void *self, uint64_t id) {
     if (j->waiting) {
       job_finish(j, MK_ECANCELED, NULL, "cancelled");
     } else if (j->running) {
-      /* The search stops at its next step, but verifications already in
-       * flight run to the end (the session cannot abort them): answer the
-       * user now and let the session wind down behind. */
+      /* The session cancels the verifications in flight in the workers;
+       * their callbacks still arrive from the loop: answer the user now
+       * and let the session wind down behind. */
       mk_session_cancel(j->session, j->session_job);
       if (!e->destroyed) j->sink.done(j->sink.ctx, MK_ECANCELED, NULL, NULL, "cancelled");
       j->detached = true;

@@ -97,9 +97,14 @@ int mk_session_set_config(mk_session *s, const mk_session_config *cfg, mk_errmsg
 /* Cancels all jobs, stops workers, frees the session, then calls done. */
 void mk_session_close(mk_session *s, void (*done)(void *data), void *data);
 
-/* Captures and decomposes the module in `path` (its saved contents; pass
- * `text` to analyse unsaved editor contents instead). Error messages carry
- * the user's line. */
+/* Captures and decomposes the module in `path`: its saved contents, or
+ * `text` (the editor's, NUL-terminated) when given. Text that differs from
+ * the file (or a file not saved yet) is captured from a private copy,
+ * <workdir>/unsaved-<sha>/<same file name>, so module name and line numbers
+ * are the editor's; the module stays keyed by `path`, composing and the
+ * final composition check use the captured text, and the copy is removed
+ * when no longer used. Subkernels whose reference code did not change keep
+ * their variants. Error messages carry the user's line and name `path`. */
 int mk_session_analyze(mk_session *s, const char *path, const char *text, mk_session_cb cb,
                        void *data, mk_errmsg *err);
 
