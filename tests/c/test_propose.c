@@ -256,3 +256,34 @@ MK_TEST(propose, ir_fixtures_generate_or_explain) {
   fprintf(stderr, "    %d/%d subkernels with builtin candidates\n", covered, total);
   MK_CHECK(covered > 0);
 }
+
+/* A subkernel that is only a 2-d convolution gets one variant: the same call
+ * in channels_last, its output made contiguous again for the next subkernel. */
+MK_TEST(propose, lone_conv_gets_channels_last_variant) {
+  mk_graph *g = load("propose", "conv_chain.json");
+  MK_REQUIRE(g != NULL);
+  int conv = -1;
+  for (int i = 0; i < g->nnodes && conv < 0; i++)
+    if (strstr(g->nodes[i].op, "conv2d")) conv = i;
+  MK_REQUIRE(conv >= 0);
+  const mk_node *n = &g->nodes[conv];
+  int nodes[1] = {conv}, outs[1] = {n->outputs[0]};
+  mk_subkernel sk = {.name = "conv2d", .nodes = nodes, .nnodes = 1, .inputs = n->inputs,
+                     .ninputs = n->ninputs, .outputs = outs, .noutputs = 1, .anchor = conv};
+  mk_candidate_list l = {0};
+  mk_errmsg err = {{0}};
+  mk_propose_request req = {.graph = g, .subkernel = &sk};
+  MK_CHECK_INT(mk_builtin_propose(&req, &l, &err), ==, 0);
+  MK_CHECK_INT(l.n, ==, 1);
+  if (l.n == 1) {
+    MK_CHECK_STR(l.items[0].name, "triton_convcl");
+    MK_CHECK(strstr(l.items[0].source, ".contiguous(memory_format=torch.channels_last)") != NULL);
+    MK_CHECK(strstr(l.items[0].source, "MK_USES_TORCH = (\"conv2d\", )") != NULL);
+    /* The subkernel's output leaves in the default layout. */
+    char want[64];
+    snprintf(want, sizeof want, "v%d = v%d.contiguous()", outs[0], outs[0]);
+    MK_CHECK(strstr(l.items[0].source, want) != NULL);
+  }
+  mk_candidate_list_free(&l);
+  mk_graph_free(g);
+}
