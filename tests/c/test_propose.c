@@ -287,3 +287,33 @@ MK_TEST(propose, lone_conv_gets_channels_last_variant) {
   mk_candidate_list_free(&l);
   mk_graph_free(g);
 }
+
+/* The interpreter pays per program: on "cpu" the configurations are large
+ * blocks (correctness runs); on a GPU the tuned tables, never the CPU ones. */
+MK_TEST(propose, device_picks_configuration_table) {
+  mk_graph *g = load("propose", "linear_epilogue.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  const mk_subkernel *sk = find_sk(&p, "linear");
+  MK_REQUIRE(sk != NULL);
+  const char *devices[] = {"cpu", "cuda", "NVIDIA H200", NULL};
+  for (int d = 0; d < 4; d++) {
+    mk_candidate_list l = {0};
+    mk_propose_request req = {.graph = g, .subkernel = sk, .device = devices[d]};
+    MK_CHECK_INT(mk_builtin_propose(&req, &l, &err), ==, 0);
+    bool cpu = d == 0;
+    bool big = false, gpu_default = false;
+    for (int i = 0; i < l.n; i++) {
+      big |= strstr(l.items[i].source, "BLOCK=16384") != NULL;
+      gpu_default |= strstr(l.items[i].name, "gemm64x64x32_w4_s3_tf32x3") != NULL;
+    }
+    MK_CHECK(big == cpu);
+    MK_CHECK(gpu_default == !cpu);
+    if (l.n > 0 && cpu) MK_CHECK(strstr(l.items[0].name, "_b16384_w4") != NULL);
+    mk_candidate_list_free(&l);
+  }
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}

@@ -80,7 +80,7 @@ static cJSON *write_candidates(const mk_graph *g, const mk_partition *p, const c
     mk_candidate_free(&ref);
     mk_candidate_list list = {0};
     mk_propose_request req = {.graph = g, .subkernel = sk, .mode = MK_PROPOSE_NEW,
-                              .max_candidates = max, .device = "cpu"};
+                              .max_candidates = max, .device = "cuda"};  /* the GPU configurations */
     err.text[0] = '\0';
     rc = mk_builtin_propose(&req, &list, &err);
     if (rc) {
