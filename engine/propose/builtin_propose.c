@@ -26,8 +26,9 @@ static const ew_cfg ew_cpu[] = {{16384, 4, 64, 256}, {4096, 8, 64, 32}};
 static const gemm_cfg gemm_cpu[] = {{64, 256, 256, 4, 1}};
 
 static const char *const precisions[] = {"tf32x3", "ieee"};
-/* Norms: one program per row, or SPLIT programs per row (few, long rows). */
-static const int norm_splits[] = {0, 32};
+/* Norms: one program loops over its row; SPLIT programs per row (few, long
+ * rows); whole short rows in registers, several per program (-1). */
+static const int norm_splits[] = {0, 32, -1};
 
 typedef struct cfg_tables {
   const ew_cfg *ew;
@@ -81,7 +82,8 @@ static int variant_name(const cfg_tables *t, const variant *v, bool has_base, bo
     else mk_buf_printf(out, "_gemm%dx%dx%d_w%d_s%d_%s", c.bm, c.bn, c.bk, c.gemm_warps, c.stages,
                        c.precision);
   }
-  if (has_norm && c.norm_split) mk_buf_printf(out, "_split%d", c.norm_split);
+  if (has_norm && c.norm_split > 0) mk_buf_printf(out, "_split%d", c.norm_split);
+  if (has_norm && c.norm_split < 0) mk_buf_puts(out, "_rows");
   if (has_base) mk_buf_printf(out, "_b%d_w%d", c.block, c.warps);
   return out->err;
 }
@@ -204,6 +206,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   int nb = has_base ? tb.n_ew : 1, ng = has_gemm ? tb.n_gemm * 2 + 1 : 1, nc = has_conv ? 2 : 1;
   int nn = has_norm ? (int)(sizeof norm_splits / sizeof norm_splits[0]) : 1;
   int nv = nb * ng * (cl_only ? 1 : nc) * nn;
+  int modes = has_norm ? bi_norm_modes(&p) : 1;
   variant *vs = calloc((size_t)nv, sizeof *vs);
   if (vs == NULL) {
     bi_plan_free(&p);
@@ -214,11 +217,13 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
     for (int g = 0; g < ng; g++)
       for (int c = cl_only ? 1 : 0; c < nc; c++)
         for (int sp = 0; sp < nn; sp++) {
+          if (!(modes & (1 << sp))) continue; /* no norm stage can use this layout */
           /* The cuBLAS variant (g = last), channels_last and split norms are as
            * promising as the default: which wins depends on the shapes. */
           int gd = g == tb.n_gemm * 2 ? 1 : (g % tb.n_gemm) + (g / tb.n_gemm);
           vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .dist = b + gd};
         }
+  nv = i;
   qsort(vs, (size_t)nv, sizeof *vs, cmp_variant);
   int max = req->max_candidates > 0 ? req->max_candidates : nv;
   int added = 0;
