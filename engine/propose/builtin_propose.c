@@ -177,6 +177,13 @@ static int cmp_variant(const void *a, const void *b) {
 int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk_errmsg *err) {
   if (req == NULL || req->graph == NULL || req->subkernel == NULL || out == NULL)
     return mk_errf(err, MK_EINVAL, "no subkernel given");
+  /* Only in-place updates (num_batches_tracked += 1): nothing to return, and
+   * verify_subkernel compares outputs, so a candidate could not be judged. */
+  if (req->subkernel->noutputs == 0)
+    return mk_errf(err, MK_EUNSUPPORTED,
+                   "subkernel %s has no outputs (only in-place updates): the verifier has nothing "
+                   "to compare, the reference stays",
+                   req->subkernel->name ? req->subkernel->name : "?");
   bi_plan p;
   int rc = bi_plan_build(req->graph, req->subkernel, &p, err);
   if (rc) return rc;
