@@ -635,10 +635,10 @@ int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
                     "        rb%d = max(1, %d // mb%d)\n"
                     "        %s[(triton.cdiv(rows%d, rb%d),)](\n"
                     "            %srows%d, m%d, *lay%d, RB=rb%d, MB=mb%d, IDX64=numel%d >= 2**31,\n"
-                    "            num_warps=%d)\n",
+                    "            num_warps=max(%d, min(16, rb%d * mb%d // 512)))  # <= 16 values/thread\n",
                     res, res, res, res, res, BI_NORM_REG_ROW, res, e->cfg->block, res,
                     mk_buf_cstr(&kname), res, res, mk_buf_cstr(&call), res, res, res, res, res, res,
-                    e->cfg->warps);
+                    e->cfg->warps, res, res);
     } else if (!rc) {
       mk_buf_printf(b,
                     "    if rows%d * m%d > 0:\n"
