@@ -104,6 +104,10 @@ static cJSON *write_candidates(const mk_graph *g, const mk_partition *p, const c
       cJSON *shape = cJSON_AddArrayToObject(in, "shape");
       for (int d = 0; d < v->rank; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)v->shape[d]));
       cJSON_AddStringToObject(in, "dtype", mk_dtype_name(v->dtype));
+      /* Variances must be positive for normalising with them to mean anything. */
+      size_t nl = v->name ? strlen(v->name) : 0;
+      if (nl >= 3 && (strcmp(v->name + nl - 3, "var") == 0 || strcmp(v->name + nl - 3, "rv2") == 0))
+        cJSON_AddTrueToObject(in, "positive");
       cJSON_AddItemToArray(ins, in);
     }
     cJSON *cands = cJSON_AddArrayToObject(o, "candidates");
