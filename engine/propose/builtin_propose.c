@@ -231,7 +231,10 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
           /* The cuBLAS variant (g = last), channels_last and split norms are as
            * promising as the default: which wins depends on the shapes. */
           int gd = g == tb.n_gemm * 2 ? 1 : (g % tb.n_gemm) + (g / tb.n_gemm);
-          vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .dist = b + gd};
+          /* The interpreter runs split norms' many small programs slowly: on
+           * the CPU try them after the other layouts. */
+          int sd = tb.ew == ew_cpu && norm_splits[sp] > 0 ? 1 : 0;
+          vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .dist = b + gd + sd};
         }
   nv = i;
   qsort(vs, (size_t)nv, sizeof *vs, cmp_variant);
