@@ -190,8 +190,8 @@ int bi_norm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 int bi_pool_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 int bi_gemm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 /* Norm work layouts that apply to the plan's norm stages: bit 0 row loop
- * (always), bit 1 split rows (input statistics), bit 2 rows in registers
- * (contiguous rows short enough at capture). */
+ * (always), bit 1 split rows (input statistics, rows of >= 4096 elements at
+ * capture), bit 2 rows in registers (contiguous rows of <= 8192). */
 int bi_norm_modes(const bi_plan *p);
 /* True if v is a fresh version of a running statistic output by norm node n. */
 bool bi_norm_state_output(const mk_node *n, int v);

@@ -200,6 +200,10 @@ static long long captured_m(const mk_graph *g, const norm_info *ni) {
   return m;
 }
 
+/* Shortest row worth splitting over several programs (shorter rows leave
+ * most of the SPLIT programs without work). */
+#define BI_NORM_SPLIT_ROW 4096
+
 /* Longest row held whole in registers by the "rows" variant. */
 #define BI_NORM_REG_ROW 8192
 
@@ -215,7 +219,7 @@ int bi_norm_modes(const bi_plan *p) {
     if (p->st[s].kind != BI_NORM) continue;
     norm_info ni;
     if (parse(p->g, &p->g->nodes[p->st[s].nodes[0]], &ni, NULL)) continue;
-    if (ni.batch_stats) modes |= 2;
+    if (ni.batch_stats && captured_m(p->g, &ni) >= BI_NORM_SPLIT_ROW) modes |= 2;
     if (regs_ok(p->g, &ni)) modes |= 4;
   }
   return modes;
