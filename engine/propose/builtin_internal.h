@@ -127,7 +127,8 @@ typedef struct bi_config {
   const char *precision; /* GEMM: "ieee" or "tf32x3" */
   bool gemm_torch;  /* GEMM via torch (cuBLAS) + Triton epilogue */
   bool channels_last; /* conv in channels_last */
-  int norm_split;   /* norms: programs per row (0: one program per row) */
+  int norm_split;   /* norms: programs per row (0: one program loops over its row;
+                       -1: several whole rows per program in registers) */
 } bi_config;
 
 typedef struct bi_emit {
@@ -188,6 +189,10 @@ int bi_reduce_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 int bi_norm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 int bi_pool_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 int bi_gemm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
+/* Norm work layouts that apply to the plan's norm stages: bit 0 row loop
+ * (always), bit 1 split rows (input statistics, rows of >= 4096 elements at
+ * capture), bit 2 rows in registers (contiguous rows of <= 8192). */
+int bi_norm_modes(const bi_plan *p);
 /* True if v is a fresh version of a running statistic output by norm node n. */
 bool bi_norm_state_output(const mk_node *n, int v);
 

@@ -178,6 +178,53 @@ bool bi_norm_state_output(const mk_node *n, int v) {
   return false;
 }
 
+/* Row length at capture (dims other than the batch do not change). */
+static long long captured_m(const mk_graph *g, const norm_info *ni) {
+  const mk_value *v = &g->values[ni->in];
+  long long m = 1;
+  switch (ni->kind) {
+  case N_LAYER:
+  case N_RMS:
+    for (int d = v->rank - ni->nnorm; d < v->rank; d++) m *= v->shape[d];
+    return m;
+  case N_GROUP:
+    for (int d = 2; d < v->rank; d++) m *= v->shape[d];
+    return m * (v->shape[1] / (ni->groups > 0 ? ni->groups : 1));
+  case N_INSTANCE:
+    for (int d = 2; d < v->rank; d++) m *= v->shape[d];
+    return m;
+  case N_BATCH:
+    for (int d = 0; d < v->rank; d++) m *= d == 1 ? 1 : v->shape[d];
+    return m;
+  }
+  return m;
+}
+
+/* Shortest row worth splitting over several programs (shorter rows leave
+ * most of the SPLIT programs without work). */
+#define BI_NORM_SPLIT_ROW 4096
+
+/* Longest row held whole in registers by the "rows" variant. */
+#define BI_NORM_REG_ROW 8192
+
+/* Whether the rows-in-registers variant applies: contiguous rows of input
+ * statistics, short enough for one register tile. */
+static bool regs_ok(const mk_graph *g, const norm_info *ni) {
+  return ni->batch_stats && ni->kind != N_BATCH && captured_m(g, ni) <= BI_NORM_REG_ROW;
+}
+
+int bi_norm_modes(const bi_plan *p) {
+  int modes = 1;
+  for (int s = 0; s < p->nst; s++) {
+    if (p->st[s].kind != BI_NORM) continue;
+    norm_info ni;
+    if (parse(p->g, &p->g->nodes[p->st[s].nodes[0]], &ni, NULL)) continue;
+    if (ni.batch_stats && captured_m(p->g, &ni) >= BI_NORM_SPLIT_ROW) modes |= 2;
+    if (regs_ok(p->g, &ni)) modes |= 4;
+  }
+  return modes;
+}
+
 /* ---- kernel text ---------------------------------------------------------- */
 
 /* Element address of lane `r` in row `row`, and the channel of the affine
@@ -326,6 +373,60 @@ static void index64_lines(mk_buf *k) {
                  "        lanes = lanes.to(tl.int64)\n");
 }
 
+static const char *layout_sig(const norm_info *ni) {
+  switch (ni->kind) {
+  case N_GROUP: return "G, CG, S, ";
+  case N_INSTANCE: return "C, ";
+  case N_BATCH: return "S, CS, ";
+  default: return "";
+  }
+}
+
+/* Rows in registers: RB rows of MB (>= M) lanes per program, each row read
+ * once; exact two-pass statistics on the registers. */
+static int emit_regs_kernel(bi_emit *e, int s, const norm_info *ni, const char *kname,
+                            const char *sig, mk_errmsg *err) {
+  mk_buf *k = e->kernels;
+  mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%sROWS, M, %sRB: tl.constexpr, MB: tl.constexpr,\n"
+                   "        IDX64: tl.constexpr):\n", kname, sig, layout_sig(ni));
+  bi_stage_comment(e->p, s, 4, k);
+  mk_buf_printf(k, "    # %s: RB whole rows per program in registers, one read of the input\n"
+                   "    pid = tl.program_id(0)\n"
+                   "    rr = tl.arange(0, RB)\n"
+                   "    cc = tl.arange(0, MB)\n"
+                   "    if IDX64:  # more than 2**31 elements: 64-bit addresses\n"
+                   "        pid = pid.to(tl.int64)\n"
+                   "        rr = rr.to(tl.int64)\n"
+                   "        cc = cc.to(tl.int64)\n"
+                   "    row = (pid * RB + rr)[:, None]\n"
+                   "    r = cc[None, :]\n"
+                   "    mask = (row < ROWS) & (r < M)\n"
+                   "    offs = row * M + r\n", kind_name(ni->kind));
+  int rc = bi_pro_load(e, s, ni->in, "x", "offs", "mask", "0.0", 4, k, err);
+  if (rc) return rc;
+  if (ni->kind == N_RMS) {
+    mk_buf_puts(k, "    x = tl.where(mask, x, 0.0)\n"
+                   "    var = tl.sum(x * x, axis=1) / M\n"
+                   "    d = x\n");
+  } else {
+    mk_buf_puts(k, "    x = tl.where(mask, x, 0.0)\n"
+                   "    gmean = tl.sum(x, axis=1) / M\n"
+                   "    d = tl.where(mask, x - gmean[:, None], 0.0)\n"
+                   "    var = tl.sum(d * d, axis=1) / M\n");
+  }
+  mk_buf_puts(k, "    rstd = 1.0 / tl.sqrt(var + ");
+  bi_tl_float(ni->eps, k);
+  mk_buf_puts(k, ")\n    y = d * rstd[:, None]\n");
+  if (ni->weight >= 0 || ni->bias >= 0) {
+    mk_buf_puts(k, "    ch = ");
+    chan_expr(ni, k);
+    mk_buf_puts(k, per_row_channel(ni) ? " + r * 0\n" : "\n");
+  }
+  if (ni->weight >= 0) mk_buf_puts(k, "    y = y * tl.load(w_ptr + ch, mask=mask, other=1.0)\n");
+  if (ni->bias >= 0) mk_buf_puts(k, "    y = y + tl.load(b_ptr + ch, mask=mask, other=0.0)\n");
+  return bi_epi_body(e, s, "y", "offs", "mask", 4, k, err);
+}
+
 /* Elementwise form: statistics come from running_mean / running_var. */
 static int emit_running_kernel(bi_emit *e, int s, const norm_info *ni, const char *kname,
                                const char *sig, mk_errmsg *err) {
@@ -385,15 +486,6 @@ static void shape_lines(const norm_info *ni, int res, mk_buf *b) {
   }
 }
 
-static const char *layout_sig(const norm_info *ni) {
-  switch (ni->kind) {
-  case N_GROUP: return "G, CG, S, ";
-  case N_INSTANCE: return "C, ";
-  case N_BATCH: return "S, CS, ";
-  default: return "";
-  }
-}
-
 int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
@@ -404,6 +496,7 @@ int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
   int res = n->outputs[0];
   bool running = !ni.batch_stats;
   bool split = e->cfg->norm_split > 0 && !running;
+  bool regs = e->cfg->norm_split < 0 && regs_ok(p->g, &ni);
   int nsplit = e->cfg->norm_split;
   char in_shape[32], out_shape[32], dev[48];
   snprintf(in_shape, sizeof in_shape, "in%d", res);
@@ -415,7 +508,7 @@ int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
   mk_buf_init(&sig, 0);
   mk_buf_init(&call, 0);
   e->kcount++;
-  bi_kernel_name(e, s, running ? "norm_eval" : split ? "norm_apply" : "norm", &kname);
+  bi_kernel_name(e, s, running ? "norm_eval" : split ? "norm_apply" : regs ? "norm_rows" : "norm", &kname);
   rc = bi_pro_params(e, s, ni.in, in_shape, &sig, &call, err);
   if (!rc) {
     param_sig(&ni, &sig);
@@ -425,6 +518,8 @@ int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
   mk_buf *k = e->kernels;
   if (!rc && running) {
     rc = emit_running_kernel(e, s, &ni, mk_buf_cstr(&kname), mk_buf_cstr(&sig), err);
+  } else if (!rc && regs) {
+    rc = emit_regs_kernel(e, s, &ni, mk_buf_cstr(&kname), mk_buf_cstr(&sig), err);
   } else if (!rc && !split) {
     mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%sM, %sBLOCK: tl.constexpr, IDX64: tl.constexpr):\n",
                   mk_buf_cstr(&kname), mk_buf_cstr(&sig), layout_sig(&ni));
@@ -535,6 +630,19 @@ int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
                     "            %snumel%d, c%d, s%d, BLOCK=%d, IDX64=numel%d >= 2**31, num_warps=%d)\n",
                     res, res, in_shape, in_shape, res, mk_buf_cstr(&kname), res, e->cfg->block,
                     mk_buf_cstr(&call), res, res, res, e->cfg->block, res, e->cfg->warps);
+    } else if (!rc && regs) {
+      mk_buf_printf(b,
+                    "    if rows%d * m%d > 0:\n"
+                    "        mb%d = triton.next_power_of_2(m%d)\n"
+                    "        if mb%d > %d:\n"
+                    "            raise ValueError(\"rows longer than the register tile of this variant\")\n"
+                    "        rb%d = max(1, %d // mb%d)\n"
+                    "        %s[(triton.cdiv(rows%d, rb%d),)](\n"
+                    "            %srows%d, m%d, *lay%d, RB=rb%d, MB=mb%d, IDX64=numel%d >= 2**31,\n"
+                    "            num_warps=max(%d, min(16, rb%d * mb%d // 512)))  # <= 16 values/thread\n",
+                    res, res, res, res, res, BI_NORM_REG_ROW, res, e->cfg->block, res,
+                    mk_buf_cstr(&kname), res, res, mk_buf_cstr(&call), res, res, res, res, res, res,
+                    e->cfg->warps, res, res);
     } else if (!rc) {
       mk_buf_printf(b,
                     "    if rows%d * m%d > 0:\n"

@@ -11,58 +11,80 @@
 #include <string.h>
 
 /* Per-family tables. Index 0 is the default. */
-static const struct { int block, warps; } ew_cfgs[] = {{1024, 4}, {256, 2}, {4096, 8}, {2048, 4}};
-static const struct { int block_r, block_i; } col_cfgs[] = {{32, 64}, {8, 128}, {64, 32}, {16, 256}};
-static const struct {
-  int bm, bn, bk, warps, stages;
-} gemm_cfgs[] = {{64, 64, 32, 4, 3}, {128, 128, 32, 8, 3}, {128, 64, 32, 4, 4}, {32, 64, 32, 4, 2}};
-static const char *const precisions[] = {"tf32x3", "ieee"};
-/* Norms: one program per row, or SPLIT programs per row (few, long rows). */
-static const int norm_splits[] = {0, 32};
+typedef struct ew_cfg { int block, warps, block_r, block_i; } ew_cfg;
+typedef struct gemm_cfg { int bm, bn, bk, warps, stages; } gemm_cfg;
 
-#define N_EW ((int)(sizeof ew_cfgs / sizeof ew_cfgs[0]))
-#define N_GEMM ((int)(sizeof gemm_cfgs / sizeof gemm_cfgs[0]))
+/* GPU: elementwise/row block and warps, with the column-reduction tile. */
+static const ew_cfg ew_gpu[] = {{1024, 4, 32, 64}, {256, 2, 8, 128}, {4096, 8, 64, 32}, {2048, 4, 16, 256}};
+static const gemm_cfg gemm_gpu[] = {
+    {64, 64, 32, 4, 3}, {128, 128, 32, 8, 3}, {128, 64, 32, 4, 4}, {32, 64, 32, 4, 2}};
+/* CPU (Triton interpreter, correctness only): its cost is per program and per
+ * loop iteration, not per element, so large blocks and K tiles make the
+ * verification of full-size subkernels tractable. Same kernel text, other
+ * constexprs; never proposed for a GPU. */
+static const ew_cfg ew_cpu[] = {{16384, 4, 64, 256}, {4096, 8, 64, 32}};
+static const gemm_cfg gemm_cpu[] = {{64, 256, 256, 4, 1}};
+
+static const char *const precisions[] = {"tf32x3", "ieee"};
+/* Norms: one program loops over its row; SPLIT programs per row (few, long
+ * rows); whole short rows in registers, several per program (-1). */
+static const int norm_splits[] = {0, 32, -1};
+
+typedef struct cfg_tables {
+  const ew_cfg *ew;
+  int n_ew;
+  const gemm_cfg *gemm;
+  int n_gemm;
+} cfg_tables;
+
+static cfg_tables tables_for(const char *device) {
+  if (device && strncmp(device, "cpu", 3) == 0)
+    return (cfg_tables){ew_cpu, (int)(sizeof ew_cpu / sizeof ew_cpu[0]), gemm_cpu,
+                        (int)(sizeof gemm_cpu / sizeof gemm_cpu[0])};
+  return (cfg_tables){ew_gpu, (int)(sizeof ew_gpu / sizeof ew_gpu[0]), gemm_gpu,
+                      (int)(sizeof gemm_gpu / sizeof gemm_gpu[0])};
+}
 
 typedef struct variant {
   int base;   /* ew / reduction table index */
-  int gemm;   /* 0..N_GEMM*2-1: tile x precision; N_GEMM*2: cuBLAS + epilogue */
+  int gemm;   /* 0..n_gemm*2-1: tile x precision; n_gemm*2: cuBLAS + epilogue */
   int cl;     /* channels_last conv */
   int split;  /* norm_splits index */
   int dist;   /* distance from the default, for ordering */
 } variant;
 
-static void make_config(const variant *v, bi_config *c) {
+static void make_config(const cfg_tables *t, const variant *v, bi_config *c) {
   *c = (bi_config){0};
-  c->block = ew_cfgs[v->base].block;
-  c->warps = ew_cfgs[v->base].warps;
-  c->block_r = col_cfgs[v->base].block_r;
-  c->block_i = col_cfgs[v->base].block_i;
-  c->gemm_torch = v->gemm == N_GEMM * 2;
-  int g = c->gemm_torch ? 0 : v->gemm % N_GEMM;
-  c->bm = gemm_cfgs[g].bm;
-  c->bn = gemm_cfgs[g].bn;
-  c->bk = gemm_cfgs[g].bk;
-  c->stages = gemm_cfgs[g].stages;
-  c->gemm_warps = gemm_cfgs[g].warps;
-  c->precision = precisions[c->gemm_torch ? 0 : v->gemm / N_GEMM];
+  c->block = t->ew[v->base].block;
+  c->warps = t->ew[v->base].warps;
+  c->block_r = t->ew[v->base].block_r;
+  c->block_i = t->ew[v->base].block_i;
+  c->gemm_torch = v->gemm == t->n_gemm * 2;
+  int g = c->gemm_torch ? 0 : v->gemm % t->n_gemm;
+  c->bm = t->gemm[g].bm;
+  c->bn = t->gemm[g].bn;
+  c->bk = t->gemm[g].bk;
+  c->stages = t->gemm[g].stages;
+  c->gemm_warps = t->gemm[g].warps;
+  c->precision = precisions[c->gemm_torch ? 0 : v->gemm / t->n_gemm];
   c->channels_last = v->cl != 0;
   c->norm_split = norm_splits[v->split];
 }
 
-static int variant_name(const bi_plan *p, const variant *v, bool has_base, bool has_gemm,
+static int variant_name(const cfg_tables *t, const variant *v, bool has_base, bool has_gemm,
                         bool has_conv, bool has_norm, mk_buf *out) {
   bi_config c;
-  make_config(v, &c);
+  make_config(t, v, &c);
   mk_buf_puts(out, "triton");
   if (has_conv) mk_buf_puts(out, c.channels_last ? "_convcl" : "_conv");
   if (has_gemm) {
     if (c.gemm_torch) mk_buf_puts(out, "_cublas");
-    else mk_buf_printf(out, "_gemm%dx%dx%d_w%d_s%d_%s", c.bm, c.bn, c.bk, gemm_cfgs[v->gemm % N_GEMM].warps,
-                       c.stages, c.precision);
+    else mk_buf_printf(out, "_gemm%dx%dx%d_w%d_s%d_%s", c.bm, c.bn, c.bk, c.gemm_warps, c.stages,
+                       c.precision);
   }
-  if (has_norm && c.norm_split) mk_buf_printf(out, "_split%d", c.norm_split);
+  if (has_norm && c.norm_split > 0) mk_buf_printf(out, "_split%d", c.norm_split);
+  if (has_norm && c.norm_split < 0) mk_buf_puts(out, "_rows");
   if (has_base) mk_buf_printf(out, "_b%d_w%d", c.block, c.warps);
-  (void)p;
   return out->err;
 }
 
@@ -120,8 +142,11 @@ static int emit_module(const bi_plan *p, const bi_config *c, const char *vname, 
     mk_buf_printf(&mod, "\"\"\"Subkernel %s (lines %d-%d), builtin variant %s.\n\nGenerated by "
                         "MKEvolve's builtin proposer; sizes are read from the tensors at run time.\n\"\"\"\n",
                   sk->name ? sk->name : "?", sk->first_line, sk->last_line, vname);
-    mk_buf_puts(&mod, "import math\n\nimport torch\nimport torch.nn.functional as F  # noqa: F401\n"
-                      "import triton\nimport triton.language as tl\n");
+    /* Delegated calls (convolutions, views) are spelled F.conv2d(...) by mk_pyemit. */
+    const char *bt = mk_buf_cstr(&body);
+    bool uses_f = strstr(bt, " F.") != NULL || strstr(bt, "(F.") != NULL;
+    mk_buf_printf(&mod, "import math\n\nimport torch\n%simport triton\nimport triton.language as tl\n",
+                  uses_f ? "import torch.nn.functional as F\n" : "");
     if (uses.len) mk_buf_printf(&mod, "\nMK_USES_TORCH = (%s)\n", mk_buf_cstr(&uses));
     mk_buf_puts(&mod, mk_buf_cstr(&kernels));
     if (e.need_bcast) mk_buf_puts(&mod, bcast_helper);
@@ -155,6 +180,13 @@ static int cmp_variant(const void *a, const void *b) {
 int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk_errmsg *err) {
   if (req == NULL || req->graph == NULL || req->subkernel == NULL || out == NULL)
     return mk_errf(err, MK_EINVAL, "no subkernel given");
+  /* Only in-place updates (num_batches_tracked += 1): nothing to return, and
+   * verify_subkernel compares outputs, so a candidate could not be judged. */
+  if (req->subkernel->noutputs == 0)
+    return mk_errf(err, MK_EUNSUPPORTED,
+                   "subkernel %s has no outputs (only in-place updates): the verifier has nothing "
+                   "to compare, the reference stays",
+                   req->subkernel->name ? req->subkernel->name : "?");
   bi_plan p;
   int rc = bi_plan_build(req->graph, req->subkernel, &p, err);
   if (rc) return rc;
@@ -171,15 +203,20 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
     }
     has_kernel |= k != BI_VIEW && k != BI_TORCH;
   }
-  if (!has_kernel) {
+  /* A lone 2-d/3-d convolution still has one variant worth measuring: the
+   * same cuDNN call in channels_last (1.3-1.65x on H200, PERF-NOTES). */
+  bool cl_only = !has_kernel && has_conv;
+  if (!has_kernel && !cl_only) {
     bi_plan_free(&p);
     return mk_errf(err, MK_EUNSUPPORTED,
                    "subkernel %s has only view or delegated ops: nothing for a Triton kernel to do",
                    req->subkernel->name ? req->subkernel->name : "?");
   }
-  int nb = has_base ? N_EW : 1, ng = has_gemm ? N_GEMM * 2 + 1 : 1, nc = has_conv ? 2 : 1;
+  cfg_tables tb = tables_for(req->device);
+  int nb = has_base ? tb.n_ew : 1, ng = has_gemm ? tb.n_gemm * 2 + 1 : 1, nc = has_conv ? 2 : 1;
   int nn = has_norm ? (int)(sizeof norm_splits / sizeof norm_splits[0]) : 1;
-  int nv = nb * ng * nc * nn;
+  int nv = nb * ng * (cl_only ? 1 : nc) * nn;
+  int modes = has_norm ? bi_norm_modes(&p) : 1;
   variant *vs = calloc((size_t)nv, sizeof *vs);
   if (vs == NULL) {
     bi_plan_free(&p);
@@ -188,13 +225,18 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   int i = 0;
   for (int b = 0; b < nb; b++)
     for (int g = 0; g < ng; g++)
-      for (int c = 0; c < nc; c++)
+      for (int c = cl_only ? 1 : 0; c < nc; c++)
         for (int sp = 0; sp < nn; sp++) {
+          if (!(modes & (1 << sp))) continue; /* no norm stage can use this layout */
           /* The cuBLAS variant (g = last), channels_last and split norms are as
            * promising as the default: which wins depends on the shapes. */
-          int gd = g == N_GEMM * 2 ? 1 : (g % N_GEMM) + (g / N_GEMM);
-          vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .dist = b + gd};
+          int gd = g == tb.n_gemm * 2 ? 1 : (g % tb.n_gemm) + (g / tb.n_gemm);
+          /* The interpreter runs split norms' many small programs slowly: on
+           * the CPU try them after the other layouts. */
+          int sd = tb.ew == ew_cpu && norm_splits[sp] > 0 ? 1 : 0;
+          vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .dist = b + gd + sd};
         }
+  nv = i;
   qsort(vs, (size_t)nv, sizeof *vs, cmp_variant);
   int max = req->max_candidates > 0 ? req->max_candidates : nv;
   int added = 0;
@@ -202,14 +244,14 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   for (i = 0; i < nv && added < max && rc == 0; i++) {
     mk_buf name;
     mk_buf_init(&name, 256);
-    variant_name(&p, &vs[i], has_base, has_gemm, has_conv, has_norm, &name);
+    variant_name(&tb, &vs[i], has_base, has_gemm, has_conv, has_norm, &name);
     /* Repair / optimise: propose the other configurations, not the parent again. */
     if (req->parent && req->parent->name && strcmp(req->parent->name, mk_buf_cstr(&name)) == 0) {
       mk_buf_free(&name);
       continue;
     }
     bi_config cfg;
-    make_config(&vs[i], &cfg);
+    make_config(&tb, &vs[i], &cfg);
     char *src = NULL;
     rc = emit_module(&p, &cfg, mk_buf_cstr(&name), &src, err);
     if (rc == 0) {

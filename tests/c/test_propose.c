@@ -99,6 +99,33 @@ MK_TEST(propose, configurations_are_distinct_deterministic_and_bounded) {
   mk_graph_free(g);
 }
 
+/* Split rows only for long rows (>= 4096 at capture): the fixture's batch
+ * norm over [2, 3, 32, 128] and layer norm over (32, 128) get them, the short
+ * norms do not. */
+MK_TEST(propose, split_norms_only_for_long_rows) {
+  mk_graph *g = load("propose", "norms.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  int with_split = 0, norms = 0;
+  for (int i = 0; i < p.nsubkernels; i++) {
+    mk_candidate_list l = {0};
+    mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[i], .device = "cuda"};
+    if (mk_builtin_propose(&req, &l, &err) == 0 && strstr(p.subkernels[i].name, "norm")) {
+      norms++;
+      bool split = false;
+      for (int c = 0; c < l.n; c++) split |= strstr(l.items[c].name, "_split32") != NULL;
+      with_split += split;
+    }
+    mk_candidate_list_free(&l);
+  }
+  MK_CHECK_INT(with_split, ==, 2);
+  MK_CHECK(norms > with_split);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
 MK_TEST(propose, unsupported_says_why) {
   mk_graph *g = load("ir", "gemm_groupnorm_hardtanh.json");
   MK_REQUIRE(g != NULL);
@@ -156,7 +183,7 @@ MK_TEST(propose, norms_generate_with_configs) {
     mk_candidate_list l = {0};
     mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[i]};
     MK_CHECK_INT(mk_builtin_propose(&req, &l, &err), ==, 0);
-    bool one_pass = false, split = false;
+    bool loop = false, split = false, rows = false;
     for (int c = 0; c < l.n; c++) {
       const char *src = l.items[c].source;
       MK_CHECK(strstr(src, "IDX64: tl.constexpr") != NULL);
@@ -165,14 +192,20 @@ MK_TEST(propose, norms_generate_with_configs) {
         /* Partial statistics, then combine + normalise. */
         MK_CHECK(strstr(src, "_norm_stats_") != NULL);
         MK_CHECK(strstr(src, "parts = row * SPLIT + tl.arange(0, SPLIT)") != NULL);
+      } else if (strstr(l.items[c].name, "_rows")) {
+        /* Rows of 512 at capture: whole rows in registers, read once. */
+        rows = true;
+        MK_CHECK(strstr(src, "gmean = tl.sum(x, axis=1) / M") != NULL);
+        MK_CHECK(strstr(src, "RB=rb") != NULL);
       } else {
-        one_pass = true;
+        loop = true;
         MK_CHECK(strstr(src, "mean += delta / tl.maximum(cnt, 1.0)") != NULL);
       }
       /* The hardtanh after it is fused into the store. */
       MK_CHECK(strstr(src, "# fused epilogue") != NULL);
     }
-    MK_CHECK(one_pass && split);
+    /* Rows of 512: looped or in registers; too short to split. */
+    MK_CHECK(loop && rows && !split);
     mk_candidate_list_free(&l);
   }
   MK_CHECK_INT(seen, ==, 1);
@@ -255,4 +288,65 @@ MK_TEST(propose, ir_fixtures_generate_or_explain) {
   }
   fprintf(stderr, "    %d/%d subkernels with builtin candidates\n", covered, total);
   MK_CHECK(covered > 0);
+}
+
+/* A subkernel that is only a 2-d convolution gets one variant: the same call
+ * in channels_last, its output made contiguous again for the next subkernel. */
+MK_TEST(propose, lone_conv_gets_channels_last_variant) {
+  mk_graph *g = load("propose", "conv_chain.json");
+  MK_REQUIRE(g != NULL);
+  int conv = -1;
+  for (int i = 0; i < g->nnodes && conv < 0; i++)
+    if (strstr(g->nodes[i].op, "conv2d")) conv = i;
+  MK_REQUIRE(conv >= 0);
+  const mk_node *n = &g->nodes[conv];
+  int nodes[1] = {conv}, outs[1] = {n->outputs[0]};
+  mk_subkernel sk = {.name = "conv2d", .nodes = nodes, .nnodes = 1, .inputs = n->inputs,
+                     .ninputs = n->ninputs, .outputs = outs, .noutputs = 1, .anchor = conv};
+  mk_candidate_list l = {0};
+  mk_errmsg err = {{0}};
+  mk_propose_request req = {.graph = g, .subkernel = &sk};
+  MK_CHECK_INT(mk_builtin_propose(&req, &l, &err), ==, 0);
+  MK_CHECK_INT(l.n, ==, 1);
+  if (l.n == 1) {
+    MK_CHECK_STR(l.items[0].name, "triton_convcl");
+    MK_CHECK(strstr(l.items[0].source, ".contiguous(memory_format=torch.channels_last)") != NULL);
+    MK_CHECK(strstr(l.items[0].source, "MK_USES_TORCH = (\"conv2d\", )") != NULL);
+    /* The subkernel's output leaves in the default layout. */
+    char want[64];
+    snprintf(want, sizeof want, "v%d = v%d.contiguous()", outs[0], outs[0]);
+    MK_CHECK(strstr(l.items[0].source, want) != NULL);
+  }
+  mk_candidate_list_free(&l);
+  mk_graph_free(g);
+}
+
+/* The interpreter pays per program: on "cpu" the configurations are large
+ * blocks (correctness runs); on a GPU the tuned tables, never the CPU ones. */
+MK_TEST(propose, device_picks_configuration_table) {
+  mk_graph *g = load("propose", "linear_epilogue.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  const mk_subkernel *sk = find_sk(&p, "linear");
+  MK_REQUIRE(sk != NULL);
+  const char *devices[] = {"cpu", "cuda", "NVIDIA H200", NULL};
+  for (int d = 0; d < 4; d++) {
+    mk_candidate_list l = {0};
+    mk_propose_request req = {.graph = g, .subkernel = sk, .device = devices[d]};
+    MK_CHECK_INT(mk_builtin_propose(&req, &l, &err), ==, 0);
+    bool cpu = d == 0;
+    bool big = false, gpu_default = false;
+    for (int i = 0; i < l.n; i++) {
+      big |= strstr(l.items[i].source, "BLOCK=16384") != NULL;
+      gpu_default |= strstr(l.items[i].name, "gemm64x64x32_w4_s3_tf32x3") != NULL;
+    }
+    MK_CHECK(big == cpu);
+    MK_CHECK(gpu_default == !cpu);
+    if (l.n > 0 && cpu) MK_CHECK(strstr(l.items[0].name, "_b16384_w4") != NULL);
+    mk_candidate_list_free(&l);
+  }
+  mk_partition_free(&p);
+  mk_graph_free(g);
 }
