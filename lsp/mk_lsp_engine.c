@@ -456,7 +456,9 @@ static void analyze_module(engine *e, const mk_lsp_doc_view *doc, const engine_s
    * too (this runs after the debounce), except while an evolve runs on the
    * module: the edit would cancel it; results follow the edit through the
    * line map until the evolve ends and the text is captured then. */
-  if (stale && (!failed_here || (doc->saved && !dirty)) && (!dirty || m->evolve == NULL)) {
+  /* A backend made without a loop (static checks only) has no engine to capture with. */
+  if (e->loop && stale && (!failed_here || (doc->saved && !dirty)) &&
+      (!dirty || m->evolve == NULL)) {
     capture(e, m, doc->text);
     view = view_of(e, m->path);
   }
