@@ -3,6 +3,7 @@
 #include "cli_common.h"
 
 #include "mk_buf.h"
+#include "mk_loop.h"
 #include "mk_llm.h"
 
 #include <errno.h>
@@ -285,12 +286,13 @@ cJSON *mk_cli_module_json(const mk_session_module *m) {
   return o;
 }
 
-static void on_closed(void *data) { *(int *)data = 1; }
+static void on_closed(void *data) { *(bool *)data = true; }
 
 void mk_cli_close_session(uv_loop_t *loop, mk_session *s) {
-  int closed = 0;
-  if (s) mk_session_close(s, on_closed, &closed);
-  while (!closed && s && uv_run(loop, UV_RUN_ONCE)) {
+  bool closed = false;
+  if (s) {
+    mk_session_close(s, on_closed, &closed);
+    (void)mk_loop_run_until(loop, &closed);
   }
   uv_run(loop, UV_RUN_DEFAULT);
   uv_loop_close(loop);

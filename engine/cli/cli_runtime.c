@@ -1,6 +1,7 @@
 /* cli_runtime.c — static module check and runtime lifetime for the CLI
  * (see cli_runtime.h). */
 #include "cli_runtime.h"
+#include "mk_loop.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -45,10 +46,7 @@ int mk_cli_rt_open(mk_cli_rt *rt, double timeout_s, bool use_cache, mk_errmsg *e
   return 0;
 }
 
-void mk_cli_rt_wait(mk_cli_rt *rt, const bool *done) {
-  while (!*done && uv_run(&rt->loop, UV_RUN_ONCE) != 0) {
-  }
-}
+void mk_cli_rt_wait(mk_cli_rt *rt, const bool *done) { (void)mk_loop_run_until(&rt->loop, done); }
 
 static void on_pool_closed(void *data) { *(bool *)data = true; }
 

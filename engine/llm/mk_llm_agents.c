@@ -6,6 +6,7 @@
  * is marked in the ledger (its tokens stay counted) and reported as
  * MK_EPARSE, never a crash. */
 #include "mk_llm_internal.h"
+#include "mk_loop.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -514,9 +515,8 @@ int mk_llm_propose(mk_llm *llm, const mk_propose_request *req, const mk_llm_prop
   int rc = mk_llm_propose_async(llm, req, extra, on_sync, &s, NULL, err);
   if (rc) return rc;
   uv_loop_t *loop = mk_llm_loop_(llm);
-  while (!s.done)
-    if (uv_run(loop, UV_RUN_ONCE) == 0 && !s.done) break;
-  if (!s.done) return mk_errf(err, MK_EIO, "the event loop stopped before the LLM answered");
+  if (mk_loop_run_until(loop, &s.done) != 0)
+    return mk_errf(err, MK_EIO, "the event loop stopped before the LLM answered");
   return s.status;
 }
 

@@ -311,6 +311,25 @@ MK_TEST(cli, analyze_uses_the_cache) {
     cJSON_Delete(j);
     run_free(&r);
   }
+  /* Two files answered from the cache in one run: the second hit is
+   * delivered from a timer while the idle worker keeps the loop alive (this
+   * hung on libuv 1.44 until the run's timeout). */
+  const char *m2 = tmp_file("cached2.py", good_module);
+  const char *warm[] = {"analyze", "--json", m2, NULL};
+  run(warm, f.kv, 30, &r);
+  run_free(&r);
+  const char *both[] = {"analyze", "--json", m, m2, NULL};
+  run(both, f.kv, 30, &r);
+  MK_CHECK(!r.timed_out);
+  MK_CHECK_INT(r.status, ==, 0);
+  MK_CHECK(r.seconds < 20);
+  cJSON *arr = cJSON_Parse(r.out);
+  MK_REQUIRE(cJSON_IsArray(arr));
+  MK_CHECK_INT(cJSON_GetArraySize(arr), ==, 2);
+  for (int i = 0; i < 2; i++)
+    MK_CHECK(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(arr, i), "cached")));
+  cJSON_Delete(arr);
+  run_free(&r);
   const char *nc[] = {"analyze", "--json", "--no-cache", m, NULL};
   run(nc, f.kv, 30, &r);
   cJSON *j = cJSON_Parse(r.out);

@@ -1,6 +1,7 @@
-/* test_util.c — mk_buf, mk_err and mk_sha256. */
+/* test_util.c — mk_buf, mk_err, mk_sha256 and mk_loop. */
 #include "mk_buf.h"
 #include "mk_err.h"
+#include "mk_loop.h"
 #include "mk_sha256.h"
 #include "mk_test.h"
 
@@ -71,4 +72,48 @@ MK_TEST(util, read_file_limits) {
 
 MK_TEST(util, strerror_names_every_code) {
   for (int c = 0; c >= MK_EAUTH; c--) MK_CHECK(strcmp(mk_strerror(c), "unknown error") != 0);
+}
+
+/* ---- mk_loop ------------------------------------------------------------ */
+
+static void set_flag(uv_timer_t *t) { *(bool *)t->data = true; }
+
+/* A zero-delay timer sets the flag while a far timer keeps the loop alive
+ * (as idle worker pipes do): the wait must end with the flag, not with the
+ * far timer. A UV_RUN_ONCE loop on libuv < 1.45 slept the full 5 s here. */
+MK_TEST(util, loop_run_until_returns_when_a_timer_sets_the_flag) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  bool done = false, far_fired = false;
+  uv_timer_t now_timer, far_timer;
+  uv_timer_init(&loop, &now_timer);
+  uv_timer_init(&loop, &far_timer);
+  now_timer.data = &done;
+  far_timer.data = &far_fired;
+  uv_timer_start(&far_timer, set_flag, 5000, 0);
+  /* First round: flag set from the timers at the top of an iteration. */
+  uv_timer_start(&now_timer, set_flag, 0, 0);
+  uint64_t t0 = uv_hrtime();
+  MK_CHECK_INT(mk_loop_run_until(&loop, &done), ==, 0);
+  /* Second round, as for the second file of `mkevolve analyze A B`. */
+  done = false;
+  uv_timer_start(&now_timer, set_flag, 0, 0);
+  MK_CHECK_INT(mk_loop_run_until(&loop, &done), ==, 0);
+  double ms = (double)(uv_hrtime() - t0) / 1e6;
+  MK_CHECK(done);
+  MK_CHECK(!far_fired);
+  MK_CHECK(ms < 2000);
+  uv_close((uv_handle_t *)&now_timer, NULL);
+  uv_close((uv_handle_t *)&far_timer, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  MK_CHECK_INT(uv_loop_close(&loop), ==, 0);
+}
+
+/* A loop with nothing left that could set the flag: an error, not a hang. */
+MK_TEST(util, loop_run_until_reports_a_drained_loop) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  bool done = false;
+  MK_CHECK_INT(mk_loop_run_until(&loop, &done), ==, MK_EIO);
+  MK_CHECK_INT(uv_loop_close(&loop), ==, 0);
 }
