@@ -65,6 +65,21 @@ int mk_partition_find(const mk_partition *p, int node);
 int mk_partition_split(const mk_graph *g, mk_partition *p, int index, int at, mk_errmsg *err);
 int mk_partition_merge(const mk_graph *g, mk_partition *p, int index, mk_errmsg *err);
 
+/* The structural signature of a subkernel (signature.c): its inputs' kinds,
+ * dtypes and shapes, then each node's op and exact arguments with tensors
+ * renumbered locally, then its outputs. Subkernels with equal signatures
+ * compute the same function of their inputs, so a candidate verified for
+ * one serves the other. Appends to `out` (an mk_buf *); MK_EUNSUPPORTED
+ * when the subkernel reads a const tensor or has a node that is not
+ * replayable (its behaviour is not all in its arguments). */
+struct mk_buf;
+int mk_subkernel_signature(const mk_graph *g, const mk_subkernel *sk, struct mk_buf *out);
+
+/* Twins: rep[i] = the first subkernel with the same signature as subkernel
+ * i (rep[i] == i for the first of each kind and for subkernels without a
+ * signature). rep has p->nsubkernels entries. MK_ENOMEM leaves rep[i] = i. */
+int mk_partition_twins(const mk_graph *g, const mk_partition *p, int *rep);
+
 /* Deep copies; *dst is overwritten. MK_ENOMEM leaves *dst empty. */
 int mk_subkernel_copy(const mk_subkernel *src, mk_subkernel *dst);
 int mk_partition_copy(const mk_partition *src, mk_partition *dst);

@@ -5,6 +5,7 @@
 #include "mk_test.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static mk_graph *load_graph(const char *name) {
   char path[1024];
@@ -409,6 +410,74 @@ MK_TEST(decompose, empty_graph) {
   mk_partition p;
   MK_CHECK_INT(mk_decompose_initial(g, &p, &err), ==, 0);
   MK_CHECK_INT(p.nsubkernels, ==, 0);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+static mk_graph *load_propose_fixture(const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/fixtures/propose/%s", mk_test_repo_dir(), name);
+  char *text = NULL;
+  size_t len = 0;
+  if (mk_read_file(path, 1 << 24, &text, &len) != 0) return NULL;
+  mk_graph *g = NULL;
+  mk_errmsg err = {{0}};
+  if (mk_graph_from_json(text, len, &g, &err)) fprintf(stderr, "    %s: %s\n", name, err.text);
+  free(text);
+  return g;
+}
+
+/* Blocks 1 and 2 of the fixture are the same computation on different
+ * parameters: their subkernels pair up; block 3 (wider) pairs with nothing. */
+MK_TEST(decompose, twins_of_repeated_blocks) {
+  mk_graph *g = load_propose_fixture("repeated_blocks.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p;
+  MK_REQUIRE(mk_decompose_initial(g, &p, NULL) == 0);
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  MK_CHECK_STR(describe(&p, &b),
+               "conv2d:0|add:1|batch_norm_relu_add:2,3,4|conv2d_2:5|add_2:6|batch_norm_relu_add_2:7,8,9|"
+               "conv2d_3:10|add_3:11|batch_norm_relu:12,13");
+  int rep[16];
+  MK_REQUIRE(mk_partition_twins(g, &p, rep) == 0);
+  static const int want[] = {0, 1, 2, 0, 1, 2, 6, 1, 8};
+  for (int i = 0; i < p.nsubkernels && i < 9; i++) MK_CHECK_INT(rep[i], ==, want[i]);
+  /* equal signatures, different parameter names: the names are not in it */
+  mk_buf s0, s3;
+  mk_buf_init(&s0, 0);
+  mk_buf_init(&s3, 0);
+  MK_CHECK_INT(mk_subkernel_signature(g, &p.subkernels[0], &s0), ==, 0);
+  MK_CHECK_INT(mk_subkernel_signature(g, &p.subkernels[3], &s3), ==, 0);
+  MK_CHECK_STR(mk_buf_cstr(&s0), mk_buf_cstr(&s3));
+  MK_CHECK(strstr(mk_buf_cstr(&s0), "b1.") == NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&s0), "param:float32[8,8,3,3]") != NULL);
+  mk_buf_free(&s0);
+  mk_buf_free(&s3);
+  mk_buf_free(&b);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+/* A subkernel with a node that is not replayable has no signature: it is
+ * nobody's twin, not even of an identical copy; its own twins still pair. */
+MK_TEST(decompose, twins_need_a_signature) {
+  mk_graph *g = load_propose_fixture("repeated_blocks.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p;
+  MK_REQUIRE(mk_decompose_initial(g, &p, NULL) == 0);
+  g->nodes[5].replayable = false; /* block 2's convolution */
+  int rep[16];
+  MK_REQUIRE(mk_partition_twins(g, &p, rep) == 0);
+  MK_CHECK_INT(rep[3], ==, 3);
+  MK_CHECK_INT(rep[4], ==, 1);
+  MK_CHECK_INT(rep[5], ==, 2);
+  mk_buf s;
+  mk_buf_init(&s, 0);
+  MK_CHECK_INT(mk_subkernel_signature(g, &p.subkernels[3], &s), ==, MK_EUNSUPPORTED);
+  mk_buf_free(&s);
+  MK_CHECK_INT(mk_subkernel_signature(NULL, &p.subkernels[0], &s), ==, MK_EINVAL);
+  MK_CHECK_INT(mk_partition_twins(g, &p, NULL), ==, MK_EINVAL);
   mk_partition_free(&p);
   mk_graph_free(g);
 }
