@@ -4,8 +4,9 @@
  *   header comment (source, subkernels and the variant chosen for each)
  *   imports (the union of what the candidates import)
  *   the user's module source, verbatim
- *   one section per non-reference subkernel: the candidate's code with its
- *     functions and classes prefixed (sk<i>_) so sections never collide
+ *   one section per distinct non-reference candidate: its code with its
+ *     functions and classes prefixed (sk<i>_) so sections never collide;
+ *     subkernels whose candidate has the same source call that section
  *   class ModelNew(Model): forward calls the subkernels in order
  * ModelNew inherits __init__ so parameters, buffers and their initialisation
  * order are exactly the user's. */
@@ -252,6 +253,27 @@ static int emit_reference_subkernel(const mk_graph *g, const mk_subkernel *sk, n
   return out->err;
 }
 
+/* section_of[s] = the first subkernel whose chosen candidate has the same
+ * source as subkernel s's (s itself when none): repeated blocks of a deep
+ * network paste and compile each distinct kernel once. */
+static int *find_sections(const mk_partition *p, const mk_candidate *const *chosen) {
+  int *section_of = malloc(sizeof *section_of * ((size_t)p->nsubkernels + 1));
+  if (section_of == NULL) return NULL;
+  for (int s = 0; s < p->nsubkernels; s++) {
+    section_of[s] = s;
+    const mk_candidate *c = chosen ? chosen[s] : NULL;
+    if (is_reference(c) || c->source == NULL) continue;
+    for (int t = 0; t < s; t++) {
+      const mk_candidate *o = chosen[t];
+      if (section_of[t] == t && !is_reference(o) && o->source && strcmp(o->source, c->source) == 0) {
+        section_of[s] = t;
+        break;
+      }
+    }
+  }
+  return section_of;
+}
+
 static int emit_candidate_call(const mk_subkernel *sk, int index, namer_ctx *nc, mk_buf *out) {
   mk_buf_indent(out, 8);
   for (int i = 0; i < sk->noutputs; i++) {
@@ -267,7 +289,7 @@ static int emit_candidate_call(const mk_subkernel *sk, int index, namer_ctx *nc,
 }
 
 static int emit_forward(const mk_graph *g, const mk_partition *p, const mk_candidate *const *chosen,
-                        namer_ctx *nc, mk_buf *out, mk_errmsg *err) {
+                        const int *section_of, namer_ctx *nc, mk_buf *out, mk_errmsg *err) {
   int ninputs = 0;
   for (int i = 0; i < g->nvalues; i++)
     if (g->values[i].kind == MK_VALUE_INPUT && g->values[i].index + 1 > ninputs)
@@ -285,7 +307,7 @@ static int emit_forward(const mk_graph *g, const mk_partition *p, const mk_candi
     mk_buf_printf(out, "        # %s — lines %d-%d — %s\n", sk->name, sk->first_line,
                   sk->last_line, is_reference(c) ? "PyTorch reference" : c->name);
     int rc = is_reference(c) ? emit_reference_subkernel(g, sk, nc, out, err)
-                             : emit_candidate_call(sk, s, nc, out);
+                             : emit_candidate_call(sk, section_of[s], nc, out);
     if (rc) return rc;
   }
   mk_buf_puts(out, "        return ");
@@ -295,7 +317,7 @@ static int emit_forward(const mk_graph *g, const mk_partition *p, const mk_candi
 }
 
 static void emit_header(const mk_graph *g, const mk_partition *p, const mk_candidate *const *chosen,
-                        const mk_compose_options *opt, mk_buf *out) {
+                        const int *section_of, const mk_compose_options *opt, mk_buf *out) {
   mk_buf_printf(out, "# ModelNew composed by MKEvolve %s from %s (class %s).\n", MK_VERSION,
                 opt->source_path ? opt->source_path : (g->file ? g->file : "?"),
                 g->class_name ? g->class_name : "Model");
@@ -307,14 +329,15 @@ static void emit_header(const mk_graph *g, const mk_partition *p, const mk_candi
                   p->subkernels[s].first_line, p->subkernels[s].last_line,
                   is_reference(c) ? "reference" : c->name,
                   is_reference(c) ? "PyTorch" : (c->origin ? c->origin : "?"));
+    if (section_of[s] != s) mk_buf_printf(out, "#       (the kernel of sk%d)\n", section_of[s]);
   }
 }
 
-static int emit_sections(const mk_partition *p, const mk_candidate *const *chosen, mk_buf *imports,
-                         mk_buf *sections, mk_errmsg *err) {
+static int emit_sections(const mk_partition *p, const mk_candidate *const *chosen,
+                         const int *section_of, mk_buf *imports, mk_buf *sections, mk_errmsg *err) {
   for (int s = 0; s < p->nsubkernels; s++) {
     const mk_candidate *c = chosen ? chosen[s] : NULL;
-    if (is_reference(c)) continue;
+    if (is_reference(c) || section_of[s] != s) continue;
     char prefix[32];
     snprintf(prefix, sizeof prefix, "sk%d_", s);
     mk_buf cand_imports;
@@ -335,17 +358,19 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
     return mk_errf(err, MK_EINVAL, "compose: graph, partition and module source are required");
   namer_ctx nc = {.g = g, .input_names = opt->input_names, .ninput_names = opt->ninput_names};
   nc.alias = malloc(sizeof *nc.alias * ((size_t)g->nvalues + 1));
-  if (nc.alias == NULL || build_aliases(g, nc.alias)) {
+  int *section_of = find_sections(p, chosen);
+  if (nc.alias == NULL || section_of == NULL || build_aliases(g, nc.alias)) {
     free(nc.alias);
+    free(section_of);
     return mk_errf(err, MK_ENOMEM, "compose: out of memory");
   }
   mk_buf imports, sections;
   mk_buf_init(&imports, 0);
   mk_buf_init(&sections, 0);
   mk_pyemit_prelude(&imports);
-  int rc = emit_sections(p, chosen, &imports, &sections, err);
+  int rc = emit_sections(p, chosen, section_of, &imports, &sections, err);
   if (!rc) {
-    emit_header(g, p, chosen, opt, out);
+    emit_header(g, p, chosen, section_of, opt, out);
     mk_buf_putc(out, '\n');
     mk_buf_append(out, imports.data ? imports.data : "", imports.len);
     mk_buf_puts(out, "\n# ---- the original module (verbatim) ----\n");
@@ -354,11 +379,12 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
     mk_buf_append(out, sections.data ? sections.data : "", sections.len);
     mk_buf_printf(out, "\n\nclass ModelNew(%s):\n", g->class_name ? g->class_name : "Model");
     mk_buf_puts(out, "    \"\"\"The same module, composed of verified subkernels.\"\"\"\n\n");
-    rc = emit_forward(g, p, chosen, &nc, out, err);
+    rc = emit_forward(g, p, chosen, section_of, &nc, out, err);
   }
   if (!rc && out->err) rc = mk_errf(err, out->err, "compose: output too large");
   mk_buf_free(&imports);
   mk_buf_free(&sections);
   free(nc.alias);
+  free(section_of);
   return rc;
 }

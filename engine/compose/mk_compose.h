@@ -3,8 +3,9 @@
  * The emitted file is self-contained Python: the user's module source
  * verbatim (so `ModelNew(Model)` inherits __init__: same parameters, same
  * names, same initialisation order — KernelBench's seeded construction and
- * load_state_dict both work), then one section per subkernel with the chosen
- * candidate's code (top-level names prefixed so sections never collide),
+ * load_state_dict both work), then one section per distinct chosen
+ * candidate's code (top-level names prefixed so sections never collide;
+ * subkernels whose candidates have the same source share one section),
  * then `class ModelNew(Model)` whose forward calls the subkernels in order.
  * Subkernels whose choice is the PyTorch reference are emitted inline as
  * the recorded torch calls.

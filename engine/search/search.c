@@ -37,6 +37,7 @@ struct mk_search {
 
   mk_partition part;
   mk_subkernel_state *st;
+  int *rep;            /* twins (mk_partition_twins) of the initial partition, or NULL after split/merge */
   int *order;          /* subkernels in budget order */
   phase ph;
   int cur;             /* position in order (PH_SUBKERNEL) / subkernel (PH_SPLIT, PH_MERGE) */
@@ -343,6 +344,68 @@ static int copy_candidate(const mk_candidate *src, mk_candidate *dst) {
   return (src->name && !dst->name) || (src->source && !dst->source) ? MK_ENOMEM : 0;
 }
 
+/* Deep copy of a state (candidates, verdicts, reports); *dst is overwritten. */
+static int state_copy(const mk_subkernel_state *src, mk_subkernel_state *dst) {
+  memset(dst, 0, sizeof *dst);
+  for (int k = 0; k < src->nvariants; k++) {
+    mk_candidate c;
+    if (copy_candidate(&src->variants[k].cand, &c)) {
+      mk_candidate_free(&c);
+      state_free(dst);
+      return MK_ENOMEM;
+    }
+    mk_variant *v = state_add(dst, c);
+    if (v == NULL) {
+      mk_candidate_free(&c);
+      state_free(dst);
+      return MK_ENOMEM;
+    }
+    v->result = src->variants[k].result;
+    v->report = mk_strdup(src->variants[k].report);
+  }
+  dst->chosen = src->chosen;
+  dst->proposals = 0; /* proposals were counted once, for the representative */
+  dst->unsupported = src->unsupported;
+  memcpy(dst->unsupported_reason, src->unsupported_reason, sizeof dst->unsupported_reason);
+  return 0;
+}
+
+static bool is_twin(const mk_search *s, int i) { return s->rep && s->rep[i] != i; }
+
+/* Number of subkernels that share representative i's variants (itself included). */
+static int multiplicity(const mk_search *s, int i) {
+  if (s->rep == NULL) return 1;
+  int m = 0;
+  for (int k = 0; k < s->part.nsubkernels; k++) m += s->rep[k] == i;
+  return m;
+}
+
+/* Twins take their representative's state: the reference's timing after
+ * the reference phase, every variant after the subkernel phase. A twin
+ * computes the same function of its inputs (mk_subkernel_signature), so a
+ * candidate verified for the representative is one for the twin; the
+ * whole program is still verified at the end. */
+static void share_with_twins(mk_search *s, bool announce) {
+  if (s->rep == NULL) return;
+  for (int i = 0; i < s->part.nsubkernels; i++) {
+    if (!is_twin(s, i)) continue;
+    mk_subkernel_state copy;
+    if (state_copy(&s->st[s->rep[i]], &copy)) continue; /* keeps its own (reference) state */
+    state_free(&s->st[i]);
+    s->st[i] = copy;
+    if (!announce) continue;
+    cJSON *f = cJSON_CreateObject();
+    cJSON_AddNumberToObject(f, "subkernel", i);
+    cJSON_AddNumberToObject(f, "twin_of", s->rep[i]);
+    cJSON_AddNumberToObject(f, "variants", s->st[i].nvariants);
+    log_event(s, "shared", f);
+    for (int k = 1; s->on_event && k < s->st[i].nvariants; k++) {
+      mk_search_event ev = {.kind = MK_SEARCH_VARIANT, .subkernel = i, .variant = &s->st[i].variants[k]};
+      s->on_event(s->data, &ev);
+    }
+  }
+}
+
 /* Copies prior variants of subkernel i; returns true when its reference
  * already has a verdict (no need to evaluate it again). */
 static bool adopt_prior(mk_search *s, int i) {
@@ -366,7 +429,11 @@ static bool adopt_prior(mk_search *s, int i) {
 /* Subkernel i starts from its prior variants, or from the reference,
  * which is then evaluated (its time is what every candidate must beat). */
 static void adopt_prior_or_reference(mk_search *s, int i) {
-  if (adopt_prior(s, i) || s->st[i].nvariants > 0) return;
+  if (adopt_prior(s, i) || s->st[i].nvariants > 0) {
+    if (s->rep) s->rep[i] = i; /* what it already has stays its own */
+    return;
+  }
+  if (is_twin(s, i)) return; /* shares its representative's reference (share_with_twins) */
   if (add_reference(s, &s->part.subkernels[i], &s->st[i])) return;
   if (s->st[i].variants[0].cand.source) submit_eval(s, &s->part.subkernels[i], i, &s->st[i], 0);
 }
@@ -382,13 +449,14 @@ static int by_reference_time_desc(const void *a, const void *b, void *ctx) {
 /* Budget per subkernel: an even floor so every subkernel gets proposals, the
  * rest in proportion to its share of the reference time. */
 static int budget_for(const mk_search *s, int sk) {
-  int n = s->part.nsubkernels;
+  int n = 0;
+  for (int i = 0; i < s->part.nsubkernels; i++) n += !is_twin(s, i);
   int total = s->cfg.max_proposals > 0 ? s->cfg.max_proposals : 1000000;
   int floor_share = total / (2 * (n ? n : 1));
-  double sum = 0;
-  for (int i = 0; i < n; i++)
+  double sum = 0; /* twins count in their representative's share: it runs once per twin */
+  for (int i = 0; i < s->part.nsubkernels; i++)
     if (!isinf(reference_time(&s->st[i]))) sum += reference_time(&s->st[i]);
-  double t = reference_time(&s->st[sk]);
+  double t = reference_time(&s->st[sk]) * multiplicity(s, sk);
   int prop = sum > 0 && !isinf(t) ? (int)((total / 2) * (t / sum)) : floor_share;
   int b = floor_share + prop;
   return b < s->cfg.beam_width ? s->cfg.beam_width : b;
@@ -413,6 +481,7 @@ static bool beam_step(mk_search *s) {
   const mk_subkernel *sk = &s->part.subkernels[k];
   int left = s->budget_for_cur - st->proposals;
   if (s->cfg.only_subkernel >= 0 && k != s->cfg.only_subkernel) return false;
+  if (is_twin(s, k)) return false; /* searched once, as its representative */
   if (left <= 0 || !budget_left(s) || st->unsupported) return false;
   int w = s->cfg.beam_width;
   if (s->step == 0) {
@@ -460,6 +529,9 @@ static void phase_subkernel(mk_search *s) {
     s->cur++;
     s->step = 0;
   }
+  share_with_twins(s, true);
+  free(s->rep); /* split and merge renumber subkernels: from here on each stands alone */
+  s->rep = NULL;
   bool whole = s->cfg.only_subkernel < 0;
   s->ph = whole && s->cfg.try_split ? PH_SPLIT : whole && s->cfg.try_merge ? PH_MERGE : PH_FINAL;
   s->cur = 0;
@@ -751,6 +823,7 @@ static void finish(mk_search *s) {
   mk_search_done_cb done = s->on_done;
   void *data = s->data;
   trial_reset(s);
+  free(s->rep);
   free(s->order);
   free(s->source);
   free(s->workdir);
@@ -762,6 +835,7 @@ static void advance(mk_search *s) {
   if (s->pending) return;
   switch (s->ph) {
   case PH_REFERENCES:
+    share_with_twins(s, false);
     order_subkernels(s);
     s->ph = PH_SUBKERNEL;
     s->cur = 0;
@@ -793,6 +867,15 @@ static void advance(mk_search *s) {
     finish(s);
     return;
   }
+}
+
+static void log_twins(mk_search *s) {
+  int twins = 0;
+  for (int i = 0; i < s->part.nsubkernels; i++) twins += is_twin(s, i);
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddNumberToObject(f, "subkernels", s->part.nsubkernels);
+  cJSON_AddNumberToObject(f, "distinct", s->part.nsubkernels - twins);
+  log_event(s, "twins", f);
 }
 
 int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *module_source,
@@ -843,6 +926,12 @@ int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *
   s->ph = PH_REFERENCES;
   emit_progress(s, "timing the PyTorch reference");
   s->cfg.prior = cfg->prior;
+  s->rep = malloc(sizeof *s->rep * ((size_t)n + 1));
+  if (s->rep && (cfg->only_subkernel >= 0 || mk_partition_twins(g, &s->part, s->rep))) {
+    free(s->rep); /* searching one subkernel, or no memory: no sharing */
+    s->rep = NULL;
+  }
+  log_twins(s);
   s->submitting = true; /* references may complete synchronously: finish start first */
   for (int i = 0; i < n; i++) adopt_prior_or_reference(s, i);
   s->cfg.prior = NULL;

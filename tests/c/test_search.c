@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /* x -> relu -> (linear) -> mul -> sum: two or three subkernels. */
@@ -56,7 +57,8 @@ static int fake_propose(void *self, const mk_propose_request *req, mk_propose_cb
     for (int i = 0; i < fp->nnames && i < req->max_candidates; i++) {
       mk_buf src;
       mk_buf_init(&src, 0);
-      mk_buf_printf(&src, "# %s\ndef run(*a):\n    return a[0]\n", fp->names[i]);
+      mk_buf_printf(&src, "# %s for subkernel %d\ndef run(*a):\n    return a[0]\n", fp->names[i],
+                    req->subkernel->id);
       mk_candidate c = {.name = mk_strdup(fp->names[i]), .origin = mk_strdup("fake"),
                         .source = mk_buf_steal(&src, NULL)};
       mk_candidate_list_push(l, c);
@@ -447,5 +449,74 @@ MK_TEST(search, cancel_with_synchronous_callbacks) {
   for (int i = 0; i < o.res->partition.nsubkernels; i++) MK_CHECK_INT(o.res->states[i].chosen, ==, 0);
   mk_search_result_free(o.res);
   mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+/* Counts what the fake evaluator saw for the twins test. */
+typedef struct count_eval {
+  fake_eval fe;
+  int references;
+  int per_subkernel[16];
+} count_eval;
+
+static int counting_evaluate(void *self, const mk_graph *g, const mk_subkernel *sk,
+                             const mk_candidate *c, mk_eval_cb cb, void *data) {
+  count_eval *ce = self;
+  if (strcmp(c->origin, "reference") == 0) ce->references++;
+  if (sk->id >= 0 && sk->id < 16) ce->per_subkernel[sk->id]++;
+  return fake_evaluate(&ce->fe, g, sk, c, cb, data);
+}
+
+/* Repeated blocks: twins are neither timed nor searched again; they take
+ * their representative's verified variants, and the budget goes to the
+ * distinct subkernels only. */
+MK_TEST(search, twins_share_the_representatives_variants) {
+  char path[1024], *text = NULL, *source = NULL;
+  size_t len = 0;
+  snprintf(path, sizeof path, "%s/tests/fixtures/propose/repeated_blocks.json", mk_test_repo_dir());
+  MK_REQUIRE(mk_read_file(path, 1 << 24, &text, &len) == 0);
+  snprintf(path, sizeof path, "%s/tests/fixtures/propose/repeated_blocks.py", mk_test_repo_dir());
+  MK_REQUIRE(mk_read_file(path, 1 << 20, &source, NULL) == 0);
+  mk_graph *g = NULL;
+  MK_REQUIRE(mk_graph_from_json(text, len, &g, NULL) == 0);
+  free(text);
+  mk_partition p = {0};
+  MK_REQUIRE(mk_decompose_initial(g, &p, NULL) == 0);
+  MK_REQUIRE(p.nsubkernels == 9);
+  const char *names[] = {"ok_0.5", "ok_0.25"};
+  fake_prop fp = {.names = names, .nnames = 2};
+  count_eval ce = {.fe = {.ref_ms = 1.0, .timed = true}};
+  mk_search_config cfg;
+  config(&cfg);
+  cfg.depth = 0;
+  outcome o = {0};
+  mk_proposer prop = {.self = &fp, .name = "fake", .propose = fake_propose};
+  mk_evaluator ev = {.self = &ce, .evaluate = counting_evaluate,
+                     .evaluate_composition = fake_evaluate_composition, .timed = true};
+  MK_REQUIRE(mk_search_start(g, &p, source, &cfg, prop, ev, NULL, on_done, &o, NULL, NULL) == 0);
+  MK_REQUIRE(o.res != NULL);
+  MK_CHECK_INT(o.status, ==, 0);
+  MK_CHECK_INT(ce.references, ==, 5); /* 9 subkernels, 5 distinct */
+  MK_CHECK_INT(fp.calls, ==, 5);
+  MK_CHECK_INT(o.res->proposals, ==, 10);
+  static const int twins[] = {3, 4, 5, 7};
+  for (int k = 0; k < 4; k++) MK_CHECK_INT(ce.per_subkernel[twins[k]], ==, 0);
+  for (int i = 0; i < o.res->partition.nsubkernels; i++) {
+    const mk_subkernel_state *st = &o.res->states[i];
+    MK_REQUIRE(st->nvariants == 3);
+    MK_CHECK_STR(st->variants[st->chosen].cand.name, "ok_0.25");
+    MK_CHECK(st->variants[0].result.time_ms == 1.0); /* the reference's timing, shared */
+  }
+  /* the composed file pastes each distinct kernel once */
+  char *composed = NULL;
+  MK_REQUIRE(mk_read_file(o.res->modelnew_path, 1 << 22, &composed, NULL) == 0);
+  int sections = 0;
+  for (const char *q = composed; (q = strstr(q, "# ---- sk")) != NULL; q++) sections++;
+  MK_CHECK_INT(sections, ==, 5);
+  MK_CHECK(strstr(composed, "sk0_run(") != NULL && strstr(composed, "sk3_run(") == NULL);
+  free(composed);
+  mk_search_result_free(o.res);
+  mk_partition_free(&p);
+  free(source);
   mk_graph_free(g);
 }
