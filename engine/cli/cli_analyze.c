@@ -119,6 +119,16 @@ static cJSON *shape_json(const mk_value *v) {
   return a;
 }
 
+/* rep[i] per mk_partition_twins, or NULL (no memory: every subkernel its own). */
+static int *twins_of(const mk_graph *g, const mk_partition *p) {
+  int *rep = malloc(sizeof *rep * ((size_t)p->nsubkernels + 1));
+  if (rep && mk_partition_twins(g, p, rep)) {
+    free(rep);
+    return NULL;
+  }
+  return rep;
+}
+
 static cJSON *graph_json(const char *file, const analyze_opts *o, const capture_wait *w,
                          const mk_partition *p) {
   const mk_graph *g = w->graph;
@@ -181,6 +191,7 @@ static cJSON *graph_json(const char *file, const analyze_opts *o, const capture_
     cJSON_AddItemToArray(sts, j);
   }
   cJSON *sks = cJSON_AddArrayToObject(root, "subkernels");
+  int *twin = p ? twins_of(g, p) : NULL;
   for (int i = 0; p && i < p->nsubkernels; i++) {
     const mk_subkernel *s = &p->subkernels[i];
     cJSON *j = cJSON_CreateObject();
@@ -192,8 +203,10 @@ static cJSON *graph_json(const char *file, const analyze_opts *o, const capture_
     cJSON_AddNumberToObject(j, "anchor", s->anchor);
     cJSON_AddNumberToObject(j, "first_line", s->first_line);
     cJSON_AddNumberToObject(j, "last_line", s->last_line);
+    cJSON_AddNumberToObject(j, "twin_of", twin ? twin[i] : i);
     cJSON_AddItemToArray(sks, j);
   }
+  free(twin);
   return root;
 }
 
@@ -263,7 +276,10 @@ static void print_text(const char *file, const analyze_opts *o, const capture_wa
   }
   mk_buf_free(&b);
   if (!p) return;
-  puts("subkernels:");
+  int *twin = twins_of(g, p);
+  int distinct = 0;
+  for (int i = 0; i < p->nsubkernels; i++) distinct += !twin || twin[i] == i;
+  printf("subkernels (%d, %d distinct):\n", p->nsubkernels, distinct);
   for (int i = 0; i < p->nsubkernels; i++) {
     const mk_subkernel *k = &p->subkernels[i];
     printf("  #%d %s  lines %d-%d  nodes ", k->id, k->name ? k->name : "?", k->first_line,
@@ -273,8 +289,10 @@ static void print_text(const char *file, const analyze_opts *o, const capture_wa
     print_ids("%", k->inputs, k->ninputs);
     printf("  out ");
     print_ids("%", k->outputs, k->noutputs);
+    if (twin && twin[i] != i) printf("  (twin of #%d)", twin[i]);
     putchar('\n');
   }
+  free(twin);
 }
 
 /* ---- driver --------------------------------------------------------------- */
