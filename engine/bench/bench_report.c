@@ -37,7 +37,10 @@ int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
   if (r->started) mk_buf_printf(b, "Started: %s  \n", r->started);
   if (r->note) mk_buf_printf(b, "Note: %s  \n", r->note);
   mk_buf_puts(b, "\nfast_p = fraction of all problems that are correct and more than p times faster "
-                 "(fast_0 = correct). Times are medians measured in one run.\n\n## All problems\n\n");
+                 "(fast_0 = correct). Times are medians measured in one run. \"% of limit\": the "
+                 "time the device needs at least (the graph's FLOPs at the float32 matmul rate "
+                 "with TF32, its minimum bytes at the copy bandwidth, whichever is longer) over "
+                 "ours.\n\n## All problems\n\n");
   mk_bench_aggregate a;
   mk_bench_aggregate_of(r, 0, &a);
   md_aggregate(b, &a);
@@ -52,7 +55,8 @@ int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
     mk_buf_printf(b, "\nTokens: %ld in, %ld out; cost $%.2f.\n", a.tokens_in, a.tokens_out, a.cost_usd);
   mk_buf_printf(b, "\nWall time: %.0f s.\n\n## Per problem\n\n", a.wall_s);
   mk_buf_puts(b, "| problem | correct | eager ms | compile ms | ours ms | vs eager | vs compile | "
-                 "subkernels (replaced) | wall s | note |\n|---|---|---|---|---|---|---|---|---|---|\n");
+                 "% of limit | subkernels (replaced) | wall s | note |\n"
+                 "|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < r->nrecords; i++) {
     const mk_bench_record *rec = &r->records[i];
     int replaced = 0;
@@ -64,6 +68,8 @@ int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
     md_ms(b, rec->ours_ms);
     md_x(b, mk_bench_speedup(rec->eager_ms, rec->ours_ms));
     md_x(b, mk_bench_speedup(rec->compile_ms, rec->ours_ms));
+    if (rec->gpu_fraction >= 0) mk_buf_printf(b, " %.1f%% |", 100 * rec->gpu_fraction);
+    else mk_buf_puts(b, " - |");
     mk_buf_printf(b, " %d (%d) | %.1f | %s |\n", rec->nsubkernels, replaced, rec->wall_s,
                   rec->error ? rec->error : "");
   }
@@ -195,7 +201,8 @@ static void svg_subkernels(mk_buf *b, const mk_bench_results *r) {
 
 static void html_table(mk_buf *b, const mk_bench_results *r) {
   mk_buf_puts(b, "<table><tr><th>problem</th><th>correct</th><th>eager ms</th><th>compile ms</th>"
-                 "<th>ours ms</th><th>vs eager</th><th>vs compile</th><th>subkernels</th><th>wall s</th></tr>");
+                 "<th>ours ms</th><th>vs eager</th><th>vs compile</th><th>% of limit</th><th>subkernels</th>"
+                 "<th>wall s</th></tr>");
   for (int i = 0; i < r->nrecords; i++) {
     const mk_bench_record *rec = &r->records[i];
     mk_buf_puts(b, "<tr><td>");
@@ -211,9 +218,11 @@ static void html_table(mk_buf *b, const mk_bench_results *r) {
       if (s > 0) mk_buf_printf(b, "<td>%.2fx</td>", s);
       else mk_buf_puts(b, "<td>-</td>");
     }
+    if (rec->gpu_fraction >= 0) mk_buf_printf(b, "<td>%.1f%%</td>", 100 * rec->gpu_fraction);
+    else mk_buf_puts(b, "<td>-</td>");
     mk_buf_printf(b, "<td>%d</td><td>%.1f</td></tr>", rec->nsubkernels, rec->wall_s);
     if (rec->error) {
-      mk_buf_puts(b, "<tr><td colspan=9 class=bad>");
+      mk_buf_puts(b, "<tr><td colspan=10 class=bad>");
       html_text(b, rec->error);
       mk_buf_puts(b, "</td></tr>");
     }

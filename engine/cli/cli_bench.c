@@ -165,6 +165,7 @@ static void fill_record(mk_bench_record *rec, const problem *p, int status,
   rec->eager_ms = m->eager_ms;
   rec->compile_ms = m->compile_ms;
   rec->ours_ms = m->ours_ms;
+  rec->gpu_fraction = m->gpu_fraction;
   rec->tokens_in = m->tokens_in;
   rec->tokens_out = m->tokens_out;
   if (m->note && *m->note && rec->error == NULL) rec->error = mk_strdup(m->note);

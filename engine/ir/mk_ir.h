@@ -160,6 +160,22 @@ const char *mk_op_table_name(int i, mk_op_category *category);
  * Writes into buf (bounded, truncated if needed) and returns buf. */
 const char *mk_op_short_name(const char *op, char *buf, size_t bufsize);
 
+/* Roofline cost (mk_cost.c): the FLOPs of the matrix work (matmul family,
+ * convolutions, attention, recurrent layers; one FLOP per output element for
+ * the rest) and the minimum bytes any implementation moves (forward inputs,
+ * parameters and buffers read once, returned tensors written once). */
+typedef struct mk_graph_cost_t {
+  double flops;
+  double bytes;
+} mk_graph_cost_t;
+double mk_node_flops(const mk_graph *g, const mk_node *n);
+int mk_graph_cost(const mk_graph *g, mk_graph_cost_t *out);
+/* Fraction of the device's limit a measured time reaches:
+ * max(flops / flops_per_s, bytes / bytes_per_s) / measured; -1 when an
+ * argument is missing or not positive. */
+double mk_roofline_fraction(const mk_graph_cost_t *cost, double flops_per_s, double bytes_per_s,
+                            double measured_ms);
+
 /* "float32" -> MK_DTYPE_F32; unknown names (complex64, ...) -> MK_DTYPE_UNKNOWN. */
 mk_dtype mk_dtype_from_name(const char *name);
 /* torch's name without the prefix ("float32"); "unknown" for MK_DTYPE_UNKNOWN. */

@@ -85,6 +85,9 @@ typedef struct mk_session_module {
   const mk_session_subkernel *subkernels; int nsubkernels;
   const char *modelnew_path; /* last composed file, or NULL */
   double eager_ms, compile_ms, ours_ms; /* whole program, < 0 when unknown */
+  double gpu_fraction;     /* how close ours_ms is to the device's limit: the graph's FLOPs and
+                              minimum bytes (mk_graph_cost) against the ceilings the verifier
+                              measured (float32 matmul with TF32, copy bandwidth); < 0 unknown */
   long tokens_in, tokens_out;
 } mk_session_module;
 

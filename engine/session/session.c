@@ -156,7 +156,7 @@ module_state *session_module(mk_session *s, const char *path, bool create) {
     free(m);
     return NULL;
   }
-  m->eager_ms = m->compile_ms = m->ours_ms = -1;
+  m->eager_ms = m->compile_ms = m->ours_ms = m->gpu_fraction = -1;
   m->running_subkernel = -1;
   m->next = s->modules;
   s->modules = m;
@@ -310,6 +310,7 @@ void module_refresh_views(mk_session *s, module_state *m) {
       .eager_ms = m->eager_ms,
       .compile_ms = m->compile_ms,
       .ours_ms = m->ours_ms,
+      .gpu_fraction = m->gpu_fraction,
       .tokens_in = m->tokens_in,
       .tokens_out = m->tokens_out,
   };
@@ -631,6 +632,22 @@ static void on_search_event(void *data, const mk_search_event *ev) {
   session_runtime_search_event(req->s, req->m, ev); /* LLM proposer: verdicts, progress text */
 }
 
+/* The fraction of the device's limit the composed program reaches, from
+ * the ceilings in the final verification's report (timing.limits). */
+static double roofline_fraction(const mk_graph *g, const char *report, double ours_ms) {
+  if (g == NULL || report == NULL || ours_ms <= 0) return -1;
+  cJSON *j = cJSON_Parse(report);
+  const cJSON *lim = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "timing"), "limits");
+  const cJSON *flops = cJSON_GetObjectItemCaseSensitive(lim, "matmul_flops_tf32");
+  const cJSON *bw = cJSON_GetObjectItemCaseSensitive(lim, "copy_bandwidth");
+  mk_graph_cost_t cost;
+  double f = -1;
+  if (cJSON_IsNumber(flops) && cJSON_IsNumber(bw) && mk_graph_cost(g, &cost) == 0)
+    f = mk_roofline_fraction(&cost, flops->valuedouble, bw->valuedouble, ours_ms);
+  cJSON_Delete(j);
+  return f;
+}
+
 static void adopt_result(module_state *m, mk_search_result *r) {
   module_clear_search(m);
   m->part = r->partition;
@@ -646,6 +663,7 @@ static void adopt_result(module_state *m, mk_search_result *r) {
     m->ours_ms = r->final.time_ms;
     m->eager_ms = r->final.ref_eager_ms;
     m->compile_ms = r->final.ref_compile_ms;
+    m->gpu_fraction = roofline_fraction(m->g, r->final_report, r->final.time_ms);
   }
 }
 

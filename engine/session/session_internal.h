@@ -36,6 +36,7 @@ typedef struct module_state {
   char note[256];
   char *modelnew_path;
   double eager_ms, compile_ms, ours_ms;
+  double gpu_fraction;     /* roofline fraction of ours_ms, < 0 unknown */
   long tokens_in, tokens_out;
   int job;                  /* running evolve job id, 0 when idle */
   int running_subkernel;    /* -1 all */

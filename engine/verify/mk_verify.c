@@ -8,6 +8,7 @@
  * no callback runs inside a submit. */
 #include "mk_verify.h"
 
+#include "env_memo.h"
 #include "mk_buf.h"
 #include "mk_sha256.h"
 
@@ -55,6 +56,7 @@ struct mk_verify {
   uint64_t next_id;
   bool closing, timer_closed;
   mk_verify_stats stats;
+  bool memo_stored[3]; /* per mk_worker_kind: this run's handshake is remembered */
 };
 
 /* ---- options and parsing -------------------------------------------------- */
@@ -360,21 +362,77 @@ static void dispatch(vjob *j) {
   v->stats.dispatched++;
 }
 
-static void add_env(mk_cache_key *k, const mk_worker_info *info) {
-  mk_cache_key_str(k, "env_torch", info->torch);
-  mk_cache_key_str(k, "env_triton", info->triton);
-  mk_cache_key_str(k, "env_python", info->python);
-  mk_cache_key_str(k, "env_device", info->device);
-  mk_cache_key_str(k, "env_cuda", info->cuda);
+/* The environment part of a key, from a handshake (live or remembered):
+ * the same fields mk_worker_info takes from it. */
+static void add_env(mk_cache_key *k, const cJSON *hello) {
+  mk_cache_key_str(k, "env_torch", jstr(hello, "torch"));
+  mk_cache_key_str(k, "env_triton", jstr(hello, "triton"));
+  mk_cache_key_str(k, "env_python", jstr(hello, "python"));
+  mk_cache_key_str(k, "env_device", jstr(hello, "device"));
+  mk_cache_key_str(k, "env_cuda", jstr(hello, "cuda"));
   /* Optional handshake fields: the full torch build ("2.11.0+cu130"),
    * the driver, the worker's own version. */
-  mk_cache_key_str(k, "env_torch_full", jstr(info->hello, "torch_full"));
-  const char *driver = jstr(info->hello, "driver");
+  mk_cache_key_str(k, "env_torch_full", jstr(hello, "torch_full"));
+  const char *driver = jstr(hello, "driver");
   mk_cache_key_str(k, "env_driver", driver);
-  const char *wv = jstr(info->hello, "worker_version");
+  const char *wv = jstr(hello, "worker_version");
   mk_cache_key_str(k, "env_worker_version", wv);
   mk_cache_key_str(k, "engine_version", MK_VERSION);
   mk_cache_key_int(k, "protocol", MK_WORKER_PROTOCOL);
+}
+
+static void add_job_env(const vjob *j, mk_cache_key *k, const cJSON *hello) {
+  if (j->type == VJ_CAPTURE) {
+    /* The capture key is fixed by docs/runtime.md; only torch matters. */
+    mk_cache_key_str(k, "torch", jstr(hello, "torch"));
+  } else {
+    add_env(k, hello);
+  }
+}
+
+/* Pool identity of the job's kind as text (caller frees), or NULL. */
+static char *identity_of(const mk_verify *v, mk_worker_kind kind) {
+  mk_buf b;
+  mk_buf_init(&b, 1 << 16);
+  if (kind == MK_WORKER_ANY || mk_worker_pool_identity(v->pool, kind, &b)) {
+    mk_buf_free(&b);
+    return NULL;
+  }
+  return mk_buf_steal(&b, NULL);
+}
+
+/* Before any worker of the job's kind has started: answers the job from
+ * the cache with the handshake remembered from an earlier run, when it
+ * still holds (env_memo.h). True when the job was answered. */
+static bool answer_from_memo(vjob *j) {
+  mk_verify *v = j->v;
+  if (!j->lookup) return false;
+  char *identity = identity_of(v, j->kind);
+  cJSON *hello = identity ? mk_env_memo_load(v->cache, identity, j->kind == MK_WORKER_GPU) : NULL;
+  free(identity);
+  if (hello == NULL) return false;
+  mk_cache_key k = j->key; /* a copy: on a miss the real handshake finishes j->key */
+  add_job_env(j, &k, hello);
+  cJSON_Delete(hello);
+  char hex[65], *hit = NULL;
+  if (mk_cache_key_final(&k, hex) != 0) return false;
+  v->stats.lookups++;
+  if (mk_cache_get(v->cache, hex, &hit, NULL, NULL) != 0) return false;
+  v->stats.hits++;
+  v->stats.memo_hits++;
+  memcpy(j->keyhex, hex, sizeof j->keyhex);
+  j->hit_json = hit;
+  make_ready(j);
+  return true;
+}
+
+/* After a real handshake: remembers it for later runs, once per kind. */
+static void remember_env(mk_verify *v, mk_worker_kind kind, const mk_worker_info *info) {
+  if (kind == MK_WORKER_ANY || v->memo_stored[kind] || info == NULL || info->hello == NULL) return;
+  v->memo_stored[kind] = true;
+  char *identity = identity_of(v, kind);
+  if (identity) mk_env_memo_store(v->cache, identity, kind == MK_WORKER_GPU, info->hello);
+  free(identity);
 }
 
 /* The environment of the job's kind is known (or unknowable): key, look up. */
@@ -386,12 +444,8 @@ static void after_env(vjob *j) {
     dispatch(j);
     return;
   }
-  if (j->type == VJ_CAPTURE) {
-    /* The capture key is fixed by docs/runtime.md; only torch matters. */
-    mk_cache_key_str(&j->key, "torch", info->torch);
-  } else {
-    add_env(&j->key, info);
-  }
+  remember_env(v, j->kind, info);
+  add_job_env(j, &j->key, info->hello);
   if (mk_cache_key_final(&j->key, j->keyhex) != 0) {
     j->keyed = false;
     dispatch(j);
@@ -438,6 +492,7 @@ static void start(vjob *j) {
     after_env(j);
     return;
   }
+  if (answer_from_memo(j)) return;
   /* Start the worker and learn its environment from a hello. */
   mk_worker_request req = {.method = "hello", .params = cJSON_CreateObject(), .kind = j->kind,
                            .timeout_s = 0, .done = on_env, .data = j};

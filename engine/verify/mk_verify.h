@@ -151,6 +151,7 @@ void mk_verify_parse_result(const cJSON *res, mk_verify_result *out);
 /* Counters: lookups, hits, stores, dispatched jobs. */
 typedef struct mk_verify_stats {
   uint64_t lookups, hits, stores, dispatched;
+  uint64_t memo_hits; /* hits answered with a remembered handshake: no worker started */
 } mk_verify_stats;
 void mk_verify_get_stats(const mk_verify *v, mk_verify_stats *out);
 

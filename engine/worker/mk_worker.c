@@ -1126,6 +1126,19 @@ const mk_worker_info *mk_worker_pool_info_of(const mk_worker_pool *p, mk_worker_
   return NULL;
 }
 
+int mk_worker_pool_identity(const mk_worker_pool *p, mk_worker_kind kind, struct mk_buf *out) {
+  if (p == NULL || out == NULL || kind == MK_WORKER_ANY) return MK_EINVAL;
+  for (int i = 0; i < p->nworkers; i++) {
+    if (!kind_fits(kind, &p->workers[i])) continue;
+    mk_buf_printf(out, "kind=%s\npython=%s\npythonpath=%s\nvisible=%s\n",
+                  kind == MK_WORKER_GPU ? "gpu" : "cpu", p->python ? p->python : "",
+                  p->pythonpath ? p->pythonpath : "", p->workers[i].visible);
+    for (int a = 0; p->argv && p->argv[a]; a++) mk_buf_printf(out, "argv=%s\n", p->argv[a]);
+    return out->err;
+  }
+  return MK_ENOENT;
+}
+
 int mk_worker_pool_stderr_tail(const mk_worker_pool *p, int index, int nlines, struct mk_buf *out) {
   if (index < 0 || index >= p->nworkers) return MK_EINVAL;
   return ring_tail(&p->workers[index], 0, nlines, MK_WORKER_STDERR_KEEP, out);

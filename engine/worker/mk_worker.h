@@ -142,6 +142,14 @@ const mk_worker_info *mk_worker_pool_info(const mk_worker_pool *p, int index);
 /* Handshake info of some worker of `kind` that has finished one, or NULL. */
 const mk_worker_info *mk_worker_pool_info_of(const mk_worker_pool *p, mk_worker_kind kind);
 
+/* How the first worker of `kind` (CPU or GPU, not ANY) is started: the
+ * interpreter, PYTHONPATH, a replacement command, CUDA_VISIBLE_DEVICES, as
+ * text appended to `out` (an mk_buf *). Pools with equal identities start
+ * the same worker, so a handshake remembered for one (engine/verify's
+ * env memo) may stand for the other's. MK_ENOENT: no worker of that kind. */
+struct mk_buf;
+int mk_worker_pool_identity(const mk_worker_pool *p, mk_worker_kind kind, struct mk_buf *out);
+
 /* Appends the last `nlines` lines of worker `index`'s stderr to `out`
  * (an mk_buf *). */
 struct mk_buf;

@@ -478,3 +478,58 @@ MK_TEST(ir, dtypes_and_shapes) {
   mk_value huge = {.rank = 4, .shape = {1LL << 40, 1LL << 40, 1, 1}};
   MK_CHECK_INT(mk_value_numel(&huge), ==, INT64_MAX);
 }
+
+static mk_graph *load_propose_graph(const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/fixtures/propose/%s", mk_test_repo_dir(), name);
+  char *text = NULL;
+  size_t len = 0;
+  if (mk_read_file(path, 1 << 24, &text, &len) != 0) return NULL;
+  mk_graph *g = NULL;
+  if (mk_graph_from_json(text, len, &g, NULL)) g = NULL;
+  free(text);
+  return g;
+}
+
+/* FLOPs of the modelled ops, worked out by hand from the fixture's shapes. */
+MK_TEST(ir, cost_of_matrix_work_and_minimum_bytes) {
+  mk_graph *g = load_propose_graph("cost_ops.json");
+  MK_REQUIRE(g != NULL && g->nnodes == 7);
+  /* LSTM, 2 layers, 21 rows (3 x 7): weights 20x6 + 20x5 + 20x5 + 20x5 = 420 */
+  MK_CHECK(mk_node_flops(g, &g->nodes[2]) == 2.0 * 21 * 420);
+  /* transposed conv: every input element meets C_out/groups x 3 x 3 = 18 weights */
+  MK_CHECK(mk_node_flops(g, &g->nodes[3]) == 2.0 * 200 * 18);
+  /* attention: q 2x8x4 against 9 keys, twice (QK^T and PV) */
+  MK_CHECK(mk_node_flops(g, &g->nodes[4]) == 4.0 * 64 * 9);
+  MK_CHECK(mk_node_flops(g, &g->nodes[5]) == 0); /* a view */
+  MK_CHECK(mk_node_flops(g, &g->nodes[0]) == 0); /* a factory */
+  MK_CHECK(mk_node_flops(g, &g->nodes[6]) == 2.0 * 128 * 4); /* bmm 2x8x4 @ 2x4x8 */
+  mk_graph_cost_t c;
+  MK_REQUIRE(mk_graph_cost(g, &c) == 0);
+  MK_CHECK(c.flops == 2.0 * 21 * 420 + 2.0 * 200 * 18 + 4.0 * 64 * 9 + 2.0 * 128 * 4);
+  /* reads: inputs 534 + LSTM 500 + conv 74 floats; writes: 105 + 484 + 128 */
+  MK_CHECK(c.bytes == 4.0 * (534 + 500 + 74 + 105 + 484 + 128));
+  mk_graph_free(g);
+
+  g = load_graph("conv_min_tanh.json"); /* conv2d 16->64, 3x3, 128x254x254 out */
+  MK_REQUIRE(g != NULL);
+  MK_CHECK(mk_node_flops(g, &g->nodes[0]) == 2.0 * 128 * 64 * 254 * 254 * 16 * 9);
+  mk_graph_free(g);
+  g = load_graph("matmul_scale_residual.json");
+  MK_REQUIRE(g != NULL && g->nodes[0].category == MK_OP_MATMUL);
+  const mk_value *w = &g->values[g->nodes[0].inputs[1]];
+  const mk_value *y = &g->values[g->nodes[0].outputs[0]];
+  MK_CHECK(mk_node_flops(g, &g->nodes[0]) == 2.0 * (double)mk_value_numel(y) * (double)w->shape[1]);
+  mk_graph_free(g);
+}
+
+MK_TEST(ir, roofline_fraction) {
+  mk_graph_cost_t c = {.flops = 1e12, .bytes = 1e9};
+  /* 1e12 FLOP at 1e14 FLOP/s = 10 ms; 1e9 B at 1e12 B/s = 1 ms: bound 10 ms */
+  double f = mk_roofline_fraction(&c, 1e14, 1e12, 20.0);
+  MK_CHECK(f > 0.4999 && f < 0.5001);
+  MK_CHECK(mk_roofline_fraction(&c, 1e14, 1e12, 0) == -1);
+  MK_CHECK(mk_roofline_fraction(&c, 0, 1e12, 5) == -1);
+  MK_CHECK(mk_roofline_fraction(NULL, 1e14, 1e12, 5) == -1);
+  MK_CHECK(mk_graph_cost(NULL, &c) == MK_EINVAL);
+}

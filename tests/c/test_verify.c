@@ -471,3 +471,76 @@ MK_TEST(verify, unavailable_worker_is_an_error_result) {
   unlink(file);
   env_stop(&e);
 }
+
+/* Closes the verifier and the pool but keeps the cache file (a later run). */
+static void env_stop_keep_cache(env *e) {
+  mk_verify_close(e->v);
+  int closed = 0;
+  mk_worker_pool_close(e->pool, on_closed, &closed);
+  MK_CHECK(run_until(&e->loop, &closed, 1, 15));
+  uv_run(&e->loop, UV_RUN_DEFAULT);
+  MK_CHECK_INT(uv_loop_close(&e->loop), ==, 0);
+  mk_cache_close(e->cache);
+}
+
+static int env_reopen(env *e, const char *dir) {
+  int rc = env_start(e, false);
+  snprintf(e->cache_path, sizeof e->cache_path, "%s/cache.sqlite", dir);
+  mk_errmsg err;
+  mk_verify_close(e->v);
+  if (mk_cache_open(e->cache_path, 0, &e->cache, &err)) return -1;
+  return rc ? rc : mk_verify_new(&e->loop, e->pool, e->cache, &e->v, &err);
+}
+
+/* A repeated check in a later run costs a lookup: the handshake remembered
+ * from the first run stands in while the files it names are unchanged; once
+ * one changes, a real worker starts again. */
+MK_TEST(verify, remembered_handshake_answers_without_a_worker) {
+  env e;
+  MK_REQUIRE(env_start(&e, true) == 0);
+  char stamp[400], dir[256];
+  snprintf(dir, sizeof dir, "%s", e.dir);
+  snprintf(stamp, sizeof stamp, "%s/torch_version.py", e.dir);
+  write_text(stamp, "__version__ = '0.0+fake'\n");
+  setenv("FAKE_ENV_FILE", stamp, 1);
+  mk_graph *g = load_graph(&e);
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  MK_REQUIRE(mk_decompose_initial(g, &p, NULL) == 0);
+  vout first = {0}, again = {0}, after_change = {0};
+  sub(&e, g, &p.subkernels[0], "def run(x): return x  # memo", 1e-4, false, &first);
+  MK_CHECK(run_until(&e.loop, &first.calls, 1, 20));
+  MK_CHECK(!first.cached);
+  env_stop_keep_cache(&e);
+
+  MK_REQUIRE(env_reopen(&e, dir) == 0);
+  sub(&e, g, &p.subkernels[0], "def run(x): return x  # memo", 1e-4, false, &again);
+  MK_CHECK(run_until(&e.loop, &again.calls, 1, 20));
+  MK_CHECK(again.cached);
+  MK_CHECK_INT(again.status, ==, MK_VERIFY_OK);
+  mk_verify_stats st;
+  mk_verify_get_stats(e.v, &st);
+  MK_CHECK_INT(st.memo_hits, ==, 1);
+  mk_worker_stats ws;
+  mk_worker_pool_stats(e.pool, &ws);
+  MK_CHECK_INT(ws.spawns, ==, 0); /* no worker was started to answer it */
+  env_stop_keep_cache(&e);
+
+  sleep(1); /* a new mtime on file systems with coarse timestamps */
+  write_text(stamp, "__version__ = '0.1+fake'\n");
+  MK_REQUIRE(env_reopen(&e, dir) == 0);
+  sub(&e, g, &p.subkernels[0], "def run(x): return x  # memo", 1e-4, false, &after_change);
+  MK_CHECK(run_until(&e.loop, &after_change.calls, 1, 20));
+  mk_verify_get_stats(e.v, &st);
+  MK_CHECK_INT(st.memo_hits, ==, 0);
+  mk_worker_pool_stats(e.pool, &ws);
+  MK_CHECK_INT(ws.spawns, ==, 1); /* the remembered handshake went stale: a real one */
+  MK_CHECK(after_change.cached); /* the fake's versions did not change: the verdict stands */
+  unsetenv("FAKE_ENV_FILE");
+  cJSON_Delete(first.echo);
+  cJSON_Delete(again.echo);
+  cJSON_Delete(after_change.echo);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+  env_stop(&e);
+}

@@ -72,13 +72,30 @@ def _worker_version() -> str:
     return digest.hexdigest()[:16]
 
 
+def _env_files(*modules: Any) -> list[str]:
+    """Files whose change means a different environment: the interpreter, the given
+    modules' files (torch/version.py, triton/__init__.py: rewritten by every install)
+    and the worker's own sources. The engine records their stamps with this hello so
+    that a later run can trust it without starting a worker (docs/runtime.md)."""
+    files = [os.path.realpath(sys.executable)]
+    for m in modules:
+        f = getattr(m, "__file__", None)
+        if f:
+            files.append(os.path.realpath(f))
+    files += sorted(str(p.resolve()) for p in Path(__file__).parent.glob("*.py"))
+    return files
+
+
 def _hello(params: Params, progress: Progress) -> Result:
     import torch
+    import torch.version
 
+    triton_mod: Any = None
     try:
         import triton
 
         triton_version: str | None = triton.__version__
+        triton_mod = triton
     except Exception:  # triton missing or broken: report, do not fail the handshake
         triton_version = None
     cuda = torch.cuda.is_available()
@@ -94,6 +111,7 @@ def _hello(params: Params, progress: Progress) -> Result:
         "pid": os.getpid(),
         "worker_version": _worker_version(),
         "methods": protocol.method_names(),
+        "env_files": _env_files(torch.version, *([triton_mod] if triton_mod else [])),
     }
 
 

@@ -186,8 +186,44 @@ def device_limits(device: torch.device) -> dict[str, Any]:
         "name": props.name, "sm_count": props.multi_processor_count,
         "l2_bytes": int(getattr(props, "L2_cache_size", 0) or 0),
         "copy_bandwidth": (2 * n) / secs if secs > 0 else float("inf"),
+        "matmul_flops_fp32": _matmul_rate(dev, tf32=False),
+        "matmul_flops_tf32": _matmul_rate(dev, tf32=True),
     }
     return _limits[idx]
+
+
+def _matmul_rate(dev: torch.device, tf32: bool, n: int = 4096) -> float:
+    """FLOP/s of a square float32 matmul through cuBLAS, with or without TF32: the
+    device's ceiling for float32 matrix work (the fastest any kernel gets), measured
+    once per process. The caller's TF32 setting is restored."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        a = torch.rand(n, n, device=dev)
+        b = torch.rand(n, n, device=dev)
+        for _ in range(2):
+            a @ b
+        torch.cuda.synchronize(dev)
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        reps = 5
+        s.record()
+        for _ in range(reps):
+            a @ b
+        e.record()
+        torch.cuda.synchronize(dev)
+        secs = s.elapsed_time(e) / 1e3 / reps
+        del a, b
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+    return 2.0 * n * n * n / secs if secs > 0 else float("inf")
+
+
+def limits_summary(lim: dict[str, Any]) -> dict[str, float]:
+    """The ceilings a roofline estimate needs, as reported with every timing."""
+    return {"copy_bandwidth": lim["copy_bandwidth"],
+            "matmul_flops_fp32": lim["matmul_flops_fp32"],
+            "matmul_flops_tf32": lim["matmul_flops_tf32"]}
 
 
 def min_bytes(tensors: list[Any]) -> int:

@@ -571,7 +571,8 @@ def _timing_block(ref_fn: Callable[..., Any], cand_fn: Callable[..., Any] | None
     lo, hi = span
     lim = timing.device_limits(device)
     res: dict[str, Any] = {"available": True, "device": lim["name"],
-                           "protocol": "cuda-events, L2 flushed, all streams synchronised"}
+                           "protocol": "cuda-events, L2 flushed, all streams synchronised",
+                           "limits": timing.limits_summary(lim)}
     cached = _REF_TIMES.get(ref_key) if ref_key is not None else None
     if cached is not None:
         # The same reference on the same inputs was timed by an earlier job of
