@@ -407,7 +407,9 @@ static void share_with_twins(mk_search *s, bool announce) {
 }
 
 /* Copies prior variants of subkernel i; returns true when its reference
- * already has a verdict (no need to evaluate it again). */
+ * already has the verdict this search needs (verified, and timed when the
+ * evaluator times): then it is not evaluated again. A session's fresh
+ * states hold an untimed reference. */
 static bool adopt_prior(mk_search *s, int i) {
   if (s->cfg.prior == NULL || i >= s->cfg.nprior) return false;
   const mk_subkernel_state *p = &s->cfg.prior[i];
@@ -423,19 +425,26 @@ static bool adopt_prior(mk_search *s, int i) {
     v->report = mk_strdup(p->variants[k].report);
   }
   s->st[i].chosen = p->chosen < s->st[i].nvariants ? p->chosen : 0;
-  return s->st[i].nvariants > 0 && s->st[i].variants[0].result.status == MK_EVAL_OK;
+  const mk_variant *ref = s->st[i].nvariants > 0 ? &s->st[i].variants[0] : NULL;
+  return ref && ref->result.status == MK_EVAL_OK && (!s->ev.timed || ref->result.time_ms >= 0);
 }
 
 /* Subkernel i starts from its prior variants, or from the reference,
- * which is then evaluated (its time is what every candidate must beat). */
+ * which is then evaluated (its time is what every candidate must beat).
+ * A twin whose prior holds nothing but the reference shares its
+ * representative's state instead; one with variants of its own keeps them
+ * and is searched on its own. */
 static void adopt_prior_or_reference(mk_search *s, int i) {
-  if (adopt_prior(s, i) || s->st[i].nvariants > 0) {
-    if (s->rep) s->rep[i] = i; /* what it already has stays its own */
+  bool judged = adopt_prior(s, i);
+  mk_subkernel_state *st = &s->st[i];
+  if (s->rep && (st->nvariants > 1 || st->chosen > 0)) s->rep[i] = i;
+  if (is_twin(s, i)) {
+    state_free(st); /* share_with_twins fills it */
     return;
   }
-  if (is_twin(s, i)) return; /* shares its representative's reference (share_with_twins) */
-  if (add_reference(s, &s->part.subkernels[i], &s->st[i])) return;
-  if (s->st[i].variants[0].cand.source) submit_eval(s, &s->part.subkernels[i], i, &s->st[i], 0);
+  if (judged) return;
+  if (st->nvariants == 0 && add_reference(s, &s->part.subkernels[i], st)) return;
+  if (st->variants[0].cand.source) submit_eval(s, &s->part.subkernels[i], i, st, 0);
 }
 
 static int by_reference_time_desc(const void *a, const void *b, void *ctx) {

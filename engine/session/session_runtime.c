@@ -273,6 +273,12 @@ static int submit_failed(eval_req *req) {
   return MK_EINVAL;
 }
 
+/* Deep networks (ResNet-101: 315 subkernels) would pay a torch.compile per
+ * distinct subkernel before the search starts; above this many subkernels
+ * each is timed eager only, and torch.compile is measured for the whole
+ * program, where the comparison is made. */
+#define MK_SUBKERNEL_COMPILE_MAX 24
+
 static int evaluate(void *self, const mk_graph *g, const mk_subkernel *sk, const mk_candidate *c,
                     mk_eval_cb cb, void *data) {
   session_eval_ctx *ec = self;
@@ -282,6 +288,7 @@ static int evaluate(void *self, const mk_graph *g, const mk_subkernel *sk, const
   *req = (eval_req){cb, data, ec->m, 0};
   mk_verify_options o;
   options_for(ec->s, ec->m, &o);
+  o.skip_compile = ec->m->part.nsubkernels > MK_SUBKERNEL_COMPILE_MAX;
   mk_candidate_src src = {.source = c->source, .name = c->name, .origin = c->origin};
   mk_errmsg err = {{0}};
   /* The verifier always calls back from the loop, never from here: the id

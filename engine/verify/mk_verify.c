@@ -592,6 +592,11 @@ static void add_options(cJSON *params, mk_cache_key *k, const mk_verify_options 
   cJSON_AddStringToObject(params, "device", device);
   cJSON_AddBoolToObject(params, "timing", o->timing);
   if (o->batch > 0) cJSON_AddNumberToObject(params, "batch", o->batch);
+  if (o->skip_compile) {
+    /* only when set: the keys of every verdict made before the option stay valid */
+    cJSON_AddBoolToObject(params, "compile_reference", false);
+    mk_cache_key_int(k, "skip_compile", 1);
+  }
   mk_cache_key_int(k, "trials", o->trials);
   mk_cache_key_int(k, "seed", o->seed);
   mk_cache_key_double(k, "atol", o->atol);

@@ -46,6 +46,7 @@ typedef struct mk_verify_options {
   int batch;              /* reduced batch size, 0 for the problem's own */
   double timeout_s;       /* per job; 0: the pool's default */
   bool no_cache;          /* skip the lookup (the verdict is still stored) */
+  bool skip_compile;      /* time the reference eager only, not under torch.compile */
 } mk_verify_options;
 
 void mk_verify_options_init(mk_verify_options *o);

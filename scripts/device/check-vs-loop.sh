@@ -8,10 +8,12 @@ source "$(dirname "$0")/env.sh"
 STEMS=${STEMS:-"70_Gemm_Sigmoid_Scaling_ResidualAdd 95_Matmul_Add_Swish_Tanh_GELU_Hardtanh 65_Conv2d_AvgPool_Sigmoid_Sum"}
 : > "$OUT/check.jsonl"
 export MKEVOLVE_CACHE_DIR=/tmp/mkevolve-check-cache
+rm -rf "$MKEVOLVE_CACHE_DIR"
 for stem in $STEMS; do
   p="$KB/level2/$stem.py"; mn="/tmp/check-mn/$stem.py"
   mkdir -p /tmp/check-mn
-  [ -f "$mn" ] || "$MK" evolve "$p" -o "$mn" --budget 6 --depth 0 2>&1 | tail -8
+  # the evolve has a cache of its own: the first check below must be uncached
+  [ -f "$mn" ] || MKEVOLVE_CACHE_DIR=/tmp/mkevolve-evolve-cache "$MK" evolve "$p" -o "$mn" --budget 6 --depth 0 2>&1 | tail -8
   [ -f "$mn" ] || { echo "no ModelNew for $stem"; continue; }
   loop=$(python3 "$root/scripts/device/check_loop.py" "$p" 100)
   t0=$(date +%s.%N); "$MK" check "$mn" --against "$p" --json > /tmp/c1.json 2>/tmp/c1.err; t1=$(date +%s.%N)

@@ -520,3 +520,46 @@ MK_TEST(search, twins_share_the_representatives_variants) {
   free(source);
   mk_graph_free(g);
 }
+
+/* A session's fresh states carry an untimed reference: a timed search must
+ * time it, so a verified candidate slower than PyTorch is not chosen. */
+MK_TEST(search, untimed_prior_reference_is_timed) {
+  mk_graph *g = NULL;
+  MK_REQUIRE(mk_graph_from_json(GRAPH_JSON, strlen(GRAPH_JSON), &g, NULL) == 0);
+  mk_partition p = {0};
+  MK_REQUIRE(mk_decompose_initial(g, &p, NULL) == 0);
+  mk_subkernel_state *prior = calloc((size_t)p.nsubkernels, sizeof *prior);
+  MK_REQUIRE(prior != NULL);
+  for (int i = 0; i < p.nsubkernels; i++) {
+    prior[i].variants = calloc(1, sizeof *prior[i].variants);
+    prior[i].nvariants = prior[i].cap = 1;
+    MK_REQUIRE(mk_reference_candidate(g, &p.subkernels[i], &prior[i].variants[0].cand, NULL) == 0);
+    prior[i].variants[0].result = (mk_eval_result){.status = MK_EVAL_OK, .time_ms = -1};
+  }
+  const char *names[] = {"ok_3.0"};
+  fake_prop fp = {.names = names, .nnames = 1};
+  count_eval ce = {.fe = {.ref_ms = 1.0, .timed = true}};
+  mk_search_config cfg;
+  config(&cfg);
+  cfg.prior = prior;
+  cfg.nprior = p.nsubkernels;
+  outcome o = {0};
+  mk_proposer prop = {.self = &fp, .name = "fake", .propose = fake_propose};
+  mk_evaluator ev = {.self = &ce, .evaluate = counting_evaluate,
+                     .evaluate_composition = fake_evaluate_composition, .timed = true};
+  MK_REQUIRE(mk_search_start(g, &p, SOURCE, &cfg, prop, ev, NULL, on_done, &o, NULL, NULL) == 0);
+  MK_REQUIRE(o.res != NULL);
+  MK_CHECK_INT(ce.references, ==, p.nsubkernels);
+  for (int i = 0; i < o.res->partition.nsubkernels; i++) {
+    MK_CHECK(o.res->states[i].variants[0].result.time_ms == 1.0);
+    MK_CHECK_INT(o.res->states[i].chosen, ==, 0); /* 3 ms candidate vs 1 ms PyTorch */
+  }
+  for (int i = 0; i < p.nsubkernels; i++) {
+    mk_candidate_free(&prior[i].variants[0].cand);
+    free(prior[i].variants);
+  }
+  free(prior);
+  mk_search_result_free(o.res);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}

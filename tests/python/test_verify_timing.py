@@ -127,3 +127,21 @@ def test_gpu_side_stream_work_is_detected():
 def test_gpu_device_limits():
     lim = timing.device_limits(torch.device("cuda"))
     assert lim["copy_bandwidth"] > 1e11 and lim["l2_bytes"] >= 0
+    # TF32 is at least as fast as plain float32, and the caller's setting survives
+    assert lim["matmul_flops_tf32"] >= 0.9 * lim["matmul_flops_fp32"] > 1e12
+    assert set(timing.limits_summary(lim)) == {"copy_bandwidth", "matmul_flops_fp32",
+                                               "matmul_flops_tf32"}
+
+
+@cuda
+def test_gpu_timing_block_eager_only_when_asked():
+    from mkworker.verify import _timing_block
+
+    dev = torch.device("cuda")
+    x = torch.randn(1024, 1024, device=dev)
+    res = _timing_block(torch.relu, torch.relu, [x], dev, Outcome(), None, (0, 1),
+                        ("eager-only-test",), compile_reference=False)
+    assert res["reference_compile"]["available"] is False
+    assert "eager timing only" in res["reference_compile"]["reason"]
+    assert res["reference_eager"]["median_ms"] > 0 and res["speedup_vs_compile"] is None
+    assert res["limits"]["copy_bandwidth"] > 1e11

@@ -109,6 +109,7 @@ class Settings:
     rtol: float = 1e-4
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     timing: bool = True
+    compile_reference: bool = True
     batch: int | None = None
 
     @staticmethod
@@ -124,6 +125,7 @@ class Settings:
             raise MethodError("bad_request", "`atol` and `rtol` must be finite and >= 0")
         s.device = _device(_get(params, "device", str, None))
         s.timing = bool(_get(params, "timing", bool, True))
+        s.compile_reference = bool(_get(params, "compile_reference", bool, True))
         s.batch = _get(params, "batch", int, batch_default)
         if s.batch is not None and s.batch < 1:
             raise MethodError("bad_request", "`batch` must be >= 1")
@@ -564,8 +566,10 @@ _REF_TIMES: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, Any]]] = {}
 def _timing_block(ref_fn: Callable[..., Any], cand_fn: Callable[..., Any] | None,
                   base: list[Any], device: torch.device, out: Outcome,
                   progress: Progress | None, span: tuple[float, float],
-                  ref_key: tuple[Any, ...] | None = None) -> dict[str, Any]:
-    """Times eager reference, compiled reference and (when given) the candidate."""
+                  ref_key: tuple[Any, ...] | None = None,
+                  compile_reference: bool = True) -> dict[str, Any]:
+    """Times eager reference, compiled reference (unless not asked for) and (when given)
+    the candidate."""
     if device.type != "cuda":
         return timing.unavailable()
     lo, hi = span
@@ -573,6 +577,8 @@ def _timing_block(ref_fn: Callable[..., Any], cand_fn: Callable[..., Any] | None
     res: dict[str, Any] = {"available": True, "device": lim["name"],
                            "protocol": "cuda-events, L2 flushed, all streams synchronised",
                            "limits": timing.limits_summary(lim)}
+    if ref_key is not None:
+        ref_key = (*ref_key, compile_reference)
     cached = _REF_TIMES.get(ref_key) if ref_key is not None else None
     if cached is not None:
         # The same reference on the same inputs was timed by an earlier job of
@@ -587,7 +593,10 @@ def _timing_block(ref_fn: Callable[..., Any], cand_fn: Callable[..., Any] | None
         if progress:
             progress("timing torch.compile reference", lo + (hi - lo) / 3)
         comp_in = [clone_exact(x) for x in base]
-        comp, why, compile_s = _compiled(ref_fn, comp_in, device)
+        if compile_reference:
+            comp, why, compile_s = _compiled(ref_fn, comp_in, device)
+        else:
+            comp, why, compile_s = None, "not measured: eager timing only was asked for", 0.0
         res["reference_compile"] = comp if comp is not None else {"available": False,
                                                                   "reason": why}
         if comp is not None:
@@ -872,7 +881,7 @@ def _finish(ref: Side, cand: Side, make: Callable[[int | None], Callable[[int], 
     else:
         base = make(settings.batch)(settings.seed + 1)
         tim = _timing_block(ref_call, cand_call, base, device, out, progress, (0.6, 0.9),
-                            ref_key)
+                            ref_key, settings.compile_reference)
         if out.status == "ok":
             reasons = _suspicion(tim["reference_eager"], tim["candidate"],
                                  tim.get("min_bytes", 0), device)
