@@ -6,7 +6,7 @@ import os
 import sys
 
 os.environ.setdefault("CUDA_LAUNCH_BLOCKING", "1")
-from mkworker import capture, verify  # noqa: E402
+from mkworker import capture, verify
 
 problem, cand, nodes, ins, outs = sys.argv[1:6]
 ids = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
