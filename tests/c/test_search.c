@@ -563,3 +563,47 @@ MK_TEST(search, untimed_prior_reference_is_timed) {
   mk_partition_free(&p);
   mk_graph_free(g);
 }
+
+static int slow_composition(void *self, const char *path, mk_eval_cb cb, void *data) {
+  fake_eval *fe = self;
+  fe->compositions++;
+  /* the composed program is correct but slower than eager; the plain subclass is not */
+  char *text = NULL;
+  MK_CHECK(mk_read_file(path, 1 << 22, &text, NULL) == 0);
+  bool plain = text && strstr(text, "    pass\n") != NULL;
+  free(text);
+  mk_eval_result r = {.status = MK_EVAL_OK, .time_ms = plain ? 1.0 : 1.5, .ref_eager_ms = 1.0};
+  cb(data, &r);
+  return 0;
+}
+
+/* Correct is not enough: a composition slower than eager gives way to the
+ * plain subclass (the user's Model), never worse than PyTorch. */
+MK_TEST(search, slower_composition_falls_back_to_the_model) {
+  mk_graph *g = NULL;
+  MK_REQUIRE(mk_graph_from_json(GRAPH_JSON, strlen(GRAPH_JSON), &g, NULL) == 0);
+  mk_partition p = {0};
+  MK_REQUIRE(mk_decompose_initial(g, &p, NULL) == 0);
+  const char *names[] = {"ok_0.5"};
+  fake_prop fp = {.names = names, .nnames = 1};
+  fake_eval fe = {.ref_ms = 1.0, .timed = true};
+  mk_search_config cfg;
+  config(&cfg);
+  outcome o = {0};
+  mk_proposer prop = {.self = &fp, .name = "fake", .propose = fake_propose};
+  mk_evaluator ev = {.self = &fe, .evaluate = fake_evaluate, .evaluate_composition = slow_composition,
+                     .timed = true};
+  MK_REQUIRE(mk_search_start(g, &p, SOURCE, &cfg, prop, ev, NULL, on_done, &o, NULL, NULL) == 0);
+  MK_REQUIRE(o.res != NULL);
+  MK_CHECK_INT(o.status, ==, 0);
+  MK_CHECK_INT(fe.compositions, ==, 2); /* the composition, then straight to the plain subclass */
+  MK_CHECK(o.res->final.time_ms == 1.0);
+  MK_CHECK(o.res->reverted > 0);
+  char *text = NULL;
+  MK_REQUIRE(mk_read_file(o.res->modelnew_path, 1 << 22, &text, NULL) == 0);
+  MK_CHECK(strstr(text, "class ModelNew(Model):\n    pass\n") != NULL);
+  free(text);
+  mk_search_result_free(o.res);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
