@@ -7,9 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static mk_graph *load_graph(const char *name) {
+/* A graph fixture from tests/fixtures/<dir>/<name>. */
+static mk_graph *load_fixture_graph(const char *dir, const char *name) {
   char path[1024];
-  snprintf(path, sizeof path, "%s/tests/fixtures/ir/%s", mk_test_repo_dir(), name);
+  snprintf(path, sizeof path, "%s/tests/fixtures/%s/%s", mk_test_repo_dir(), dir, name);
   char *text = NULL;
   size_t len = 0;
   if (mk_read_file(path, 1 << 24, &text, &len) != 0) return NULL;
@@ -19,6 +20,8 @@ static mk_graph *load_graph(const char *name) {
   free(text);
   return g;
 }
+
+static mk_graph *load_graph(const char *name) { return load_fixture_graph("ir", name); }
 
 static const char *const fixtures[] = {"conv_min_tanh.json", "gemm_groupnorm_hardtanh.json",
                                        "matmul_scale_residual.json", "bn_relu_sum.json",
@@ -414,18 +417,7 @@ MK_TEST(decompose, empty_graph) {
   mk_graph_free(g);
 }
 
-static mk_graph *load_propose_fixture(const char *name) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/tests/fixtures/propose/%s", mk_test_repo_dir(), name);
-  char *text = NULL;
-  size_t len = 0;
-  if (mk_read_file(path, 1 << 24, &text, &len) != 0) return NULL;
-  mk_graph *g = NULL;
-  mk_errmsg err = {{0}};
-  if (mk_graph_from_json(text, len, &g, &err)) fprintf(stderr, "    %s: %s\n", name, err.text);
-  free(text);
-  return g;
-}
+static mk_graph *load_propose_fixture(const char *name) { return load_fixture_graph("propose", name); }
 
 /* Blocks 1 and 2 of the fixture are the same computation on different
  * parameters: their subkernels pair up; block 3 (wider) pairs with nothing. */

@@ -127,7 +127,8 @@ static int env_start(env *e, bool with_cache) {
 
 static void on_closed(void *data) { (*(int *)data)++; }
 
-static void env_stop(env *e) {
+/* Closes the verifier and the pool but keeps the cache file (a later run). */
+static void env_stop_keep_cache(env *e) {
   mk_verify_close(e->v);
   int closed = 0;
   mk_worker_pool_close(e->pool, on_closed, &closed);
@@ -135,6 +136,10 @@ static void env_stop(env *e) {
   uv_run(&e->loop, UV_RUN_DEFAULT);
   MK_CHECK_INT(uv_loop_close(&e->loop), ==, 0);
   mk_cache_close(e->cache);
+}
+
+static void env_stop(env *e) {
+  env_stop_keep_cache(e);
   char p[400];
   const char *sfx[] = {"", "-wal", "-shm"};
   for (int i = 0; i < 3; i++) {
@@ -470,17 +475,6 @@ MK_TEST(verify, unavailable_worker_is_an_error_result) {
   MK_CHECK(strstr(a.message, "/nonexistent/python") != NULL);
   unlink(file);
   env_stop(&e);
-}
-
-/* Closes the verifier and the pool but keeps the cache file (a later run). */
-static void env_stop_keep_cache(env *e) {
-  mk_verify_close(e->v);
-  int closed = 0;
-  mk_worker_pool_close(e->pool, on_closed, &closed);
-  MK_CHECK(run_until(&e->loop, &closed, 1, 15));
-  uv_run(&e->loop, UV_RUN_DEFAULT);
-  MK_CHECK_INT(uv_loop_close(&e->loop), ==, 0);
-  mk_cache_close(e->cache);
 }
 
 static int env_reopen(env *e, const char *dir) {
