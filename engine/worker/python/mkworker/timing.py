@@ -20,6 +20,7 @@ and results say so plainly (`unavailable()`).
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -169,19 +170,8 @@ def device_limits(device: torch.device) -> dict[str, Any]:
     n = 256 << 20  # bytes per buffer
     a = torch.empty(n // 4, dtype=torch.float32, device=dev).fill_(1.0)
     b = torch.empty_like(a)
-    for _ in range(3):
-        b.copy_(a)
-    torch.cuda.synchronize(dev)
-    s = torch.cuda.Event(enable_timing=True)
-    e = torch.cuda.Event(enable_timing=True)
-    reps = 10
-    s.record()
-    for _ in range(reps):
-        b.copy_(a)
-    e.record()
-    torch.cuda.synchronize(dev)
-    secs = s.elapsed_time(e) / 1e3 / reps
-    del a, b
+    secs = _seconds_per_call(functools.partial(b.copy_, a), dev, warmup=3, reps=10)
+    del a, b  # free the buffers before the matmul measurements
     _limits[idx] = {
         "name": props.name, "sm_count": props.multi_processor_count,
         "l2_bytes": int(getattr(props, "L2_cache_size", 0) or 0),
@@ -190,6 +180,22 @@ def device_limits(device: torch.device) -> dict[str, Any]:
         "matmul_flops_tf32": _matmul_rate(dev, tf32=True),
     }
     return _limits[idx]
+
+
+def _seconds_per_call(fn: Callable[[], Any], dev: torch.device, warmup: int, reps: int) -> float:
+    """Mean seconds per call of `fn`, `reps` calls back to back between two CUDA events
+    (a ceiling measurement: no L2 flush, unlike time_cuda)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize(dev)
+    s = torch.cuda.Event(enable_timing=True)
+    e = torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(reps):
+        fn()
+    e.record()
+    torch.cuda.synchronize(dev)
+    return s.elapsed_time(e) / 1e3 / reps
 
 
 def _matmul_rate(dev: torch.device, tf32: bool, n: int = 4096) -> float:
@@ -201,18 +207,7 @@ def _matmul_rate(dev: torch.device, tf32: bool, n: int = 4096) -> float:
     try:
         a = torch.rand(n, n, device=dev)
         b = torch.rand(n, n, device=dev)
-        for _ in range(2):
-            a @ b
-        torch.cuda.synchronize(dev)
-        s = torch.cuda.Event(enable_timing=True)
-        e = torch.cuda.Event(enable_timing=True)
-        reps = 5
-        s.record()
-        for _ in range(reps):
-            a @ b
-        e.record()
-        torch.cuda.synchronize(dev)
-        secs = s.elapsed_time(e) / 1e3 / reps
+        secs = _seconds_per_call(functools.partial(torch.matmul, a, b), dev, warmup=2, reps=5)
         del a, b
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
