@@ -121,12 +121,12 @@ def _shutdown(params: Params, progress: Progress) -> Result:
 
 def load_methods() -> list[str]:
     """Registers the builtin methods and imports the method modules that
-    exist (mkworker.verify is optional). Returns import problems as text."""
+    exist (mkworker.verify and mkworker.kbcheck are optional). Returns import problems as text."""
     problems: list[str] = []
     for name, fn in (("hello", _hello), ("shutdown", _shutdown)):
         if protocol.lookup(name) is None:
             protocol.register(name, fn)
-    for module in ("mkworker.capture", "mkworker.verify"):
+    for module in ("mkworker.capture", "mkworker.verify", "mkworker.kbcheck"):
         if importlib.util.find_spec(module) is None:
             continue
         try:
