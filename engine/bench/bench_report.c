@@ -31,6 +31,48 @@ static void md_aggregate(mk_buf *b, const mk_bench_aggregate *a) {
   }
 }
 
+/* Per-problem cell of the cross-check column. */
+static const char *kb_cell(mk_bench_kb_status s) {
+  switch (s) {
+  case MK_BENCH_KB_AGREE: return "agrees";
+  case MK_BENCH_KB_DISAGREE: return "**disagrees**";
+  case MK_BENCH_KB_UNAVAILABLE: return "not importable";
+  case MK_BENCH_KB_ERROR: return "no verdict";
+  default: return "-";
+  }
+}
+
+/* The evaluator named by the first record that found one. */
+static const char *kb_evaluator(const mk_bench_results *r) {
+  for (int i = 0; i < r->nrecords; i++)
+    if (r->records[i].kb.evaluator) return r->records[i].kb.evaluator;
+  return NULL;
+}
+
+static void md_kbcheck(mk_buf *b, const mk_bench_results *r, const mk_bench_aggregate *a) {
+  const char *ev = kb_evaluator(r);
+  mk_buf_printf(b, "\n## Cross-check with KernelBench's evaluation\n\n%d problems checked%s%s%s: "
+                   "%d agree, %d disagree, %d not checked (KernelBench not importable), "
+                   "%d without a verdict.\n",
+                a->kb_checked, ev ? " by `" : "", ev ? ev : "", ev ? "`" : "",
+                a->kb_count[MK_BENCH_KB_AGREE], a->kb_count[MK_BENCH_KB_DISAGREE],
+                a->kb_count[MK_BENCH_KB_UNAVAILABLE], a->kb_count[MK_BENCH_KB_ERROR]);
+  bool listed = false;
+  const char *last_reason = NULL;
+  for (int i = 0; i < r->nrecords; i++) {
+    const mk_bench_kbcheck *k = &r->records[i].kb;
+    if (k->status == MK_BENCH_KB_NOT_RUN || k->status == MK_BENCH_KB_AGREE) continue;
+    if (!listed) mk_buf_putc(b, '\n');
+    listed = true;
+    /* "not importable" repeats one reason for every problem: say it once */
+    bool same = k->status == MK_BENCH_KB_UNAVAILABLE && last_reason && k->reason &&
+                strcmp(last_reason, k->reason) == 0;
+    mk_buf_printf(b, "- %s: %s%s%s\n", r->records[i].id, kb_cell(k->status), same ? "" : " — ",
+                  same ? " (same reason)" : or_dash(k->reason));
+    if (k->status == MK_BENCH_KB_UNAVAILABLE) last_reason = k->reason;
+  }
+}
+
 int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
   mk_buf_printf(b, "# MKEvolve bench — %s, proposer %s\n\n", or_dash(r->device), or_dash(r->proposer));
   if (r->command) mk_buf_printf(b, "Command: `%s`  \n", r->command);
@@ -53,10 +95,14 @@ int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
   }
   if (a.tokens_in + a.tokens_out > 0)
     mk_buf_printf(b, "\nTokens: %ld in, %ld out; cost $%.2f.\n", a.tokens_in, a.tokens_out, a.cost_usd);
-  mk_buf_printf(b, "\nWall time: %.0f s.\n\n## Per problem\n\n", a.wall_s);
-  mk_buf_puts(b, "| problem | correct | eager ms | compile ms | ours ms | vs eager | vs compile | "
-                 "% of limit | subkernels (replaced) | wall s | note |\n"
-                 "|---|---|---|---|---|---|---|---|---|---|---|\n");
+  mk_buf_printf(b, "\nWall time: %.0f s.\n", a.wall_s);
+  bool kb = a.kb_checked > 0;
+  if (kb) md_kbcheck(b, r, &a);
+  mk_buf_puts(b, "\n## Per problem\n\n");
+  mk_buf_printf(b, "| problem | correct | eager ms | compile ms | ours ms | vs eager | vs compile | "
+                   "%% of limit | subkernels (replaced) | wall s | note |%s\n"
+                   "|---|---|---|---|---|---|---|---|---|---|---|%s\n",
+                kb ? " KernelBench |" : "", kb ? "---|" : "");
   for (int i = 0; i < r->nrecords; i++) {
     const mk_bench_record *rec = &r->records[i];
     int replaced = 0;
@@ -70,8 +116,10 @@ int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
     md_x(b, mk_bench_speedup(rec->compile_ms, rec->ours_ms));
     if (rec->gpu_fraction >= 0) mk_buf_printf(b, " %.1f%% |", 100 * rec->gpu_fraction);
     else mk_buf_puts(b, " - |");
-    mk_buf_printf(b, " %d (%d) | %.1f | %s |\n", rec->nsubkernels, replaced, rec->wall_s,
+    mk_buf_printf(b, " %d (%d) | %.1f | %s |", rec->nsubkernels, replaced, rec->wall_s,
                   rec->error ? rec->error : "");
+    if (kb) mk_buf_printf(b, " %s |", kb_cell(rec->kb.status));
+    mk_buf_putc(b, '\n');
   }
   return b->err;
 }
@@ -199,10 +247,10 @@ static void svg_subkernels(mk_buf *b, const mk_bench_results *r) {
   mk_buf_puts(b, "</svg>");
 }
 
-static void html_table(mk_buf *b, const mk_bench_results *r) {
-  mk_buf_puts(b, "<table><tr><th>problem</th><th>correct</th><th>eager ms</th><th>compile ms</th>"
-                 "<th>ours ms</th><th>vs eager</th><th>vs compile</th><th>% of limit</th><th>subkernels</th>"
-                 "<th>wall s</th></tr>");
+static void html_table(mk_buf *b, const mk_bench_results *r, bool kb) {
+  mk_buf_printf(b, "<table><tr><th>problem</th><th>correct</th><th>eager ms</th><th>compile ms</th>"
+                   "<th>ours ms</th><th>vs eager</th><th>vs compile</th><th>%% of limit</th><th>subkernels</th>"
+                   "<th>wall s</th>%s</tr>", kb ? "<th>KernelBench</th>" : "");
   for (int i = 0; i < r->nrecords; i++) {
     const mk_bench_record *rec = &r->records[i];
     mk_buf_puts(b, "<tr><td>");
@@ -220,10 +268,18 @@ static void html_table(mk_buf *b, const mk_bench_results *r) {
     }
     if (rec->gpu_fraction >= 0) mk_buf_printf(b, "<td>%.1f%%</td>", 100 * rec->gpu_fraction);
     else mk_buf_puts(b, "<td>-</td>");
-    mk_buf_printf(b, "<td>%d</td><td>%.1f</td></tr>", rec->nsubkernels, rec->wall_s);
-    if (rec->error) {
-      mk_buf_puts(b, "<tr><td colspan=10 class=bad>");
-      html_text(b, rec->error);
+    mk_buf_printf(b, "<td>%d</td><td>%.1f</td>", rec->nsubkernels, rec->wall_s);
+    if (kb) {
+      const char *cell = kb_cell(rec->kb.status);
+      bool bad = rec->kb.status == MK_BENCH_KB_DISAGREE;
+      mk_buf_printf(b, "<td%s>%s</td>", bad ? " class=bad" : "", bad ? "disagrees" : cell);
+    }
+    mk_buf_puts(b, "</tr>");
+    const char *notes[2] = {rec->error, rec->kb.status == MK_BENCH_KB_DISAGREE ? rec->kb.reason : NULL};
+    for (int k = 0; k < 2; k++) {
+      if (notes[k] == NULL) continue;
+      mk_buf_printf(b, "<tr><td colspan=%d class=bad>%s", kb ? 11 : 10, k ? "KernelBench: " : "");
+      html_text(b, notes[k]);
       mk_buf_puts(b, "</td></tr>");
     }
   }
@@ -253,13 +309,28 @@ int mk_bench_write_html(const mk_bench_results *r, mk_buf *b) {
   card(b, "geomean vs eager", "%.2fx", a.geomean_vs_eager);
   card(b, "geomean vs torch.compile", "%.2fx", a.geomean_vs_compile);
   if (a.tokens_in + a.tokens_out > 0) card(b, "tokens", "%.0f", (double)(a.tokens_in + a.tokens_out));
-  mk_buf_puts(b, "</div><h2>Speedup vs eager: distribution</h2>");
+  if (a.kb_checked > 0) {
+    mk_buf_printf(b, "<div class=card><b%s>%d/%d</b>KernelBench agrees</div>",
+                  a.kb_count[MK_BENCH_KB_DISAGREE] ? " class=bad" : "", a.kb_count[MK_BENCH_KB_AGREE],
+                  a.kb_checked);
+  }
+  mk_buf_puts(b, "</div>");
+  if (a.kb_count[MK_BENCH_KB_UNAVAILABLE] > 0) {
+    const char *why = NULL;
+    for (int i = 0; i < r->nrecords && !why; i++)
+      if (r->records[i].kb.status == MK_BENCH_KB_UNAVAILABLE) why = r->records[i].kb.reason;
+    mk_buf_printf(b, "<p class=bad>KernelBench cross-check: %d problems not checked: ",
+                  a.kb_count[MK_BENCH_KB_UNAVAILABLE]);
+    html_text(b, or_dash(why));
+    mk_buf_puts(b, "</p>");
+  }
+  mk_buf_puts(b, "<h2>Speedup vs eager: distribution</h2>");
   svg_histogram(b, r);
   mk_buf_puts(b, "<h2>Speedup per problem (log scale)</h2>");
   svg_bars(b, r);
   mk_buf_puts(b, "<h2>Time per subkernel (chosen variants)</h2>");
   svg_subkernels(b, r);
   mk_buf_puts(b, "<h2>Problems</h2>");
-  html_table(b, r);
+  html_table(b, r, a.kb_checked > 0);
   return mk_buf_puts(b, "</body></html>\n");
 }

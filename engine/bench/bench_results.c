@@ -41,6 +41,8 @@ void mk_bench_aggregate_of(const mk_bench_results *r, int level, mk_bench_aggreg
     const mk_bench_record *rec = &r->records[i];
     if (level && rec->level != level) continue;
     out->problems++;
+    if (rec->kb.status != MK_BENCH_KB_NOT_RUN) out->kb_checked++;
+    if ((unsigned)rec->kb.status < 5) out->kb_count[rec->kb.status]++;
     out->tokens_in += rec->tokens_in;
     out->tokens_out += rec->tokens_out;
     out->cost_usd += rec->cost_usd;
@@ -83,6 +85,8 @@ cJSON *mk_bench_record_to_json(const mk_bench_record *rec) {
   cJSON_AddNumberToObject(o, "cost_usd", rec->cost_usd);
   cJSON_AddNumberToObject(o, "wall_s", rec->wall_s);
   add_ms(o, "gpu_fraction", rec->gpu_fraction);
+  add_str(o, "modelnew", rec->modelnew);
+  cJSON_AddItemToObject(o, "kernelbench_check", mk_bench_kbcheck_to_json(&rec->kb));
   cJSON *sks = cJSON_AddArrayToObject(o, "subkernels");
   for (int i = 0; i < rec->nsubkernels; i++) {
     const mk_bench_subkernel *s = &rec->subkernels[i];
@@ -124,6 +128,8 @@ int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg
   out->cost_usd = get_num(json, "cost_usd", 0);
   out->wall_s = get_num(json, "wall_s", 0);
   out->gpu_fraction = get_num(json, "gpu_fraction", -1);
+  out->modelnew = get_str(json, "modelnew");
+  mk_bench_kbcheck_from_json(cJSON_GetObjectItemCaseSensitive(json, "kernelbench_check"), &out->kb);
   const cJSON *sks = cJSON_GetObjectItemCaseSensitive(json, "subkernels");
   int n = cJSON_IsArray(sks) ? cJSON_GetArraySize(sks) : 0;
   if (n > 0) {
@@ -152,6 +158,8 @@ void mk_bench_record_free(mk_bench_record *rec) {
     free(rec->subkernels[i].origin);
   }
   free(rec->subkernels);
+  free(rec->modelnew);
+  mk_bench_kbcheck_free(&rec->kb);
   memset(rec, 0, sizeof *rec);
 }
 
@@ -197,6 +205,10 @@ static cJSON *aggregate_json(const mk_bench_aggregate *a) {
   cJSON_AddNumberToObject(o, "tokens_out", (double)a->tokens_out);
   cJSON_AddNumberToObject(o, "cost_usd", a->cost_usd);
   cJSON_AddNumberToObject(o, "wall_s", a->wall_s);
+  cJSON *kb = cJSON_AddObjectToObject(o, "kernelbench_check");
+  cJSON_AddNumberToObject(kb, "checked", a->kb_checked);
+  for (int k = MK_BENCH_KB_AGREE; k <= MK_BENCH_KB_ERROR; k++)
+    cJSON_AddNumberToObject(kb, mk_bench_kb_status_name((mk_bench_kb_status)k), a->kb_count[k]);
   return o;
 }
 

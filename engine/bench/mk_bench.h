@@ -26,6 +26,25 @@ typedef struct mk_bench_subkernel {
   double ours_ms;   /* chosen variant's time, < 0 unknown */
 } mk_bench_subkernel;
 
+/* The cross-check of a record's ModelNew with KernelBench's own evaluation
+ * code (bench --kb-crosscheck; docs/bench.md, "Cross-check"). */
+typedef enum mk_bench_kb_status {
+  MK_BENCH_KB_NOT_RUN = 0,  /* not asked for, or no ModelNew to check */
+  MK_BENCH_KB_AGREE,        /* same verdict (and speedup within the tolerance, when both timed) */
+  MK_BENCH_KB_DISAGREE,     /* different verdict, or speedups further apart than the tolerance */
+  MK_BENCH_KB_UNAVAILABLE,  /* KernelBench's evaluation code is not importable */
+  MK_BENCH_KB_ERROR,        /* it ran but gave no verdict (raised, crashed, timed out) */
+} mk_bench_kb_status;
+
+typedef struct mk_bench_kbcheck {
+  mk_bench_kb_status status;
+  char *reason;      /* what disagrees, why unavailable, or the error; NULL when agreeing */
+  char *evaluator;   /* "kernelbench.eval.eval_kernel_against_ref", or NULL */
+  int compiled;      /* KernelBench's verdicts: 1, 0, or -1 unknown */
+  int correct;
+  double speedup;    /* KernelBench's reference time over ModelNew's, < 0 unknown */
+} mk_bench_kbcheck;
+
 typedef struct mk_bench_record {
   char *id;          /* "level2/40_Matmul_Scaling_ResidualAdd" */
   char *path;
@@ -38,6 +57,8 @@ typedef struct mk_bench_record {
   double wall_s;
   double gpu_fraction; /* achieved fraction of the device's roofline, < 0 unknown */
   mk_bench_subkernel *subkernels; int nsubkernels;
+  char *modelnew;      /* the emitted ModelNew, relative to the output folder, or NULL */
+  mk_bench_kbcheck kb; /* cross-check with KernelBench's evaluation */
 } mk_bench_record;
 
 typedef struct mk_bench_results {
@@ -57,6 +78,8 @@ typedef struct mk_bench_aggregate {
   double geomean_vs_eager, geomean_vs_compile; /* over correct, timed problems */
   long tokens_in, tokens_out;
   double cost_usd, wall_s;
+  int kb_checked;              /* records with a cross-check status other than NOT_RUN */
+  int kb_count[5];             /* per mk_bench_kb_status */
 } mk_bench_aggregate;
 
 /* speedup helpers: < 0 when either time is unknown */
@@ -64,6 +87,20 @@ double mk_bench_speedup(double base_ms, double ours_ms);
 
 /* Aggregates records; level 0 means all levels. */
 void mk_bench_aggregate_of(const mk_bench_results *r, int level, mk_bench_aggregate *out);
+
+/* Judges KernelBench's answer (the worker's kernelbench_check result, or
+ * NULL with `error` when the worker could not answer) against the record:
+ * correctness must match; when both sides timed, speedups (ours vs eager,
+ * KernelBench's reference time over ModelNew's) must lie within a factor of
+ * 1 + speed_tolerance. Fills `out` (caller frees with mk_bench_kbcheck_free). */
+void mk_bench_kbcheck_judge(const cJSON *result, const char *error, const mk_bench_record *rec,
+                            double speed_tolerance, mk_bench_kbcheck *out);
+void mk_bench_kbcheck_free(mk_bench_kbcheck *kb);
+/* "agree", "disagree", "unavailable", "error", or "not run". */
+const char *mk_bench_kb_status_name(mk_bench_kb_status s);
+/* The record's "kernelbench_check" value (cJSON null when not run) and back. */
+cJSON *mk_bench_kbcheck_to_json(const mk_bench_kbcheck *kb);
+void mk_bench_kbcheck_from_json(const cJSON *json, mk_bench_kbcheck *out);
 
 /* Records <-> JSON. record_from_json copies what it needs (json stays the caller's). */
 cJSON *mk_bench_record_to_json(const mk_bench_record *rec);

@@ -3,11 +3,19 @@
  * write results.json, summary.md and report.html (engine/bench).
  *
  *   mkevolve bench PATHS... [-o DIR] [--levels 1,2,3] [--limit N] [--gpus N]
- *                  [--fresh] plus every session option of `evolve`
+ *                  [--fresh] [--kb-crosscheck] [--kb-root DIR] [--kb-trials N]
+ *                  [--kb-tolerance F] plus every session option of `evolve`
  *
  * Each problem's record is written to DIR/problems/<level>_<name>.json as
- * soon as it finishes; a later run with the same DIR skips those (unless
- * --fresh), so an interrupted sweep resumes where it stopped. */
+ * soon as it finishes, its ModelNew to DIR/modelnew/<level>_<name>.py; a
+ * later run with the same DIR skips those (unless --fresh), so an
+ * interrupted sweep resumes where it stopped.
+ *
+ * --kb-crosscheck evaluates every emitted ModelNew again with KernelBench's
+ * own eval_kernel_against_ref (a checkout named by --kb-root, or an
+ * installed kernelbench package) and records whether it agrees; a resumed
+ * sweep checks the cached records that have no verdict yet, without
+ * evolving them again (docs/bench.md, "Cross-check"). */
 #include "cli_common.h"
 #include "mk_bench.h"
 #include "mk_buf.h"
@@ -37,6 +45,9 @@ typedef struct bench_cli {
   int next, running, done, parallel;
   const char *outdir;
   bool fresh, tty;
+  bool kb;                      /* --kb-crosscheck */
+  mk_session_kbcheck_opts kbopts;
+  double kb_tolerance;          /* speedups may differ by this fraction */
   mk_bench_results results;
   double t0;
   double *started; /* per problem start time */
@@ -128,21 +139,28 @@ static char *record_path(const bench_cli *b, const problem *p) {
   return mk_buf_steal(&path, NULL);
 }
 
-/* Loads a finished record (resume); returns true if one was found. */
-static bool load_record(bench_cli *b, const problem *p) {
+/* Loads a finished record (resume) into *rec; returns true if one was found. */
+static bool load_record(bench_cli *b, const problem *p, mk_bench_record *rec) {
   char *path = record_path(b, p);
   char *text = NULL;
   size_t n = 0;
   bool ok = false;
   if (path && mk_read_file(path, 16 << 20, &text, &n) == 0) {
     cJSON *j = cJSON_Parse(text);
-    mk_bench_record rec;
-    if (j && mk_bench_record_from_json(j, &rec, NULL) == 0) ok = mk_bench_results_add(&b->results, &rec) == 0;
+    ok = j && mk_bench_record_from_json(j, rec, NULL) == 0;
+    if (!ok) mk_bench_record_free(rec);
     cJSON_Delete(j);
   }
   free(text);
   free(path);
   return ok;
+}
+
+/* A cached record still wants a cross-check when none gave a verdict yet. */
+static bool wants_crosscheck(const bench_cli *b, const mk_bench_record *rec) {
+  return b->kb && rec->modelnew &&
+         (rec->kb.status == MK_BENCH_KB_NOT_RUN || rec->kb.status == MK_BENCH_KB_UNAVAILABLE ||
+          rec->kb.status == MK_BENCH_KB_ERROR);
 }
 
 static void save_record(bench_cli *b, const problem *p, const mk_bench_record *rec) {
@@ -153,6 +171,26 @@ static void save_record(bench_cli *b, const problem *p, const mk_bench_record *r
   free(text);
   cJSON_Delete(j);
   free(path);
+}
+
+/* Copies the emitted ModelNew into DIR/modelnew/ (the session's own copy is
+ * beside the problem and is rewritten by the next run); returns the path
+ * relative to DIR, or NULL. */
+static char *keep_modelnew(const bench_cli *b, const problem *p, const char *from) {
+  char *text = NULL;
+  size_t n = 0;
+  if (from == NULL || mk_read_file(from, 64 << 20, &text, &n) != 0) return NULL;
+  mk_buf rel, abs;
+  mk_buf_init(&rel, 8192);
+  mk_buf_init(&abs, 8192);
+  mk_buf_printf(&rel, "modelnew/%s.py", p->slug);
+  mk_buf_printf(&abs, "%s/%s", b->outdir, mk_buf_cstr(&rel));
+  char *kept = NULL;
+  if (!rel.err && !abs.err && mk_write_file(mk_buf_cstr(&abs), text, n) == 0) kept = mk_buf_steal(&rel, NULL);
+  mk_buf_free(&rel);
+  mk_buf_free(&abs);
+  free(text);
+  return kept;
 }
 
 static void fill_record(mk_bench_record *rec, const problem *p, int status,
@@ -194,21 +232,62 @@ static void show_progress(bench_cli *b, const problem *p, int status) {
 typedef struct job {
   bench_cli *b;
   int index;
+  int status;
+  mk_bench_record rec; /* filled once evolved (or loaded), until it is added */
 } job;
+
+/* Saves and adds the finished record, then starts the next problem. */
+static void complete(job *j) {
+  bench_cli *b = j->b;
+  const problem *p = &b->probs[j->index];
+  save_record(b, p, &j->rec);
+  b->running--;
+  b->done++;
+  show_progress(b, p, j->status);
+  const mk_bench_kbcheck *kb = &j->rec.kb;
+  if (kb->status != MK_BENCH_KB_NOT_RUN)
+    fprintf(stderr, "      KernelBench cross-check: %s%s%s\n", mk_bench_kb_status_name(kb->status),
+            kb->reason ? ": " : "", kb->reason ? kb->reason : "");
+  mk_bench_results_add(&b->results, &j->rec);
+  free(j);
+  start_next(b);
+}
+
+static void on_kbcheck(void *data, int status, const cJSON *result, const char *error) {
+  job *j = data;
+  (void)status;
+  mk_bench_kbcheck_free(&j->rec.kb);
+  mk_bench_kbcheck_judge(result, error, &j->rec, j->b->kb_tolerance, &j->rec.kb);
+  complete(j);
+}
+
+/* Runs the KernelBench cross-check of j's record when asked for and there is
+ * a ModelNew to check; completes the job either way. */
+static void crosscheck_or_complete(job *j) {
+  bench_cli *b = j->b;
+  if (!b->kb || j->rec.modelnew == NULL) {
+    complete(j);
+    return;
+  }
+  mk_buf path;
+  mk_buf_init(&path, 8192);
+  mk_buf_printf(&path, "%s/%s", b->outdir, j->rec.modelnew);
+  mk_errmsg err = {{0}};
+  int rc = path.err ? path.err
+                    : mk_session_kernelbench_check(b->session, b->probs[j->index].path, mk_buf_cstr(&path),
+                                                   &b->kbopts, on_kbcheck, j, &err);
+  mk_buf_free(&path);
+  if (rc) on_kbcheck(j, rc, NULL, err.text[0] ? err.text : mk_strerror(rc));
+}
 
 static void finish_problem(job *j, int status, const mk_session_module *m, const char *error) {
   bench_cli *b = j->b;
   const problem *p = &b->probs[j->index];
-  mk_bench_record rec;
-  fill_record(&rec, p, status, m, error, now_s() - b->started[j->index]);
-  save_record(b, p, &rec);
-  mk_bench_results_add(&b->results, &rec);
+  j->status = status;
+  fill_record(&j->rec, p, status, m, error, now_s() - b->started[j->index]);
+  if (m) j->rec.modelnew = keep_modelnew(b, p, m->modelnew_path);
   mk_session_forget(b->session, p->path);
-  b->running--;
-  b->done++;
-  show_progress(b, p, status);
-  free(j);
-  start_next(b);
+  crosscheck_or_complete(j);
 }
 
 static void on_evolved(void *data, int status, const mk_session_module *m, const char *error) {
@@ -234,15 +313,25 @@ static void start_next(bench_cli *b) {
   }
   while (b->running < b->parallel && b->next < b->nprobs) {
     int i = b->next++;
-    if (!b->fresh && load_record(b, &b->probs[i])) {
+    mk_bench_record cached;
+    if (!b->fresh && load_record(b, &b->probs[i], &cached)) {
+      if (wants_crosscheck(b, &cached)) {
+        job *j = calloc(1, sizeof *j);
+        if (j == NULL) return;
+        *j = (job){.b = b, .index = i, .status = cached.correct ? 0 : MK_EINVAL, .rec = cached};
+        b->running++;
+        crosscheck_or_complete(j);
+        continue;
+      }
+      mk_bench_results_add(&b->results, &cached);
       b->done++;
       fprintf(stderr, "[%d/%d] %-55.55s cached\n", b->done, b->nprobs, b->probs[i].id);
       if (b->running == 0 && b->next >= b->nprobs) uv_stop(b->loop);
       continue;
     }
-    job *j = malloc(sizeof *j);
+    job *j = calloc(1, sizeof *j);
     if (j == NULL) return;
-    *j = (job){b, i};
+    *j = (job){.b = b, .index = i};
     b->running++;
     b->started[i] = now_s();
     mk_errmsg err = {{0}};
@@ -353,7 +442,8 @@ static void free_problems(bench_cli *b) {
 int mk_cli_bench(int argc, char **argv) {
   mk_session_config cfg;
   mk_session_config_defaults(&cfg);
-  bench_cli b = {.outdir = "bench-out", .parallel = 1, .tty = isatty(2)};
+  bench_cli b = {.outdir = "bench-out", .parallel = 1, .tty = isatty(2), .kb_tolerance = 0.25,
+                 .kbopts = {.measure = true}};
   unsigned levels = 0;
   int limit = 0;
   bool report_only = false;
@@ -373,6 +463,10 @@ int mk_cli_bench(int argc, char **argv) {
     else if (strcmp(a, "--limit") == 0 && v) limit = atoi(argv[++i]);
     else if (strcmp(a, "--gpus") == 0 && v) b.parallel = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
     else if (strcmp(a, "--fresh") == 0) b.fresh = true;
+    else if (strcmp(a, "--kb-crosscheck") == 0) b.kb = true;
+    else if (strcmp(a, "--kb-root") == 0 && v) b.kb = true, b.kbopts.root = argv[++i];
+    else if (strcmp(a, "--kb-trials") == 0 && v) b.kbopts.trials = atoi(argv[++i]);
+    else if (strcmp(a, "--kb-tolerance") == 0 && v) b.kb_tolerance = atof(argv[++i]);
     else if (strcmp(a, "--report-only") == 0) report_only = true;
     else if (strcmp(a, "--device-name") == 0 && v) device_name = argv[++i];
     else if (strcmp(a, "--note") == 0 && v) note = argv[++i];
@@ -394,6 +488,7 @@ int mk_cli_bench(int argc, char **argv) {
   }
   if (npaths == 0) {
     fputs("usage: mkevolve bench PATHS... [-o DIR] [--levels 1,2,3] [--limit N] [--gpus N] [--fresh]\n"
+          "                      [--kb-crosscheck] [--kb-root DIR] [--kb-trials N] [--kb-tolerance F]\n"
           "                      [evolve options: --proposer --budget --beam --device --batch ...]\n"
           "       mkevolve bench --report-only -o DIR [--device-name NAME] [--command CMD] [--note TEXT]\n",
           stderr);
@@ -414,7 +509,13 @@ int mk_cli_bench(int argc, char **argv) {
   mk_buf_init(&sub, 8192);
   mk_buf_printf(&sub, "%s/problems", b.outdir);
   mkdir(mk_buf_cstr(&sub), 0755);
+  mk_buf_reset(&sub);
+  mk_buf_printf(&sub, "%s/modelnew", b.outdir);
+  mkdir(mk_buf_cstr(&sub), 0755);
   mk_buf_free(&sub);
+  b.kbopts.seed = cfg.seed;
+  char *kb_root = b.kbopts.root ? realpath(b.kbopts.root, NULL) : NULL;
+  if (kb_root) b.kbopts.root = kb_root; /* the worker runs elsewhere; a missing folder it reports */
   uv_loop_t loop;
   uv_loop_init(&loop);
   b.loop = &loop;
@@ -422,6 +523,8 @@ int mk_cli_bench(int argc, char **argv) {
   if (mk_session_new(&loop, &cfg, &b.session, &err)) {
     fprintf(stderr, "mkevolve bench: %s\n", err.text);
     uv_loop_close(&loop);
+    free(kb_root);
+    free_problems(&b);
     return 1;
   }
   b.results.command = joined_command(argc, argv);
@@ -439,7 +542,13 @@ int mk_cli_bench(int argc, char **argv) {
   mk_bench_aggregate_of(&b.results, 0, &a);
   printf("%d problems: %d correct; fast_1 vs eager %.2f, vs torch.compile %.2f\n", a.problems,
          a.correct, a.fast[1].vs_eager, a.fast[1].vs_compile);
+  if (a.kb_checked > 0)
+    printf("KernelBench cross-check of %d: %d agree, %d disagree, %d not importable, %d without a verdict\n",
+           a.kb_checked, a.kb_count[MK_BENCH_KB_AGREE], a.kb_count[MK_BENCH_KB_DISAGREE],
+           a.kb_count[MK_BENCH_KB_UNAVAILABLE], a.kb_count[MK_BENCH_KB_ERROR]);
   mk_bench_results_free(&b.results);
   free_problems(&b);
-  return rc ? 1 : 0;
+  free(kb_root);
+  /* a disagreement with KernelBench is a failed sweep for scripts and CI */
+  return rc ? 1 : a.kb_count[MK_BENCH_KB_DISAGREE] ? 3 : 0;
 }

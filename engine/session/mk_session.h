@@ -140,6 +140,26 @@ const char *mk_session_device(mk_session *s);
  * proposer, or no evolve yet). Caller frees with cJSON_Delete. */
 cJSON *mk_session_llm_ledger(mk_session *s, bool with_calls);
 
+/* Cross-check with KernelBench's own evaluation code (docs/bench.md,
+ * "Cross-check"): a worker runs KernelBench's eval_kernel_against_ref on
+ * `ref_path` (the problem) and `new_path` (a ModelNew), in a fresh
+ * interpreter, on a GPU worker when the session has one. `result` is the
+ * worker's answer (available, reason, evaluator, error, compiled, correct,
+ * runtime, ref_runtime, speedup, metadata), borrowed for the callback;
+ * status < 0 (and `error`) when the worker could not answer at all. */
+typedef struct mk_session_kbcheck_opts {
+  const char *root;   /* KernelBench checkout, or NULL: an installed kernelbench package */
+  int trials;         /* correctness trials (KernelBench's num_correct_trials); 0: 5 */
+  int perf_trials;    /* timing trials; 0: 100 */
+  bool measure;       /* ask KernelBench to time both (speedup) */
+  unsigned long long seed;
+  double timeout_s;   /* for the evaluation process; 0: 900 */
+} mk_session_kbcheck_opts;
+typedef void (*mk_session_json_cb)(void *data, int status, const cJSON *result, const char *error);
+int mk_session_kernelbench_check(mk_session *s, const char *ref_path, const char *new_path,
+                                 const mk_session_kbcheck_opts *opts, mk_session_json_cb cb,
+                                 void *data, mk_errmsg *err);
+
 /* Drops what the session knows about a module (on close or delete). */
 void mk_session_forget(mk_session *s, const char *path);
 

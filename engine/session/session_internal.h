@@ -68,6 +68,8 @@ int session_runtime_open(mk_session *s, mk_errmsg *err);
 void session_runtime_close(mk_session *s, void (*done)(void *data), void *data);
 const char *session_runtime_device(mk_session *s); /* "cpu" or the GPU's name */
 bool session_runtime_timed(mk_session *s);
+/* The session's worker pool (session_kbcheck.c submits its own method). */
+struct mk_worker_pool *session_runtime_pool(mk_session *s);
 
 typedef void (*session_capture_cb)(void *data, int status, mk_graph *g, int batch,
                                    const char *error);

@@ -146,6 +146,8 @@ const char *session_runtime_device(mk_session *s) {
 
 bool session_runtime_timed(mk_session *s) { return s->rt && s->rt->gpu; }
 
+mk_worker_pool *session_runtime_pool(mk_session *s) { return s->rt ? s->rt->pool : NULL; }
+
 /* Reduced batch for this session: 0 = the problem's own. */
 static int batch_for(mk_session *s) {
   if (s->cfg.batch > 0) return s->cfg.batch;

@@ -95,3 +95,139 @@ MK_TEST(bench, markdown_and_html_reports) {
   mk_buf_free(&html);
   mk_bench_results_free(&r);
 }
+
+/* ---- cross-check with KernelBench's evaluation ---------------------------- */
+
+static void judge(const char *result_json, const char *error, const mk_bench_record *rec,
+                  mk_bench_kbcheck *out) {
+  cJSON *j = result_json ? cJSON_Parse(result_json) : NULL;
+  if (result_json) MK_REQUIRE(j != NULL);
+  mk_bench_kbcheck_judge(j, error, rec, 0.25, out);
+  cJSON_Delete(j);
+}
+
+MK_TEST(bench, kernelbench_verdicts_are_judged_against_ours) {
+  mk_bench_record ok = {.correct = true, .eager_ms = 2.0, .ours_ms = 1.0}; /* 2x vs eager */
+  mk_bench_record bad = {.correct = false, .eager_ms = -1, .ours_ms = -1};
+  mk_bench_kbcheck kb;
+  const char *ev = "\"evaluator\":\"kernelbench.eval.eval_kernel_against_ref\"";
+  char text[1024];
+
+  snprintf(text, sizeof text, "{\"available\":true,%s,\"compiled\":true,\"correct\":true,\"speedup\":1.8}", ev);
+  judge(text, NULL, &ok, &kb);
+  MK_CHECK_INT(kb.status, ==, MK_BENCH_KB_AGREE);
+  MK_CHECK(kb.reason == NULL);
+  MK_CHECK_STR(kb.evaluator, "kernelbench.eval.eval_kernel_against_ref");
+  MK_CHECK(fabs(kb.speedup - 1.8) < 1e-12);
+  mk_bench_kbcheck_free(&kb);
+
+  /* the same verdict, timings far apart (2x here, 1.2x there: beyond 25%) */
+  snprintf(text, sizeof text, "{\"available\":true,%s,\"compiled\":true,\"correct\":true,\"speedup\":1.2}", ev);
+  judge(text, NULL, &ok, &kb);
+  MK_CHECK_INT(kb.status, ==, MK_BENCH_KB_DISAGREE);
+  MK_CHECK(strstr(kb.reason, "2.00x here, 1.20x by KernelBench") != NULL);
+  mk_bench_kbcheck_free(&kb);
+
+  /* KernelBench fails what we verified: its own words come along */
+  snprintf(text, sizeof text,
+           "{\"available\":true,%s,\"compiled\":true,\"correct\":false,\"speedup\":null,"
+           "\"metadata\":{\"correctness_issue\":\"Output mismatch\",\"hardware\":\"H200\"}}", ev);
+  judge(text, NULL, &ok, &kb);
+  MK_CHECK_INT(kb.status, ==, MK_BENCH_KB_DISAGREE);
+  MK_CHECK(strstr(kb.reason, "finds the ModelNew we verified incorrect") != NULL);
+  MK_CHECK(strstr(kb.reason, "correctness_issue: Output mismatch") != NULL);
+  MK_CHECK(strstr(kb.reason, "H200") == NULL);
+  MK_CHECK_INT(kb.correct, ==, 0);
+  mk_bench_kbcheck_free(&kb);
+
+  snprintf(text, sizeof text, "{\"available\":true,%s,\"compiled\":false,\"correct\":false,"
+                              "\"metadata\":{\"compilation_error\":\"NameError('tl')\"}}", ev);
+  judge(text, NULL, &ok, &kb);
+  MK_CHECK_INT(kb.status, ==, MK_BENCH_KB_DISAGREE);
+  MK_CHECK(strstr(kb.reason, "could not load") != NULL && strstr(kb.reason, "NameError") != NULL);
+  mk_bench_kbcheck_free(&kb);
+
+  /* both reject: agreement; KernelBench accepting what we rejected is not */
+  judge("{\"available\":true,\"compiled\":true,\"correct\":false}", NULL, &bad, &kb);
+  MK_CHECK_INT(kb.status, ==, MK_BENCH_KB_AGREE);
+  mk_bench_kbcheck_free(&kb);
+  judge("{\"available\":true,\"compiled\":true,\"correct\":true}", NULL, &bad, &kb);
+  MK_CHECK_INT(kb.status, ==, MK_BENCH_KB_DISAGREE);
+  MK_CHECK(strstr(kb.reason, "we rejected") != NULL);
+  mk_bench_kbcheck_free(&kb);
+
+  /* no verdict: not importable, an evaluation that failed, no worker answer */
+  judge("{\"available\":false,\"reason\":\"KernelBench's evaluation code is not importable\"}", NULL,
+        &ok, &kb);
+  MK_CHECK_INT(kb.status, ==, MK_BENCH_KB_UNAVAILABLE);
+  MK_CHECK(strstr(kb.reason, "not importable") != NULL);
+  mk_bench_kbcheck_free(&kb);
+  judge("{\"available\":true,\"error\":\"KernelBench's evaluation raised AssertionError: CUDA\"}", NULL,
+        &ok, &kb);
+  MK_CHECK_INT(kb.status, ==, MK_BENCH_KB_ERROR);
+  MK_CHECK(strstr(kb.reason, "AssertionError") != NULL);
+  mk_bench_kbcheck_free(&kb);
+  judge(NULL, "worker crashed", &ok, &kb);
+  MK_CHECK_INT(kb.status, ==, MK_BENCH_KB_ERROR);
+  MK_CHECK(strstr(kb.reason, "worker crashed") != NULL);
+  mk_bench_kbcheck_free(&kb);
+}
+
+MK_TEST(bench, kernelbench_check_in_records_and_reports) {
+  mk_bench_results r, back;
+  fixture(&r);
+  r.records[0].kb = (mk_bench_kbcheck){MK_BENCH_KB_AGREE, NULL,
+                                       mk_strdup("kernelbench.eval.eval_kernel_against_ref"), 1, 1, 1.9};
+  r.records[1].kb = (mk_bench_kbcheck){MK_BENCH_KB_DISAGREE, mk_strdup("KernelBench finds <it> incorrect"),
+                                       NULL, 1, 0, -1};
+  r.records[1].modelnew = mk_strdup("modelnew/level2_b.py");
+  mk_bench_aggregate a;
+  mk_bench_aggregate_of(&r, 0, &a);
+  MK_CHECK_INT(a.kb_checked, ==, 2);
+  MK_CHECK_INT(a.kb_count[MK_BENCH_KB_AGREE], ==, 1);
+  MK_CHECK_INT(a.kb_count[MK_BENCH_KB_DISAGREE], ==, 1);
+
+  mk_buf js, md, html;
+  mk_buf_init(&js, 0);
+  mk_buf_init(&md, 0);
+  mk_buf_init(&html, 0);
+  MK_CHECK_INT(mk_bench_write_json(&r, &js), ==, 0);
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_bench_read_json(mk_buf_cstr(&js), &back, &err) == 0);
+  MK_CHECK_INT(back.records[0].kb.status, ==, MK_BENCH_KB_AGREE);
+  MK_CHECK(fabs(back.records[0].kb.speedup - 1.9) < 1e-9);
+  MK_CHECK_INT(back.records[1].kb.status, ==, MK_BENCH_KB_DISAGREE);
+  MK_CHECK_INT(back.records[1].kb.correct, ==, 0);
+  MK_CHECK_STR(back.records[1].kb.reason, "KernelBench finds <it> incorrect");
+  MK_CHECK_STR(back.records[1].modelnew, "modelnew/level2_b.py");
+  MK_CHECK_INT(back.records[2].kb.status, ==, MK_BENCH_KB_NOT_RUN);
+  MK_CHECK(strstr(mk_buf_cstr(&js), "\"kernelbench_check\":\tnull") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&js), "\"disagree\":\t1") != NULL);
+
+  MK_CHECK_INT(mk_bench_write_markdown(&r, &md), ==, 0);
+  const char *m = mk_buf_cstr(&md);
+  MK_CHECK(strstr(m, "## Cross-check with KernelBench's evaluation") != NULL);
+  MK_CHECK(strstr(m, "2 problems checked by `kernelbench.eval.eval_kernel_against_ref`: 1 agree, 1 disagree") != NULL);
+  MK_CHECK(strstr(m, "- level2/b: **disagrees** — KernelBench finds <it> incorrect") != NULL);
+  MK_CHECK(strstr(m, "| KernelBench |") != NULL);
+  MK_CHECK(strstr(m, "| agrees |") != NULL);
+
+  MK_CHECK_INT(mk_bench_write_html(&r, &html), ==, 0);
+  const char *h = mk_buf_cstr(&html);
+  MK_CHECK(strstr(h, "1/2</b>KernelBench agrees") != NULL);
+  MK_CHECK(strstr(h, "KernelBench: KernelBench finds &lt;it&gt; incorrect") != NULL);
+  MK_CHECK(strstr(h, "<th>KernelBench</th>") != NULL);
+
+  /* without any check the reports keep their old shape */
+  mk_bench_results plain;
+  fixture(&plain);
+  mk_buf_reset(&md);
+  MK_CHECK_INT(mk_bench_write_markdown(&plain, &md), ==, 0);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "KernelBench") == NULL);
+  mk_bench_results_free(&plain);
+  mk_buf_free(&js);
+  mk_buf_free(&md);
+  mk_buf_free(&html);
+  mk_bench_results_free(&back);
+  mk_bench_results_free(&r);
+}
