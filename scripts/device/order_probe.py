@@ -12,7 +12,6 @@ import sys
 import time
 
 import torch
-
 from mkworker import timing
 
 
@@ -23,34 +22,39 @@ def load(path: str):  # noqa: ANN201
     return mod
 
 
+def probe(path: str, dev: torch.device) -> dict[str, object]:
+    mod = load(path)
+    torch.manual_seed(0)
+    model = mod.Model(*mod.get_init_inputs()).to(dev)
+    sub = type("ModelNew", (mod.Model,), {})
+    torch.manual_seed(0)
+    new = sub(*mod.get_init_inputs()).to(dev)
+    new.load_state_dict(model.state_dict())
+    xs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
+
+    def ms(fn) -> float:  # noqa: ANN001
+        return timing.time_cuda(lambda: fn(*xs), dev)["median_ms"]
+
+    row: dict[str, object] = {"problem": path.rsplit("/", 1)[-1]}
+    with torch.no_grad():
+        row["eager_1"], row["subclass_1"] = ms(model), ms(new)
+        cfn = torch.compile(model)
+        t0 = time.perf_counter()
+        cfn(*xs)
+        torch.cuda.synchronize()
+        row["compile_s"] = time.perf_counter() - t0
+        row["compiled"] = ms(cfn)
+        row["eager_2"], row["subclass_2"] = ms(model), ms(new)
+        time.sleep(5)
+        row["eager_3_after_5s"], row["subclass_3"] = ms(model), ms(new)
+    torch._dynamo.reset()
+    return row
+
+
 def main() -> None:
     dev = torch.device("cuda", 0)
     for path in sys.argv[1:]:
-        mod = load(path)
-        torch.manual_seed(0)
-        model = mod.Model(*mod.get_init_inputs()).to(dev)
-        sub = type("ModelNew", (mod.Model,), {})
-        torch.manual_seed(0)
-        new = sub(*mod.get_init_inputs()).to(dev)
-        new.load_state_dict(model.state_dict())
-        xs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
-        row: dict[str, float] = {}
-        with torch.no_grad():
-            row["eager_1"] = timing.time_cuda(lambda: model(*xs), dev)["median_ms"]
-            row["subclass_1"] = timing.time_cuda(lambda: new(*xs), dev)["median_ms"]
-            cfn = torch.compile(model)
-            t0 = time.perf_counter()
-            cfn(*xs)
-            torch.cuda.synchronize()
-            row["compile_s"] = time.perf_counter() - t0
-            row["compiled"] = timing.time_cuda(lambda: cfn(*xs), dev)["median_ms"]
-            row["eager_2"] = timing.time_cuda(lambda: model(*xs), dev)["median_ms"]
-            row["subclass_2"] = timing.time_cuda(lambda: new(*xs), dev)["median_ms"]
-            time.sleep(5)
-            row["eager_3_after_5s"] = timing.time_cuda(lambda: model(*xs), dev)["median_ms"]
-            row["subclass_3"] = timing.time_cuda(lambda: new(*xs), dev)["median_ms"]
-        print(json.dumps({"problem": path.rsplit("/", 1)[-1], **row}), flush=True)
-        torch._dynamo.reset()
+        print(json.dumps(probe(path, dev)), flush=True)
 
 
 if __name__ == "__main__":
