@@ -156,22 +156,31 @@ static mk_variant *state_add(mk_subkernel_state *st, mk_candidate cand) {
 
 static bool verified(const mk_variant *v) { return v->result.status == MK_EVAL_OK; }
 
-/* Time used to rank a variant; untimed runs rank by proposer order. */
-static double rank_time(const mk_variant *v) {
-  return v->result.time_ms >= 0 ? v->result.time_ms : INFINITY;
+/* Time used to rank a variant, in milliseconds of the subkernel's reference
+ * time (variants[0]): a candidate timed together with the reference (the
+ * verifier interleaves them in one run) counts as its ratio to that run's
+ * reference times the reference's own time, so that variants timed at
+ * different moments compare without the device's drift between them.
+ * Untimed variants rank last (then by proposer order). */
+static double rank_time(const mk_subkernel_state *st, const mk_variant *v) {
+  const mk_eval_result *r = &v->result;
+  if (!(r->time_ms >= 0)) return INFINITY;
+  double ref = st->nvariants > 0 ? st->variants[0].result.time_ms : -1;
+  if (v != &st->variants[0] && r->ref_eager_ms > 0 && ref > 0) return r->time_ms / r->ref_eager_ms * ref;
+  return r->time_ms;
 }
 
 static int best_generated(const mk_subkernel_state *st) {
   int best = -1;
   for (int i = 1; i < st->nvariants; i++) {
     if (!verified(&st->variants[i])) continue;
-    if (best < 0 || rank_time(&st->variants[i]) < rank_time(&st->variants[best])) best = i;
+    if (best < 0 || rank_time(st, &st->variants[i]) < rank_time(st, &st->variants[best])) best = i;
   }
   return best;
 }
 
 static double reference_time(const mk_subkernel_state *st) {
-  return st->nvariants > 0 ? rank_time(&st->variants[0]) : INFINITY;
+  return st->nvariants > 0 ? rank_time(st, &st->variants[0]) : INFINITY;
 }
 
 /* ---- evaluation plumbing ------------------------------------------------- */
@@ -504,7 +513,7 @@ static bool beam_step(mk_search *s) {
   for (int i = 1; i < st->nvariants; i++)
     if (verified(&st->variants[i]) == any_ok) rank[nr++] = i;
   for (int i = 1; i < nr; i++)
-    for (int j = i; j > 0 && rank_time(&st->variants[rank[j]]) < rank_time(&st->variants[rank[j - 1]]); j--) {
+    for (int j = i; j > 0 && rank_time(st, &st->variants[rank[j]]) < rank_time(st, &st->variants[rank[j - 1]]); j--) {
       int t = rank[j];
       rank[j] = rank[j - 1];
       rank[j - 1] = t;
@@ -620,8 +629,8 @@ static void judge_split(mk_search *s) {
   int a = best_generated(&s->trial_st[0]), b = best_generated(&s->trial_st[1]);
   bool accept;
   if (s->ev.timed) {
-    double ta = a >= 0 ? rank_time(&s->trial_st[0].variants[a]) : reference_time(&s->trial_st[0]);
-    double tb = b >= 0 ? rank_time(&s->trial_st[1].variants[b]) : reference_time(&s->trial_st[1]);
+    double ta = a >= 0 ? rank_time(&s->trial_st[0], &s->trial_st[0].variants[a]) : reference_time(&s->trial_st[0]);
+    double tb = b >= 0 ? rank_time(&s->trial_st[1], &s->trial_st[1].variants[b]) : reference_time(&s->trial_st[1]);
     accept = (a >= 0 || b >= 0) && ta + tb < reference_time(&s->st[s->cur]);
   } else {
     accept = a >= 0 || b >= 0; /* correctness is all an untimed run can judge */
@@ -657,14 +666,14 @@ static bool try_next_merge(mk_search *s) {
 
 static double chosen_time(const mk_subkernel_state *st) {
   int b = best_generated(st);
-  double tb = b >= 0 ? rank_time(&st->variants[b]) : INFINITY;
+  double tb = b >= 0 ? rank_time(st, &st->variants[b]) : INFINITY;
   double tr = reference_time(st);
   return tb < tr ? tb : tr;
 }
 
 static void judge_merge(mk_search *s) {
   int m = best_generated(&s->trial_st[0]);
-  double tm = m >= 0 ? rank_time(&s->trial_st[0].variants[m]) : INFINITY;
+  double tm = m >= 0 ? rank_time(&s->trial_st[0], &s->trial_st[0].variants[m]) : INFINITY;
   double apart = chosen_time(&s->st[s->cur]) + chosen_time(&s->st[s->cur + 1]);
   bool accept = m >= 0 && tm < apart;
   cJSON *f = cJSON_CreateObject();
@@ -692,7 +701,7 @@ static void choose_variants(mk_search *s, bool reference_only) {
     int b = best_generated(st);
     if (b < 0) continue;
     /* Timed: only when faster than the reference. Untimed: the verified kernel. */
-    if (!s->ev.timed || rank_time(&st->variants[b]) < reference_time(st)) st->chosen = b;
+    if (!s->ev.timed || rank_time(st, &st->variants[b]) < reference_time(st)) st->chosen = b;
   }
 }
 

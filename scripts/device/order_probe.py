@@ -1,7 +1,8 @@
 """Does the order of the timing block bias it? Times a problem's Model eager,
 then torch.compile of it, then eager again, then an identical subclass
 (`class ModelNew(Model): pass`), each with the worker's own protocol
-(mkworker.timing.time_cuda), and prints the medians as JSON. Usage:
+(mkworker.timing.time_cuda), then both interleaved in one run
+(time_cuda_group, what the verifier uses), and prints the medians as JSON. Usage:
 python3 order_probe.py PROBLEM.py [PROBLEM.py ...]"""
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ def probe(path: str, dev: torch.device) -> dict[str, object]:
         row["eager_2"], row["subclass_2"] = ms(model), ms(new)
         time.sleep(5)
         row["eager_3_after_5s"], row["subclass_3"] = ms(model), ms(new)
+        # the protocol the verifier uses now: both in one interleaved run
+        a, b = timing.time_cuda_group([lambda: model(*xs), lambda: new(*xs)], dev)
+        row["interleaved_eager"], row["interleaved_subclass"] = a["median_ms"], b["median_ms"]
     torch._dynamo.reset()
     return row
 

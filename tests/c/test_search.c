@@ -88,6 +88,9 @@ static int fake_evaluate(void *self, const mk_graph *g, const mk_subkernel *sk,
     snprintf(r.reason, sizeof r.reason, "max abs error 1.0 at [0, 0]");
   } else {
     r.time_ms = fe->timed ? atof(strchr(c->name, '_') + 1) : -1;
+    /* "ok_<time>@<ref>": the reference timed beside it, in the same run */
+    const char *at = strchr(c->name, '@');
+    if (fe->timed && at) r.ref_eager_ms = atof(at + 1);
   }
   r.trials = 5;
   r.trials_passed = r.status == MK_EVAL_OK ? 5 : 0;
@@ -167,6 +170,38 @@ MK_TEST(search, picks_fastest_verified_variant) {
   MK_CHECK(o.res->failed > 0);
   MK_CHECK(o.res->modelnew_path != NULL);
   mk_search_result_free(o.res);
+  mk_graph_free(g);
+}
+
+/* Candidates timed at different moments compare by their ratio to the
+ * reference timed beside them, not by raw milliseconds (the device drifts). */
+MK_TEST(search, variants_rank_by_the_reference_timed_beside_them) {
+  const char *names[] = {"ok_1.0@1.0", "ok_1.5@3.0", "ok_2.0@1.5"};
+  fake_prop fp = {.names = names, .nnames = 3};
+  fake_eval fe = {.ref_ms = 4.0, .timed = true};
+  mk_search_config cfg;
+  config(&cfg);
+  outcome o = {0};
+  mk_graph *g = NULL;
+  MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
+  MK_REQUIRE(o.res != NULL);
+  for (int i = 0; i < o.res->partition.nsubkernels; i++) {
+    const mk_subkernel_state *st = &o.res->states[i];
+    MK_CHECK_STR(st->variants[st->chosen].cand.name, "ok_1.5@3.0"); /* 0.5x its reference */
+  }
+  mk_search_result_free(o.res);
+  mk_graph_free(g);
+
+  /* raw times below the reference's, ratios above 1: the reference stays */
+  const char *slower[] = {"ok_1.0@0.9", "ok_2.0@1.5"};
+  fake_prop fp2 = {.names = slower, .nnames = 2};
+  fake_eval fe2 = {.ref_ms = 4.0, .timed = true};
+  outcome o2 = {0};
+  MK_REQUIRE(run_search(&fp2, &fe2, &cfg, &o2, &g) == 0);
+  MK_REQUIRE(o2.res != NULL);
+  for (int i = 0; i < o2.res->partition.nsubkernels; i++)
+    MK_CHECK_INT(o2.res->states[i].chosen, ==, 0);
+  mk_search_result_free(o2.res);
   mk_graph_free(g);
 }
 

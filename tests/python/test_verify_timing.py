@@ -145,3 +145,32 @@ def test_gpu_timing_block_eager_only_when_asked():
     assert "eager timing only" in res["reference_compile"]["reason"]
     assert res["reference_eager"]["median_ms"] > 0 and res["speedup_vs_compile"] is None
     assert res["limits"]["copy_bandwidth"] > 1e11
+
+
+@cuda
+def test_gpu_group_timing_interleaves_and_keeps_ratios():
+    """Identical callables timed together measure the same; twice the work measures
+    about twice; every callable gets the same number of rounds."""
+    dev = torch.device("cuda")
+    x = torch.randn(4096, 4096, device=dev)
+    a, b, c = timing.time_cuda_group([lambda: torch.relu(x), lambda: torch.relu(x),
+                                      lambda: (torch.relu(x), torch.relu(x))], dev)
+    assert a["trials"] == b["trials"] == c["trials"] >= 10
+    assert a["interleaved_with"] == 2
+    assert abs(a["median_ms"] / b["median_ms"] - 1) < 0.05
+    assert 1.6 < c["median_ms"] / a["median_ms"] < 2.4
+
+
+@cuda
+def test_gpu_timing_block_times_eager_compile_and_candidate_together():
+    from mkworker.verify import _timing_block
+
+    dev = torch.device("cuda")
+    x = torch.randn(2048, 2048, device=dev)
+    res = _timing_block(torch.relu, torch.relu, [x], dev, Outcome(), None, (0, 1),
+                        ("together-test",))
+    assert res["reference_compile"]["available"] is not False
+    assert res["reference_compile"]["compile_s"] > 0
+    assert res["candidate"]["interleaved_with"] == 2
+    assert abs(res["speedup_vs_eager"] - 1) < 0.1  # the same function, timed together
+    assert "interleaved" in res["protocol"]

@@ -14,6 +14,10 @@ Protocol, per callable:
    by `side_work()`.
 4. statistics: median, min, max, mean and spread = interquartile range / median.
 
+What is compared is timed together (`time_cuda_group`): the eager reference, its
+torch.compile and the candidate run in interleaved rounds of one run, so that the
+device's drift (clocks, host load, library heuristics) is the same for all of them.
+
 On the CPU there is no timing: the Triton interpreter's speed says nothing about a GPU,
 and results say so plainly (`unavailable()`).
 """
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,16 +94,17 @@ def _flusher(device: torch.device) -> L2Flusher:
 
 def time_cuda(fn: Callable[[], Any], device: torch.device,
               cfg: TimingConfig | None = None) -> dict[str, Any]:
-    """Times `fn()` on a CUDA device with the protocol above.
+    """Times `fn()` on a CUDA device with the protocol above (a group of one).
 
     Returns summarize() of the stream times plus `device_median_ms` (times with every
     stream drained) and `warmup_calls`.
     """
-    cfg = cfg or TimingConfig()
-    flusher = _flusher(device) if cfg.flush_l2 else None
-    sync = torch.cuda.synchronize
-    # Warm-up, measuring as we go to size the timed run.
-    sync(device)
+    return time_cuda_group([fn], device, cfg)[0]
+
+
+def _warm_up(fn: Callable[[], Any], device: torch.device, cfg: TimingConfig) -> tuple[float, int]:
+    """Calls `fn` until warm (see the protocol); its estimated ms per call and the calls."""
+    torch.cuda.synchronize(device)
     calls, spent_ms = 0, 0.0
     w0 = torch.cuda.Event(enable_timing=True)
     w1 = torch.cuda.Event(enable_timing=True)
@@ -107,31 +112,58 @@ def time_cuda(fn: Callable[[], Any], device: torch.device,
         w0.record()
         fn()
         w1.record()
-        sync(device)
+        torch.cuda.synchronize(device)
         spent_ms += w0.elapsed_time(w1)
         calls += 1
         if calls >= 1000:
             break
-    est = max(spent_ms / calls, 1e-3)
-    n = int(min(cfg.max_trials, max(cfg.min_trials, cfg.budget_ms / est)))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    drained = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    return max(spent_ms / calls, 1e-3), calls
+
+
+def time_cuda_group(fns: Sequence[Callable[[], Any]], device: torch.device,
+                    cfg: TimingConfig | None = None) -> list[dict[str, Any]]:
+    """Times several callables in one interleaved run: warm-up of each, then rounds in
+    which every callable runs once, in an order rotated each round (each one runs in
+    each position equally often). The device's state drifts by tens of percent over
+    seconds (clocks, the host's load after a compilation, cuDNN's algorithm choice):
+    timed one after the other, an identical copy of a module measured 1.3x slower than
+    the module itself on the H200 (docs/bench/timing-order-h200). Interleaved, the drift
+    is shared, and the ratios between them are what a comparison needs.
+
+    The trial count fills `budget_ms` per callable on average (the slower ones get
+    fewer than their share). Returns one time_cuda-style summary per callable, in
+    order."""
+    cfg = cfg or TimingConfig()
+    flusher = _flusher(device) if cfg.flush_l2 else None
+    sync = torch.cuda.synchronize
+    warm = [_warm_up(fn, device, cfg) for fn in fns]
+    est = sum(ms for ms, _ in warm)
+    n = int(min(cfg.max_trials, max(cfg.min_trials, cfg.budget_ms * len(fns) / est)))
+    k = len(fns)
+    events = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True),
+                torch.cuda.Event(enable_timing=True)) for _ in range(n)] for _ in fns]
     for i in range(n):
-        if flusher is not None:
-            flusher.flush()
-        sync(device)
-        starts[i].record()
-        fn()
-        ends[i].record()
-        sync(device)
-        drained[i].record()
+        for j in range(k):
+            f = (i + j) % k
+            start, end, drained = events[f][i]
+            if flusher is not None:
+                flusher.flush()
+            sync(device)
+            start.record()
+            fns[f]()
+            end.record()
+            sync(device)
+            drained.record()
     sync(device)
-    stream_ms = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
-    device_ms = [s.elapsed_time(d) for s, d in zip(starts, drained, strict=True)]
-    out = summarize(stream_ms)
-    out["device_median_ms"] = statistics.median(device_ms)
-    out["warmup_calls"] = calls
+    out: list[dict[str, Any]] = []
+    for f in range(k):
+        stream_ms = [s.elapsed_time(e) for s, e, _ in events[f]]
+        device_ms = [s.elapsed_time(d) for s, _, d in events[f]]
+        summary = summarize(stream_ms)
+        summary["device_median_ms"] = statistics.median(device_ms)
+        summary["warmup_calls"] = warm[f][1]
+        summary["interleaved_with"] = k - 1
+        out.append(summary)
     return out
 
 
