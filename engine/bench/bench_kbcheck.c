@@ -19,6 +19,7 @@ const char *mk_bench_kb_status_name(mk_bench_kb_status s) {
 void mk_bench_kbcheck_free(mk_bench_kbcheck *kb) {
   free(kb->reason);
   free(kb->evaluator);
+  free(kb->root);
   memset(kb, 0, sizeof *kb);
   kb->compiled = kb->correct = -1;
   kb->speedup = -1;
@@ -119,6 +120,8 @@ cJSON *mk_bench_kbcheck_to_json(const mk_bench_kbcheck *kb) {
   else cJSON_AddNullToObject(o, "reason");
   if (kb->evaluator) cJSON_AddStringToObject(o, "evaluator", kb->evaluator);
   else cJSON_AddNullToObject(o, "evaluator");
+  if (kb->root) cJSON_AddStringToObject(o, "root", kb->root);
+  else cJSON_AddNullToObject(o, "root");
   const char *keys[2] = {"compiled", "correct"};
   int vals[2] = {kb->compiled, kb->correct};
   for (int k = 0; k < 2; k++) {
@@ -141,6 +144,8 @@ void mk_bench_kbcheck_from_json(const cJSON *json, mk_bench_kbcheck *out) {
   if (out->status == MK_BENCH_KB_NOT_RUN) return;
   if (text_of(json, "reason")) out->reason = mk_strdup(text_of(json, "reason"));
   if (text_of(json, "evaluator")) out->evaluator = mk_strdup(text_of(json, "evaluator"));
+  const cJSON *root = cJSON_GetObjectItemCaseSensitive(json, "root");
+  if (cJSON_IsString(root)) out->root = mk_strdup(root->valuestring);
   out->compiled = tristate(json, "compiled");
   out->correct = tristate(json, "correct");
   const cJSON *sp = cJSON_GetObjectItemCaseSensitive(json, "speedup");

@@ -40,6 +40,7 @@ typedef struct mk_bench_kbcheck {
   mk_bench_kb_status status;
   char *reason;      /* what disagrees, why unavailable, or the error; NULL when agreeing */
   char *evaluator;   /* "kernelbench.eval.eval_kernel_against_ref", or NULL */
+  char *root;        /* the KernelBench checkout asked for ("" = installed package), or NULL */
   int compiled;      /* KernelBench's verdicts: 1, 0, or -1 unknown */
   int correct;
   double speedup;    /* KernelBench's reference time over ModelNew's, < 0 unknown */

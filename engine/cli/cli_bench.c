@@ -156,11 +156,13 @@ static bool load_record(bench_cli *b, const problem *p, mk_bench_record *rec) {
   return ok;
 }
 
-/* A cached record still wants a cross-check when none gave a verdict yet. */
+/* A cached record still wants a cross-check when none gave a verdict yet, or
+ * when its verdict came from another KernelBench than the one asked for now. */
 static bool wants_crosscheck(const bench_cli *b, const mk_bench_record *rec) {
-  return b->kb && rec->modelnew &&
-         (rec->kb.status == MK_BENCH_KB_NOT_RUN || rec->kb.status == MK_BENCH_KB_UNAVAILABLE ||
-          rec->kb.status == MK_BENCH_KB_ERROR);
+  if (!b->kb || rec->modelnew == NULL) return false;
+  if (rec->kb.status != MK_BENCH_KB_AGREE && rec->kb.status != MK_BENCH_KB_DISAGREE) return true;
+  const char *asked = b->kbopts.root ? b->kbopts.root : "";
+  return rec->kb.root == NULL || strcmp(rec->kb.root, asked) != 0;
 }
 
 static void save_record(bench_cli *b, const problem *p, const mk_bench_record *rec) {
@@ -258,6 +260,7 @@ static void on_kbcheck(void *data, int status, const cJSON *result, const char *
   (void)status;
   mk_bench_kbcheck_free(&j->rec.kb);
   mk_bench_kbcheck_judge(result, error, &j->rec, j->b->kb_tolerance, &j->rec.kb);
+  j->rec.kb.root = mk_strdup(j->b->kbopts.root ? j->b->kbopts.root : "");
   complete(j);
 }
 

@@ -176,10 +176,13 @@ MK_TEST(bench, kernelbench_verdicts_are_judged_against_ours) {
 MK_TEST(bench, kernelbench_check_in_records_and_reports) {
   mk_bench_results r, back;
   fixture(&r);
-  r.records[0].kb = (mk_bench_kbcheck){MK_BENCH_KB_AGREE, NULL,
-                                       mk_strdup("kernelbench.eval.eval_kernel_against_ref"), 1, 1, 1.9};
-  r.records[1].kb = (mk_bench_kbcheck){MK_BENCH_KB_DISAGREE, mk_strdup("KernelBench finds <it> incorrect"),
-                                       NULL, 1, 0, -1};
+  r.records[0].kb = (mk_bench_kbcheck){.status = MK_BENCH_KB_AGREE,
+                                       .evaluator = mk_strdup("kernelbench.eval.eval_kernel_against_ref"),
+                                       .root = mk_strdup("/opt/KernelBench"), .compiled = 1, .correct = 1,
+                                       .speedup = 1.9};
+  r.records[1].kb = (mk_bench_kbcheck){.status = MK_BENCH_KB_DISAGREE,
+                                       .reason = mk_strdup("KernelBench finds <it> incorrect"),
+                                       .root = mk_strdup(""), .compiled = 1, .correct = 0, .speedup = -1};
   r.records[1].modelnew = mk_strdup("modelnew/level2_b.py");
   mk_bench_aggregate a;
   mk_bench_aggregate_of(&r, 0, &a);
@@ -196,6 +199,8 @@ MK_TEST(bench, kernelbench_check_in_records_and_reports) {
   MK_REQUIRE(mk_bench_read_json(mk_buf_cstr(&js), &back, &err) == 0);
   MK_CHECK_INT(back.records[0].kb.status, ==, MK_BENCH_KB_AGREE);
   MK_CHECK(fabs(back.records[0].kb.speedup - 1.9) < 1e-9);
+  MK_CHECK_STR(back.records[0].kb.root, "/opt/KernelBench");
+  MK_CHECK_STR(back.records[1].kb.root, "");
   MK_CHECK_INT(back.records[1].kb.status, ==, MK_BENCH_KB_DISAGREE);
   MK_CHECK_INT(back.records[1].kb.correct, ==, 0);
   MK_CHECK_STR(back.records[1].kb.reason, "KernelBench finds <it> incorrect");

@@ -4,7 +4,8 @@
 # ModelNew kept in the output folder and evaluated again by KernelBench's
 # interface (the stand-in checkout tests/fixtures/kernelbench_stub: the real
 # KernelBench asserts CUDA). Checks agreement, resume (a cached verdict is
-# kept; a cached record without one is checked without evolving again), a
+# kept, unless it came from another KernelBench; a cached record without one
+# is checked without evolving again), a
 # disagreement (exit status 3, listed in the summary), KernelBench missing
 # (reported, exit 0) and an evaluation that crashes (no verdict, exit 0).
 set -euo pipefail
@@ -70,6 +71,14 @@ grep -q "KernelBench agrees" "$out/a/report.html" && ok || bad "report lacks the
 # 2. resumed with a verdict cached: nothing is run again
 STUB_KB_MODE=reject bench "$out/a" --kb-root "$stub"
 [ "$rc" = 0 ] && grep -q cached "$out/a.err" && ok || bad "cached verdict was not kept (rc $rc)"
+
+# 2b. another KernelBench than the one that gave the cached verdict: checked again
+cp -r "$stub" "$out/other-kb"
+STUB_KB_MODE=reject bench "$out/a" --kb-root "$out/other-kb"
+[ "$rc" = 3 ] && [ "$(field "$out/a" 'r["kernelbench_check"]["status"]')" = disagree ] && ok \
+  || bad "a verdict from another KernelBench was kept (rc $rc)"
+[ "$(field "$out/a" 'r["kernelbench_check"]["root"]')" = "$(realpath "$out/other-kb")" ] && ok \
+  || bad "the checkout used is not recorded"
 
 # 3. KernelBench missing: said so, exit 0; then checked later without evolving again
 bench "$out/b" --kb-crosscheck
