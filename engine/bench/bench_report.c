@@ -42,19 +42,23 @@ static const char *kb_cell(mk_bench_kb_status s) {
   }
 }
 
-/* The evaluator named by the first record that found one. */
-static const char *kb_evaluator(const mk_bench_results *r) {
+/* The evaluator (and the checkout it came from) named by the first record
+ * that found one. */
+static const mk_bench_kbcheck *kb_first_found(const mk_bench_results *r) {
   for (int i = 0; i < r->nrecords; i++)
-    if (r->records[i].kb.evaluator) return r->records[i].kb.evaluator;
+    if (r->records[i].kb.evaluator) return &r->records[i].kb;
   return NULL;
 }
 
 static void md_kbcheck(mk_buf *b, const mk_bench_results *r, const mk_bench_aggregate *a) {
-  const char *ev = kb_evaluator(r);
-  mk_buf_printf(b, "\n## Cross-check with KernelBench's evaluation\n\n%d problems checked%s%s%s: "
-                   "%d agree, %d disagree, %d not checked (KernelBench not importable), "
+  const mk_bench_kbcheck *found = kb_first_found(r);
+  mk_buf_printf(b, "\n## Cross-check with KernelBench's evaluation\n\n%d problems checked", a->kb_checked);
+  if (found) {
+    mk_buf_printf(b, " by `%s`", found->evaluator);
+    if (found->root) mk_buf_printf(b, " from %s", *found->root ? found->root : "the installed package");
+  }
+  mk_buf_printf(b, ": %d agree, %d disagree, %d not checked (KernelBench not importable), "
                    "%d without a verdict.\n",
-                a->kb_checked, ev ? " by `" : "", ev ? ev : "", ev ? "`" : "",
                 a->kb_count[MK_BENCH_KB_AGREE], a->kb_count[MK_BENCH_KB_DISAGREE],
                 a->kb_count[MK_BENCH_KB_UNAVAILABLE], a->kb_count[MK_BENCH_KB_ERROR]);
   bool listed = false;

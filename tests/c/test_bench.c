@@ -212,7 +212,7 @@ MK_TEST(bench, kernelbench_check_in_records_and_reports) {
   MK_CHECK_INT(mk_bench_write_markdown(&r, &md), ==, 0);
   const char *m = mk_buf_cstr(&md);
   MK_CHECK(strstr(m, "## Cross-check with KernelBench's evaluation") != NULL);
-  MK_CHECK(strstr(m, "2 problems checked by `kernelbench.eval.eval_kernel_against_ref`: 1 agree, 1 disagree") != NULL);
+  MK_CHECK(strstr(m, "2 problems checked by `kernelbench.eval.eval_kernel_against_ref` from /opt/KernelBench: 1 agree, 1 disagree") != NULL);
   MK_CHECK(strstr(m, "- level2/b: **disagrees** — KernelBench finds <it> incorrect") != NULL);
   MK_CHECK(strstr(m, "| KernelBench |") != NULL);
   MK_CHECK(strstr(m, "| agrees |") != NULL);
