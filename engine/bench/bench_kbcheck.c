@@ -16,18 +16,32 @@ const char *mk_bench_kb_status_name(mk_bench_kb_status s) {
   return (unsigned)s < sizeof status_names / sizeof *status_names ? status_names[s] : "not run";
 }
 
-void mk_bench_kbcheck_free(mk_bench_kbcheck *kb) {
-  free(kb->reason);
-  free(kb->evaluator);
-  free(kb->root);
+/* Not run, every verdict unknown. */
+static void set_unknown(mk_bench_kbcheck *kb) {
   memset(kb, 0, sizeof *kb);
   kb->compiled = kb->correct = -1;
   kb->speedup = -1;
 }
 
+void mk_bench_kbcheck_free(mk_bench_kbcheck *kb) {
+  free(kb->reason);
+  free(kb->evaluator);
+  free(kb->root);
+  set_unknown(kb);
+}
+
 static int tristate(const cJSON *o, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   return cJSON_IsBool(v) ? cJSON_IsTrue(v) : -1;
+}
+
+/* compiled, correct and speedup: the worker's answer and the record's JSON
+ * spell them the same way. */
+static void read_verdicts(const cJSON *o, mk_bench_kbcheck *out) {
+  out->compiled = tristate(o, "compiled");
+  out->correct = tristate(o, "correct");
+  const cJSON *sp = cJSON_GetObjectItemCaseSensitive(o, "speedup");
+  if (cJSON_IsNumber(sp) && sp->valuedouble > 0) out->speedup = sp->valuedouble;
 }
 
 static const char *text_of(const cJSON *o, const char *key) {
@@ -56,9 +70,7 @@ static void set_reason(mk_bench_kbcheck *out, mk_buf *b) {
 
 void mk_bench_kbcheck_judge(const cJSON *result, const char *error, const mk_bench_record *rec,
                             double speed_tolerance, mk_bench_kbcheck *out) {
-  memset(out, 0, sizeof *out);
-  out->compiled = out->correct = -1;
-  out->speedup = -1;
+  set_unknown(out);
   mk_buf b;
   mk_buf_init(&b, 4096);
   if (result == NULL) {
@@ -82,10 +94,7 @@ void mk_bench_kbcheck_judge(const cJSON *result, const char *error, const mk_ben
     set_reason(out, &b);
     return;
   }
-  out->compiled = tristate(result, "compiled");
-  out->correct = tristate(result, "correct");
-  const cJSON *sp = cJSON_GetObjectItemCaseSensitive(result, "speedup");
-  if (cJSON_IsNumber(sp) && sp->valuedouble > 0) out->speedup = sp->valuedouble;
+  read_verdicts(result, out);
   bool kb_correct = out->correct == 1;
   if (kb_correct != rec->correct) {
     out->status = MK_BENCH_KB_DISAGREE;
@@ -134,9 +143,7 @@ cJSON *mk_bench_kbcheck_to_json(const mk_bench_kbcheck *kb) {
 }
 
 void mk_bench_kbcheck_from_json(const cJSON *json, mk_bench_kbcheck *out) {
-  memset(out, 0, sizeof *out);
-  out->compiled = out->correct = -1;
-  out->speedup = -1;
+  set_unknown(out);
   if (!cJSON_IsObject(json)) return;
   const char *status = text_of(json, "status");
   for (int k = 1; status && k < (int)(sizeof status_names / sizeof *status_names); k++)
@@ -146,8 +153,5 @@ void mk_bench_kbcheck_from_json(const cJSON *json, mk_bench_kbcheck *out) {
   if (text_of(json, "evaluator")) out->evaluator = mk_strdup(text_of(json, "evaluator"));
   const cJSON *root = cJSON_GetObjectItemCaseSensitive(json, "root");
   if (cJSON_IsString(root)) out->root = mk_strdup(root->valuestring);
-  out->compiled = tristate(json, "compiled");
-  out->correct = tristate(json, "correct");
-  const cJSON *sp = cJSON_GetObjectItemCaseSensitive(json, "speedup");
-  if (cJSON_IsNumber(sp) && sp->valuedouble > 0) out->speedup = sp->valuedouble;
+  read_verdicts(json, out);
 }

@@ -40,6 +40,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from mkworker import protocol
+
 EVAL_MODULES = ("kernelbench.eval", "src.eval")
 EVAL_FUNCTION = "eval_kernel_against_ref"
 _MAX_TEXT = 2000
@@ -228,16 +230,13 @@ def kernelbench_check(params: dict[str, Any], progress: Callable[[str, float], N
     seed, trials, perf_trials, measure, timeout_s."""
     for key in ("ref", "new"):
         if not isinstance(params.get(key), str) or not Path(params[key]).is_file():
-            from mkworker.protocol import WorkerError
-            raise WorkerError("bad_request", f"kernelbench_check: {key!r} must name a file, "
-                              f"got {params.get(key)!r}")
+            raise protocol.WorkerError("bad_request", f"kernelbench_check: {key!r} must name a "
+                                       f"file, got {params.get(key)!r}")
     progress("KernelBench evaluation", 0.0)
     return run_isolated(params)
 
 
 def register_methods() -> None:
-    from mkworker import protocol
-
     if protocol.lookup("kernelbench_check") is None:
         protocol.register("kernelbench_check", kernelbench_check)
 
@@ -253,24 +252,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--perf-trials", type=int, default=100)
     ap.add_argument("--no-measure", action="store_true")
     args = ap.parse_args(argv)
-    from mkworker.server import configure_triton_env
+    from mkworker.server import claim_stdout, configure_triton_env
 
+    # KernelBench prints freely: the answer goes on the original stdout, tagged, last.
+    answer = claim_stdout()
     configure_triton_env()  # no GPU: Triton kernels run in the interpreter, as in the worker
-    # KernelBench prints freely; the answer goes on the original stdout, tagged, last.
-    answer_fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
     result = evaluate(args.ref, args.new, args.root, args.seed, args.trials, args.perf_trials,
                       not args.no_measure)
-    with os.fdopen(answer_fd, "w", encoding="utf-8") as answer:
-        answer.write(_RESULT_TAG + json.dumps(result) + "\n")
+    answer.send(_RESULT_TAG + json.dumps(result))
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
 else:
-    try:
-        register_methods()
-    except ImportError:  # used on its own, outside the worker package
-        pass
+    register_methods()
