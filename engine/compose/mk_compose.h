@@ -37,6 +37,16 @@ typedef struct mk_compose_options {
 int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candidate *const *chosen,
                         const mk_compose_options *opt, mk_buf *out, mk_errmsg *err);
 
+/* The CUDA-graph variant of a composed file (compose_graph.c): modelnew_source
+ * unchanged, then a subclass of the same name (class_name, NULL: "ModelNew")
+ * whose forward replays the composed forward as one CUDA graph per input
+ * signature, with a fresh output every call and the plain forward wherever a
+ * graph would be wrong (autograd, CPU tensors, uncapturable code). Fails
+ * with MK_EINVAL when the class is missing or the file is already a graph
+ * variant. Appends to caller-owned `out`. */
+int mk_compose_cuda_graph(const char *modelnew_source, const char *class_name, mk_buf *out,
+                          mk_errmsg *err);
+
 /* Prefixes every top-level name (def/class/assignment) of a candidate module
  * with `prefix` and drops its import lines (the file imports once). */
 int mk_compose_prefix_candidate(const char *source, const char *prefix, mk_buf *out,

@@ -100,6 +100,8 @@ typedef struct mk_search_config {
   unsigned long long seed;
   bool try_merge;          /* default true */
   bool try_split;          /* default true */
+  bool try_cuda_graph;     /* default true: on a GPU, also verify the composed program
+                              replayed as one CUDA graph; kept only when faster */
   const char *device;      /* "cpu" or GPU name, for proposers */
   const char *workdir;     /* where composed files are written */
   const char *source_path; /* the module's path for composed files' header (borrowed for the
@@ -141,6 +143,13 @@ typedef struct mk_search_result {
   int proposals, verified, failed, merges, splits, reverted;
   long tokens_in, tokens_out;
   double wall_s;
+  /* CUDA-graph variant (PH_GRAPH): cuda_graph when modelnew_path is it;
+   * plain_ms the composition without it (then), cuda_graph_ms its own time
+   * (0 when not tried, -1 when it failed), cuda_graph_reason why it was not
+   * kept (empty when kept or not tried). */
+  bool cuda_graph;
+  double plain_ms, cuda_graph_ms;
+  char cuda_graph_reason[1024];
 } mk_search_result;
 
 typedef enum mk_search_event_kind {

@@ -21,6 +21,7 @@ typedef enum {
   PH_SPLIT,
   PH_MERGE,
   PH_FINAL,
+  PH_GRAPH, /* the verified composition replayed as one CUDA graph (GPU only) */
   PH_DONE,
 } phase;
 
@@ -55,6 +56,7 @@ struct mk_search {
   int trial_n;
 
   int final_round;
+  char *graph_path;    /* the CUDA-graph variant being verified (PH_GRAPH), owned */
   mk_search_result *res;
 };
 
@@ -79,6 +81,7 @@ void mk_search_config_defaults(mk_search_config *c) {
   c->max_proposals = 400;
   c->try_merge = true;
   c->try_split = true;
+  c->try_cuda_graph = true;
   c->device = "cpu";
   c->workdir = ".";
   c->only_subkernel = -1;
@@ -111,6 +114,7 @@ static void emit_progress(mk_search *s, const char *msg) {
   case PH_SUBKERNEL: frac = 0.05 + 0.75 * (double)s->cur / n; break;
   case PH_SPLIT: case PH_MERGE: frac = 0.82; break;
   case PH_FINAL: frac = 0.92; break;
+  case PH_GRAPH: frac = 0.96; break;
   case PH_DONE: frac = 1.0; break;
   }
   mk_search_event ev = {.kind = MK_SEARCH_PROGRESS, .fraction = frac, .message = msg};
@@ -743,6 +747,12 @@ static int compose_to_file(mk_search *s, char **path_out, mk_errmsg *err) {
  * medians on the H200) is replaced by the plain subclass. */
 #define MK_SLOWER_MARGIN 1.02
 
+/* The CUDA-graph variant is tried once, on a GPU, for a timed composition:
+ * it only removes launch gaps, so its worth is a measurement. */
+static bool graph_worth_trying(const mk_search *s) {
+  return s->cfg.try_cuda_graph && s->ev.timed && !s->cancelled && s->res->final.time_ms > 0;
+}
+
 static void on_final(void *data, const mk_eval_result *r) {
   mk_search *s = data;
   s->res->final = *r;
@@ -762,7 +772,7 @@ static void on_final(void *data, const mk_eval_result *r) {
   log_event(s, "final_verify", f);
   if ((r->status == MK_EVAL_OK && !slower) || r->status == MK_EVAL_CANCELLED || s->cancelled ||
       s->final_round >= 2) {
-    s->ph = PH_DONE;
+    s->ph = r->status == MK_EVAL_OK && graph_worth_trying(s) ? PH_GRAPH : PH_DONE;
   } else {
     s->final_round = slower ? 2 : s->final_round + 1;
     for (int i = 0; i < s->part.nsubkernels; i++)
@@ -804,6 +814,82 @@ static void phase_final(mk_search *s) {
     mk_eval_result r = {.status = MK_EVAL_ERROR, .time_ms = -1};
     snprintf(r.reason, sizeof r.reason, "the verifier refused the composition");
     on_final(s, &r);
+  }
+  end_batch(s);
+}
+
+/* A graph variant is kept when it beats the plain composition beyond timing
+ * noise (MK_SLOWER_MARGIN); the plain one stays otherwise. */
+static void on_graph(void *data, const mk_eval_result *r) {
+  mk_search *s = data;
+  mk_search_result *res = s->res;
+  bool faster = r->status == MK_EVAL_OK && r->time_ms > 0 &&
+                r->time_ms * MK_SLOWER_MARGIN < res->final.time_ms;
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddStringToObject(f, "status", mk_eval_status_name(r->status));
+  cJSON_AddNumberToObject(f, "time_ms", r->time_ms);
+  cJSON_AddNumberToObject(f, "plain_ms", res->final.time_ms);
+  if (r->status != MK_EVAL_OK) cJSON_AddStringToObject(f, "reason", r->reason);
+  cJSON_AddBoolToObject(f, "kept", faster);
+  log_event(s, "cuda_graph", f);
+  res->cuda_graph_ms = r->status == MK_EVAL_OK ? r->time_ms : -1;
+  if (faster) {
+    res->cuda_graph = true;
+    res->plain_ms = res->final.time_ms;
+    res->final = *r;
+    res->final.report_json = NULL;
+    free(res->final_report);
+    res->final_report = r->report_json ? mk_strdup(r->report_json) : NULL;
+    free(res->modelnew_path);
+    res->modelnew_path = s->graph_path;
+    s->graph_path = NULL;
+  } else {
+    snprintf(res->cuda_graph_reason, sizeof res->cuda_graph_reason, "%s",
+             r->status != MK_EVAL_OK ? r->reason : "not faster than the plain composition");
+  }
+  s->ph = PH_DONE;
+  batch_done(s);
+}
+
+static int write_graph_variant(mk_search *s, char **path_out, mk_errmsg *err) {
+  char *src = NULL;
+  size_t len = 0;
+  int rc = mk_read_file(s->res->modelnew_path, 64u << 20, &src, &len);
+  if (rc) return mk_errf(err, rc, "cannot read %s", s->res->modelnew_path);
+  mk_buf out, path;
+  mk_buf_init(&out, 0);
+  mk_buf_init(&path, 4096);
+  rc = mk_compose_cuda_graph(src, "ModelNew", &out, err);
+  free(src);
+  mk_buf_printf(&path, "%s/modelnew.graph.py", s->cfg.workdir);
+  if (!rc && (rc = mk_write_file(mk_buf_cstr(&path), mk_buf_cstr(&out), out.len)) != 0)
+    mk_errf(err, rc, "cannot write %s", mk_buf_cstr(&path));
+  mk_buf_free(&out);
+  if (rc) {
+    mk_buf_free(&path);
+    return rc;
+  }
+  *path_out = mk_buf_steal(&path, NULL);
+  return 0;
+}
+
+static void phase_graph(mk_search *s) {
+  emit_progress(s, "verifying the program replayed as a CUDA graph");
+  mk_errmsg err = {{0}};
+  free(s->graph_path);
+  s->graph_path = NULL;
+  if (write_graph_variant(s, &s->graph_path, &err)) {
+    snprintf(s->res->cuda_graph_reason, sizeof s->res->cuda_graph_reason, "%s", err.text);
+    s->ph = PH_DONE;
+    advance(s);
+    return;
+  }
+  start_batch(s);
+  s->pending++;
+  if (s->ev.evaluate_composition(s->ev.self, s->graph_path, on_graph, s) < 0) {
+    mk_eval_result r = {.status = MK_EVAL_ERROR, .time_ms = -1};
+    snprintf(r.reason, sizeof r.reason, "the verifier refused the CUDA-graph variant");
+    on_graph(s, &r);
   }
   end_batch(s);
 }
@@ -855,6 +941,7 @@ static void finish(mk_search *s) {
   free(s->order);
   free(s->source);
   free(s->workdir);
+  free(s->graph_path);
   free(s);
   done(data, status, r, status && r->final.reason[0] ? r->final.reason : NULL);
 }
@@ -890,6 +977,9 @@ static void advance(mk_search *s) {
     return;
   case PH_FINAL:
     phase_final(s);
+    return;
+  case PH_GRAPH:
+    phase_graph(s);
     return;
   case PH_DONE:
     finish(s);

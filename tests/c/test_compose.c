@@ -182,3 +182,51 @@ MK_TEST(compose, modelnew_runs_and_matches) {
   mk_partition_free(&p);
   mk_graph_free(g);
 }
+
+/* The CUDA-graph variant: the composed file unchanged, then a subclass of the
+ * same name; on the CPU (no graph possible) it runs the plain forward. */
+MK_TEST(compose, cuda_graph_variant_wraps_and_falls_back_on_cpu) {
+  mk_errmsg err = {{0}};
+  const char *src = "import torch\nimport torch.nn as nn\n\n"
+                    "class Model(nn.Module):\n"
+                    "    def __init__(self):\n        super().__init__()\n"
+                    "        self.fc = nn.Linear(8, 4)\n"
+                    "        self.register_buffer('calls', torch.zeros(()))\n"
+                    "    def forward(self, x):\n        self.calls += 1\n"
+                    "        return torch.relu(self.fc(x))\n\n"
+                    "class ModelNew(Model):\n    pass\n";
+  mk_buf out;
+  mk_buf_init(&out, 0);
+  MK_CHECK_INT(mk_compose_cuda_graph(src, NULL, &out, &err), ==, 0);
+  const char *py = mk_buf_cstr(&out);
+  MK_CHECK(strstr(py, "class ModelNew(ModelNew):") != NULL);
+  MK_CHECK(strstr(py, "_mk_graph_call(self, super().forward, args)") != NULL);
+  mk_buf again;
+  mk_buf_init(&again, 0);
+  MK_CHECK_INT(mk_compose_cuda_graph(py, NULL, &again, &err), ==, MK_EINVAL);
+  MK_CHECK_INT(mk_compose_cuda_graph("x = 1\n", NULL, &again, &err), ==, MK_EINVAL);
+  mk_buf_free(&again);
+  char path[] = "/tmp/mk_compose_graph_XXXXXX.py";
+  int fd = mkstemps(path, 3);
+  MK_REQUIRE(fd >= 0);
+  close(fd);
+  MK_REQUIRE(mk_write_file(path, py, out.len) == 0);
+  char python[4096];
+  snprintf(python, sizeof python, "%s/.venv/bin/python", mk_test_repo_dir());
+  if (access(python, X_OK) != 0) {
+    mk_test_skip("no .venv: run scripts/setup.sh");
+  } else {
+    char cmd[8192];
+    /* CPU tensors: no graph, the plain forward, state advanced once per call. */
+    snprintf(cmd, sizeof cmd,
+             "%s -c \"import importlib.util,torch;s=importlib.util.spec_from_file_location('m','%s');"
+             "m=importlib.util.module_from_spec(s);s.loader.exec_module(m);torch.manual_seed(0);"
+             "a=m.Model();b=m.ModelNew();b.load_state_dict(a.state_dict());x=torch.randn(4,8);"
+             "assert torch.equal(a(x),b(x));assert torch.equal(a(x),b(x));"
+             "assert float(b.calls)==2.0;assert b._mk_graphs.entries=={}\"",
+             python, path);
+    MK_CHECK_INT(system(cmd), ==, 0);
+  }
+  remove(path);
+  mk_buf_free(&out);
+}

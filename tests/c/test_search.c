@@ -74,6 +74,7 @@ typedef struct fake_eval {
   int fail_compositions; /* the first N composition checks fail */
   double ref_ms;
   bool timed;
+  double graph_ms;       /* > 0: time of the CUDA-graph variant (else 1.0 like the others) */
 } fake_eval;
 
 static int fake_evaluate(void *self, const mk_graph *g, const mk_subkernel *sk,
@@ -101,6 +102,7 @@ static int fake_evaluate(void *self, const mk_graph *g, const mk_subkernel *sk,
 static int fake_evaluate_composition(void *self, const char *path, mk_eval_cb cb, void *data) {
   fake_eval *fe = self;
   mk_eval_result r = {.status = MK_EVAL_OK, .time_ms = 1.0};
+  if (fe->graph_ms > 0 && strstr(path, "modelnew.graph.py") != NULL) r.time_ms = fe->graph_ms;
   if (fe->compositions++ < fe->fail_compositions) {
     r.status = MK_EVAL_MISMATCH;
     snprintf(r.reason, sizeof r.reason, "composition differs");
@@ -230,7 +232,9 @@ MK_TEST(search, failed_composition_reverts_to_reference) {
   MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
   MK_REQUIRE(o.res != NULL);
   MK_CHECK_INT(o.status, ==, 0);
-  MK_CHECK_INT(fe.compositions, ==, 2);
+  /* the composition fails, the reference passes, then its CUDA-graph variant (not faster) */
+  MK_CHECK_INT(fe.compositions, ==, 3);
+  MK_CHECK(!o.res->cuda_graph);
   MK_CHECK(o.res->reverted > 0);
   for (int i = 0; i < o.res->partition.nsubkernels; i++)
     MK_CHECK_INT(o.res->states[i].chosen, ==, 0);
@@ -629,7 +633,9 @@ MK_TEST(search, slower_composition_falls_back_to_the_model) {
   MK_REQUIRE(mk_search_start(g, &p, SOURCE, &cfg, prop, ev, NULL, on_done, &o, NULL, NULL) == 0);
   MK_REQUIRE(o.res != NULL);
   MK_CHECK_INT(o.status, ==, 0);
-  MK_CHECK_INT(fe.compositions, ==, 2); /* the composition, then straight to the plain subclass */
+  /* the composition, straight to the plain subclass, then its CUDA-graph variant (not faster) */
+  MK_CHECK_INT(fe.compositions, ==, 3);
+  MK_CHECK(!o.res->cuda_graph);
   MK_CHECK(o.res->final.time_ms == 1.0);
   MK_CHECK(o.res->reverted > 0);
   char *text = NULL;
@@ -639,4 +645,30 @@ MK_TEST(search, slower_composition_falls_back_to_the_model) {
   mk_search_result_free(o.res);
   mk_partition_free(&p);
   mk_graph_free(g);
+}
+
+/* On a GPU the verified composition is tried again as one CUDA graph and
+ * kept when faster; untimed (CPU) runs never try it. */
+MK_TEST(search, cuda_graph_variant_kept_only_when_faster) {
+  for (int timed = 0; timed <= 1; timed++) {
+    const char *names[] = {"ok_0.5"};
+    fake_prop fp = {.names = names, .nnames = 1};
+    fake_eval fe = {.ref_ms = 1.0, .timed = timed, .graph_ms = 0.5};
+    mk_search_config cfg;
+    config(&cfg);
+    outcome o = {0};
+    mk_graph *g = NULL;
+    MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
+    MK_REQUIRE(o.res != NULL);
+    MK_CHECK_INT(o.status, ==, 0);
+    MK_CHECK_INT(fe.compositions, ==, timed ? 2 : 1);
+    MK_CHECK(o.res->cuda_graph == (bool)timed);
+    if (timed) {
+      MK_CHECK(o.res->final.time_ms == 0.5);
+      MK_CHECK(o.res->plain_ms == 1.0);
+      MK_CHECK(strstr(o.res->modelnew_path, "modelnew.graph.py") != NULL);
+    }
+    mk_search_result_free(o.res);
+    mk_graph_free(g);
+  }
 }
