@@ -144,6 +144,7 @@ static void module_free(module_state *m) {
   free(m->path);
   free(m->source);
   free(m->modelnew_path);
+  free(m->run_log);
   free(m);
 }
 
@@ -307,6 +308,7 @@ void module_refresh_views(mk_session *s, module_state *m) {
       .subkernels = m->sk_views,
       .nsubkernels = m->sk_views ? n : 0,
       .modelnew_path = m->modelnew_path,
+      .run_log = m->run_log,
       .eager_ms = m->eager_ms,
       .compile_ms = m->compile_ms,
       .ours_ms = m->ours_ms,
@@ -685,11 +687,14 @@ static void on_search_done(void *data, int status, mk_search_result *r, const ch
   free(req);
 }
 
-static FILE *open_run_log(const char *workdir) {
+/* Opens <workdir>/run.jsonl for appending and remembers its path in m. */
+static FILE *open_run_log(module_state *m, const char *workdir) {
   mk_buf path;
   mk_buf_init(&path, 8192);
   mk_buf_printf(&path, "%s/run.jsonl", workdir);
   FILE *f = path.err ? NULL : fopen(mk_buf_cstr(&path), "a");
+  free(m->run_log);
+  m->run_log = f ? mk_buf_steal(&path, NULL) : NULL;
   mk_buf_free(&path);
   return f;
 }
@@ -714,7 +719,7 @@ int mk_session_evolve(mk_session *s, const char *path, int subkernel,
     return mk_errf(err, MK_ERANGE, "work directory path too long");
   evolve_req *req = calloc(1, sizeof *req);
   if (req == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
-  *req = (evolve_req){s, m, progress, done, data, open_run_log(workdir), subkernel};
+  *req = (evolve_req){s, m, progress, done, data, open_run_log(m, workdir), subkernel};
   mk_search_config cfg;
   mk_search_config_defaults(&cfg);
   cfg.beam_width = s->cfg.beam_width > 0 ? s->cfg.beam_width : cfg.beam_width;

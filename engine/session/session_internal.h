@@ -35,6 +35,7 @@ typedef struct module_state {
   int batch;                /* reduced batch used, 0 for full shapes */
   char note[256];
   char *modelnew_path;
+  char *run_log;            /* the last evolve's log file, or NULL */
   double eager_ms, compile_ms, ours_ms;
   double gpu_fraction;     /* roofline fraction of ours_ms, < 0 unknown */
   long tokens_in, tokens_out;
