@@ -18,9 +18,11 @@
 #include "mk_buf.h"
 #include "mk_session.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct evolve_cli {
@@ -32,19 +34,42 @@ typedef struct evolve_cli {
   int status;
   char error[2048];
   int last_pct;
+  double last_line_s; /* when the last progress line was printed (logs) */
+  char last_phase[160]; /* its phase (the message before " | ") */
 } evolve_cli;
 
+/* Seconds between progress lines in a log (not a terminal) when the
+ * percentage does not move: a long CPU step still shows it is alive. */
+#define PROGRESS_LOG_EVERY_S 30.0
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The session's message carries the phase (subkernel and step), the
+ * candidates done/submitted and the ETA. */
 static void progress(void *data, double fraction, const char *message) {
   evolve_cli *c = data;
   if (c->quiet) return;
   int pct = (int)(fraction * 100 + 0.5);
+  double t = now_s();
   if (c->tty) {
-    int filled = pct * 30 / 100;
-    fprintf(stderr, "\r[%.*s%*s] %3d%% %-60.60s", filled, "##############################",
-            30 - filled, "", pct, message ? message : "");
-  } else if (pct / 10 != c->last_pct / 10 || c->last_pct < 0 ||
-             (message && strstr(message, "LLM attempt"))) { /* retries are worth a line in logs */
-    fprintf(stderr, "[%3d%%] %s\n", pct, message ? message : "");
+    int filled = pct * 20 / 100;
+    fprintf(stderr, "\r[%.*s%*s] %3d%% %-100.100s", filled, "####################", 20 - filled, "",
+            pct, message ? message : "");
+  } else {
+    /* A line per new phase (subkernel, step), per 10%, and every 30 s. */
+    const char *msg = message ? message : "";
+    int phase_len = (int)(strstr(msg, " | ") ? strstr(msg, " | ") - msg : (ptrdiff_t)strlen(msg));
+    bool new_phase = phase_len != (int)strlen(c->last_phase) || strncmp(msg, c->last_phase, (size_t)phase_len);
+    if (new_phase || pct / 10 != c->last_pct / 10 || c->last_pct < 0 ||
+        t - c->last_line_s >= PROGRESS_LOG_EVERY_S || strstr(msg, "LLM attempt")) {
+      fprintf(stderr, "[%3d%%] %s\n", pct, msg);
+      c->last_line_s = t;
+      snprintf(c->last_phase, sizeof c->last_phase, "%.*s", phase_len, msg);
+    }
   }
   c->last_pct = pct;
   fflush(stderr);
@@ -74,10 +99,7 @@ static void print_table(const mk_session_module *m, FILE *out) {
     snprintf(tr, sizeof tr, "%d/%d", v->trials_passed, v->trials);
     fprintf(out, "%-3d %-30.30s %-9s %-34.34s %9s %8s %8s %7s\n", i, sk->name, lines,
             sk->chosen ? v->name : "PyTorch reference", ms, se, sc, sk->chosen ? tr : "-");
-    int tried = sk->nvariants - 1, ok = 0;
-    for (int k = 1; k < sk->nvariants; k++) ok += strcmp(sk->variants[k].status, "ok") == 0;
-    if (tried > 0 && sk->chosen == 0)
-      fprintf(out, "    %d variants tried, %d verified: %s\n", tried, ok, sk->summary);
+    if (sk->chosen == 0) fprintf(out, "    why PyTorch: %s\n", sk->summary); /* the true reason */
   }
   char e[32], c[32], o[32], se[32], sc[32];
   fmt_ms(e, sizeof e, m->eager_ms);

@@ -666,3 +666,63 @@ MK_TEST(cli, check_table_without_compared_values) {
   MK_CHECK(strstr(r.out, "max abs error   0\n") == NULL);
   run_free(&r);
 }
+
+/* A verified kernel reverted because the whole program timed out in its
+ * check says so: the true reason, not "none faster than PyTorch" (a CPU run
+ * has no timings to be slower by). The progress names the subkernel and
+ * counts candidates; the run log is where the closing line says. */
+MK_TEST(cli, evolve_reports_the_true_reason) {
+  fake_env f;
+  fake_env_init(&f, "normal", false);
+  const char *m = tmp_file("hang_whole.py", "import torch\nclass Model(torch.nn.Module):\n"
+                                            "    def forward(self, x):\n"
+                                            "        return torch.tanh(x)  # HANG in the whole-program check\n"
+                                            "def get_inputs():\n    return [torch.randn(4, 4)]\n"
+                                            "def get_init_inputs():\n    return []\n");
+  char work[600];
+  snprintf(work, sizeof work, "%s/work_true_reason", tmpdir);
+  run_out r;
+  const char *a[] = {"evolve", m, "--job-timeout", "1", "--budget", "4", "--workdir", work, NULL};
+  run(a, f.kv, 120, &r);
+  MK_CHECK(!r.timed_out);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.out, "why PyTorch: 4 of 4 tried verified alone, but the composed program failed its "
+                         "whole-program check (timeout") != NULL);
+  MK_CHECK(strstr(r.out, "none faster") == NULL);
+  MK_CHECK(strstr(r.err, "conv2d_min: step 0") != NULL);
+  MK_CHECK(strstr(r.err, "candidates 4/4 done, 4 verified") != NULL);
+  MK_CHECK(strstr(r.err, "ETA ~") != NULL);
+  char log[700];
+  snprintf(log, sizeof log, "run log: %s/hang_whole/run.jsonl", work);
+  MK_CHECK(strstr(r.out, log) != NULL);
+  MK_CHECK(access(log + strlen("run log: "), R_OK) == 0);
+  run_free(&r);
+}
+
+/* Without --workdir, run files go to ./.mkevolve of the working directory,
+ * not beside the problem. */
+MK_TEST(cli, evolve_writes_to_the_working_directory) {
+  fake_env f;
+  fake_env_init(&f, "normal", false);
+  const char *m = tmp_file("where.py", good_module);
+  char cwd[600], problem_dir[600];
+  snprintf(cwd, sizeof cwd, "%s/cwd_run", tmpdir);
+  mkdir(cwd, 0755);
+  snprintf(problem_dir, sizeof problem_dir, "%s/.mkevolve", tmpdir);
+  char old[4096];
+  MK_REQUIRE(getcwd(old, sizeof old) != NULL);
+  MK_REQUIRE(chdir(cwd) == 0);
+  run_out r;
+  const char *a[] = {"evolve", m, "--budget", "2", NULL};
+  run(a, f.kv, 120, &r);
+  MK_CHECK(chdir(old) == 0);
+  MK_CHECK_INT(r.status, ==, 0);
+  char want[700];
+  snprintf(want, sizeof want, "run log: %s/.mkevolve/where/run.jsonl", cwd);
+  MK_CHECK(strstr(r.out, want) != NULL);
+  snprintf(want, sizeof want, "ModelNew written to %s/.mkevolve/where/ModelNew.py", cwd);
+  MK_CHECK(strstr(r.out, want) != NULL);
+  MK_CHECK(strstr(r.out, "TRITON_INTERPRET=1") != NULL);
+  MK_CHECK(access(problem_dir, F_OK) != 0); /* nothing beside the problem */
+  run_free(&r);
+}
