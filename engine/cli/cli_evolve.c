@@ -107,10 +107,14 @@ static void print_table(const mk_session_module *m, FILE *out) {
   fmt_ms(o, sizeof o, m->ours_ms);
   fmt_x(se, sizeof se, m->eager_ms > 0 && m->ours_ms > 0 ? m->eager_ms / m->ours_ms : -1);
   fmt_x(sc, sizeof sc, m->compile_ms > 0 && m->ours_ms > 0 ? m->compile_ms / m->ours_ms : -1);
-  fprintf(out, "\nwhole program on %s: eager %s ms, torch.compile %s ms, ours %s ms "
-               "(%s vs eager, %s vs torch.compile)\n",
-          m->device, e, c, o, se, sc);
-  if (!m->timed) fprintf(out, "no timings on %s: correctness only (Triton interpreter)\n", m->device);
+  if (m->timed)
+    fprintf(out, "\nwhole program on %s: eager %s ms, torch.compile %s ms, ours %s ms "
+                 "(%s vs eager, %s vs torch.compile)\n",
+            m->device, e, c, o, se, sc);
+  else /* dashes for times that cannot exist would read as missing data */
+    fprintf(out, "\nno timings on %s: correctness only (Triton's interpreter runs the kernels as "
+                 "Python; a time there says nothing about a GPU)\n",
+            m->device);
   if (m->note && *m->note) fprintf(out, "note: %s\n", m->note);
   if (m->tokens_in + m->tokens_out > 0)
     fprintf(out, "tokens spent on the variants tried: %ld in, %ld out\n", m->tokens_in, m->tokens_out);

@@ -703,8 +703,7 @@ static double progress_eta(const module_state *m, double elapsed) {
   double eta = -1;
   if (m->fraction > 0.06 && m->fraction < 1) eta = elapsed * (1 - m->fraction) / m->fraction;
   if (m->cand_done > 0) {
-    double per = elapsed / m->cand_done * 0.9; /* the references' timing came first */
-    double flight = per * (m->cand_submitted - m->cand_done);
+    double flight = elapsed / m->cand_done * (m->cand_submitted - m->cand_done);
     if (flight > eta) eta = flight;
   }
   return eta;

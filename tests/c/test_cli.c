@@ -542,6 +542,11 @@ MK_TEST(cli, help_for_every_command) {
   MK_CHECK_INT(r.status, ==, 0);
   MK_CHECK(strstr(r.out, "usage: mkevolve <command>") != NULL);
   run_free(&r);
+  const char *topcmd[] = {"help", "evolve", NULL};
+  run(topcmd, env, 10, &r);
+  MK_CHECK_INT(r.status, ==, 0);
+  MK_CHECK(strstr(r.out, "usage: mkevolve evolve") != NULL);
+  run_free(&r);
 
   /* evolve and bench list every session option docs/cli.md documents. */
   char opts[64][32];
