@@ -1,7 +1,9 @@
 /* bench_report.c — the Markdown summary and the self-contained HTML report
  * (inline CSS and SVG; opens with no network). Plots: distribution of
  * speedups vs eager, per-problem bars vs both baselines (log scale), and
- * time per subkernel for each problem. */
+ * time per subkernel for each problem; a sweep without timings (the CPU)
+ * gets a notice saying why instead of empty plots, "n/a" for what it cannot
+ * know, and, like every sweep, what each subkernel became. */
 #include "mk_bench.h"
 
 #include <math.h>
@@ -11,12 +13,41 @@ static const char *or_dash(const char *s) { return s && *s ? s : "-"; }
 
 static void md_ms(mk_buf *b, double v) {
   if (v >= 0) mk_buf_printf(b, " %.3f |", v);
-  else mk_buf_puts(b, " - |");
+  else mk_buf_puts(b, " n/a |");
 }
 
 static void md_x(mk_buf *b, double v) {
   if (v > 0) mk_buf_printf(b, " %.2fx |", v);
-  else mk_buf_puts(b, " - |");
+  else mk_buf_puts(b, " n/a |");
+}
+
+/* Why a sweep has no timings, said once wherever the numbers would be. */
+#define NO_TIMINGS                                                                                 \
+  "No timings: these problems ran on the CPU, where Triton kernels run in Triton's interpreter "   \
+  "(TRITON_INTERPRET=1), which executes each kernel as Python; a time there says nothing about a " \
+  "GPU, so speedups and fast_p are n/a. What a CPU sweep does show: whether each composed "        \
+  "program is correct, and what each subkernel became."
+
+/* What subkernel k of rec became: its kernel (and who wrote it), or the
+ * PyTorch reference. */
+static bool replaced(const mk_bench_subkernel *sk) {
+  return sk->origin && strcmp(sk->origin, "reference") != 0;
+}
+
+static void md_subkernels(mk_buf *b, const mk_bench_results *r) {
+  mk_buf_puts(b, "\n## What each subkernel became\n\n| problem | subkernel | became | why / time |\n"
+                 "|---|---|---|---|\n");
+  for (int i = 0; i < r->nrecords; i++) {
+    const mk_bench_record *rec = &r->records[i];
+    for (int k = 0; k < rec->nsubkernels; k++) {
+      const mk_bench_subkernel *sk = &rec->subkernels[k];
+      mk_buf_printf(b, "| %s | %s | ", rec->id, or_dash(sk->name));
+      if (replaced(sk)) mk_buf_printf(b, "%s (%s) |", or_dash(sk->variant), sk->origin);
+      else mk_buf_puts(b, "PyTorch reference |");
+      if (sk->ours_ms >= 0) mk_buf_printf(b, " %.3f ms (reference %.3f ms) |\n", sk->ours_ms, sk->ref_ms);
+      else mk_buf_printf(b, " %s |\n", replaced(sk) ? "verified" : or_dash(sk->reason));
+    }
+  }
 }
 
 static void md_aggregate(mk_buf *b, const mk_bench_aggregate *a) {
@@ -24,8 +55,10 @@ static void md_aggregate(mk_buf *b, const mk_bench_aggregate *a) {
   mk_buf_puts(b, "|---|---|---|---|---|---|---|---|\n");
   for (int vs = 0; vs < 2; vs++) {
     mk_buf_printf(b, "| %s | %d | %d |", vs ? "torch.compile" : "eager", a->problems, a->correct);
-    for (int k = 0; k < 4; k++)
-      mk_buf_printf(b, " %.2f |", vs ? a->fast[k].vs_compile : a->fast[k].vs_eager);
+    for (int k = 0; k < 4; k++) {
+      if (k > 0 && a->timed == 0) mk_buf_puts(b, " n/a |");
+      else mk_buf_printf(b, " %.2f |", vs ? a->fast[k].vs_compile : a->fast[k].vs_eager);
+    }
     md_x(b, vs ? a->geomean_vs_compile : a->geomean_vs_eager);
     mk_buf_putc(b, '\n');
   }
@@ -89,6 +122,7 @@ int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
                  "ours.\n\n## All problems\n\n");
   mk_bench_aggregate a;
   mk_bench_aggregate_of(r, 0, &a);
+  if (a.timed == 0) mk_buf_puts(b, "> " NO_TIMINGS "\n\n");
   md_aggregate(b, &a);
   for (int level = 1; level <= 3; level++) {
     mk_bench_aggregate al;
@@ -109,9 +143,8 @@ int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
                 kb ? " KernelBench |" : "", kb ? "---|" : "");
   for (int i = 0; i < r->nrecords; i++) {
     const mk_bench_record *rec = &r->records[i];
-    int replaced = 0;
-    for (int k = 0; k < rec->nsubkernels; k++)
-      replaced += rec->subkernels[k].origin && strcmp(rec->subkernels[k].origin, "reference") != 0;
+    int nreplaced = 0;
+    for (int k = 0; k < rec->nsubkernels; k++) nreplaced += replaced(&rec->subkernels[k]);
     mk_buf_printf(b, "| %s | %s |", rec->id, rec->correct ? "yes" : "**no**");
     md_ms(b, rec->eager_ms);
     md_ms(b, rec->compile_ms);
@@ -119,12 +152,14 @@ int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
     md_x(b, mk_bench_speedup(rec->eager_ms, rec->ours_ms));
     md_x(b, mk_bench_speedup(rec->compile_ms, rec->ours_ms));
     if (rec->gpu_fraction >= 0) mk_buf_printf(b, " %.1f%% |", 100 * rec->gpu_fraction);
-    else mk_buf_puts(b, " - |");
-    mk_buf_printf(b, " %d (%d) | %.1f | %s |", rec->nsubkernels, replaced, rec->wall_s,
-                  rec->error ? rec->error : "");
+    else mk_buf_puts(b, " n/a |");
+    mk_buf_printf(b, " %d (%d) | %.1f | %s%s%s |", rec->nsubkernels, nreplaced, rec->wall_s,
+                  rec->error ? rec->error : "", rec->error && rec->note ? "; " : "",
+                  rec->note ? rec->note : "");
     if (kb) mk_buf_printf(b, " %s |", kb_cell(rec->kb.status));
     mk_buf_putc(b, '\n');
   }
+  md_subkernels(b, r);
   return b->err;
 }
 
@@ -149,12 +184,14 @@ static const char *CSS =
     "padding:10px 14px;min-width:140px}.card b{display:block;font-size:20px}"
     "table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #eee;padding:4px 8px;"
     "text-align:right}td:first-child,th:first-child{text-align:left}.bad{color:#b00020}"
+    ".notice{background:#eef4fb;border-left:4px solid #1565c0;padding:8px 12px;color:#123}"
+    ".note{color:#555}td.left,th.left{text-align:left}"
     "svg text{font:11px system-ui,sans-serif}";
 
 static void card(mk_buf *b, const char *label, const char *fmt, double v) {
   mk_buf_printf(b, "<div class=card><b>");
   if (v >= 0) mk_buf_printf(b, fmt, v);
-  else mk_buf_puts(b, "-");
+  else mk_buf_puts(b, "n/a");
   mk_buf_printf(b, "</b>%s</div>", label);
 }
 
@@ -263,15 +300,15 @@ static void html_table(mk_buf *b, const mk_bench_results *r, bool kb) {
     double vals[3] = {rec->eager_ms, rec->compile_ms, rec->ours_ms};
     for (int k = 0; k < 3; k++) {
       if (vals[k] >= 0) mk_buf_printf(b, "<td>%.3f</td>", vals[k]);
-      else mk_buf_puts(b, "<td>-</td>");
+      else mk_buf_puts(b, "<td>n/a</td>");
     }
     for (int vs = 0; vs < 2; vs++) {
       double s = mk_bench_speedup(vs ? rec->compile_ms : rec->eager_ms, rec->ours_ms);
       if (s > 0) mk_buf_printf(b, "<td>%.2fx</td>", s);
-      else mk_buf_puts(b, "<td>-</td>");
+      else mk_buf_puts(b, "<td>n/a</td>");
     }
     if (rec->gpu_fraction >= 0) mk_buf_printf(b, "<td>%.1f%%</td>", 100 * rec->gpu_fraction);
-    else mk_buf_puts(b, "<td>-</td>");
+    else mk_buf_puts(b, "<td>n/a</td>");
     mk_buf_printf(b, "<td>%d</td><td>%.1f</td>", rec->nsubkernels, rec->wall_s);
     if (kb) {
       const char *cell = kb_cell(rec->kb.status);
@@ -279,15 +316,56 @@ static void html_table(mk_buf *b, const mk_bench_results *r, bool kb) {
       mk_buf_printf(b, "<td%s>%s</td>", bad ? " class=bad" : "", bad ? "disagrees" : cell);
     }
     mk_buf_puts(b, "</tr>");
-    const char *notes[2] = {rec->error, rec->kb.status == MK_BENCH_KB_DISAGREE ? rec->kb.reason : NULL};
-    for (int k = 0; k < 2; k++) {
+    /* Failures in red; how a problem ran (a reduced batch) is not one. */
+    const char *notes[3] = {rec->error, rec->kb.status == MK_BENCH_KB_DISAGREE ? rec->kb.reason : NULL,
+                            rec->note};
+    for (int k = 0; k < 3; k++) {
       if (notes[k] == NULL) continue;
-      mk_buf_printf(b, "<tr><td colspan=%d class=bad>%s", kb ? 11 : 10, k ? "KernelBench: " : "");
+      mk_buf_printf(b, "<tr><td colspan=%d class=%s>%s", kb ? 11 : 10, k == 2 ? "note" : "bad",
+                    k == 1 ? "KernelBench: " : k == 2 ? "note: " : "");
       html_text(b, notes[k]);
       mk_buf_puts(b, "</td></tr>");
     }
   }
   mk_buf_puts(b, "</table>");
+}
+
+/* Per problem, what each subkernel became: its kernel and who wrote it, or
+ * the PyTorch reference and why (what a CPU sweep has to say). */
+static void html_subkernels(mk_buf *b, const mk_bench_results *r) {
+  mk_buf_puts(b, "<table aria-label=\"what each subkernel became\"><tr><th>problem</th><th class=left>subkernel</th>"
+                 "<th class=left>became</th><th class=left>why / time</th></tr>");
+  for (int i = 0; i < r->nrecords; i++) {
+    const mk_bench_record *rec = &r->records[i];
+    for (int k = 0; k < rec->nsubkernels; k++) {
+      const mk_bench_subkernel *sk = &rec->subkernels[k];
+      mk_buf_puts(b, "<tr><td>");
+      if (k == 0) html_text(b, rec->id);
+      mk_buf_puts(b, "</td><td class=left>");
+      html_text(b, or_dash(sk->name));
+      mk_buf_puts(b, "</td><td class=left>");
+      if (replaced(sk)) {
+        html_text(b, or_dash(sk->variant));
+        mk_buf_puts(b, " (");
+        html_text(b, sk->origin);
+        mk_buf_puts(b, ")");
+      } else {
+        mk_buf_puts(b, "PyTorch reference");
+      }
+      mk_buf_puts(b, "</td><td class=left>");
+      if (sk->ours_ms >= 0) mk_buf_printf(b, "%.3f ms (reference %.3f ms)", sk->ours_ms, sk->ref_ms);
+      else html_text(b, replaced(sk) ? "verified" : or_dash(sk->reason));
+      mk_buf_puts(b, "</td></tr>");
+    }
+  }
+  mk_buf_puts(b, "</table>");
+}
+
+static bool any_subkernel_time(const mk_bench_results *r) {
+  for (int i = 0; i < r->nrecords; i++)
+    for (int k = 0; k < r->records[i].nsubkernels; k++)
+      if (r->records[i].subkernels[k].ours_ms > 0) return true;
+  return false;
 }
 
 int mk_bench_write_html(const mk_bench_results *r, mk_buf *b) {
@@ -305,11 +383,14 @@ int mk_bench_write_html(const mk_bench_results *r, mk_buf *b) {
     mk_buf_puts(b, "</code><br>");
   }
   if (r->note) html_text(b, r->note);
-  mk_buf_puts(b, "</p><div class=cards>");
+  mk_buf_puts(b, "</p>");
+  bool timed = a.timed > 0;
+  if (!timed) mk_buf_puts(b, "<p class=notice role=note>" NO_TIMINGS "</p>");
+  mk_buf_puts(b, "<div class=cards>");
   card(b, "problems", "%.0f", a.problems);
   card(b, "correct (fast_0)", "%.0f%%", 100 * a.fast[0].vs_eager);
-  card(b, "fast_1 vs eager", "%.0f%%", 100 * a.fast[1].vs_eager);
-  card(b, "fast_1 vs torch.compile", "%.0f%%", 100 * a.fast[1].vs_compile);
+  card(b, "fast_1 vs eager", "%.0f%%", timed ? 100 * a.fast[1].vs_eager : -1);
+  card(b, "fast_1 vs torch.compile", "%.0f%%", timed ? 100 * a.fast[1].vs_compile : -1);
   card(b, "geomean vs eager", "%.2fx", a.geomean_vs_eager);
   card(b, "geomean vs torch.compile", "%.2fx", a.geomean_vs_compile);
   if (a.tokens_in + a.tokens_out > 0) card(b, "tokens", "%.0f", (double)(a.tokens_in + a.tokens_out));
@@ -328,13 +409,20 @@ int mk_bench_write_html(const mk_bench_results *r, mk_buf *b) {
     html_text(b, or_dash(why));
     mk_buf_puts(b, "</p>");
   }
-  mk_buf_puts(b, "<h2>Speedup vs eager: distribution</h2>");
-  svg_histogram(b, r);
-  mk_buf_puts(b, "<h2>Speedup per problem (log scale)</h2>");
-  svg_bars(b, r);
-  mk_buf_puts(b, "<h2>Time per subkernel (chosen variants)</h2>");
-  svg_subkernels(b, r);
+  /* Charts of numbers that do not exist would be empty frames. */
+  if (timed) {
+    mk_buf_puts(b, "<h2>Speedup vs eager: distribution</h2>");
+    svg_histogram(b, r);
+    mk_buf_puts(b, "<h2>Speedup per problem (log scale)</h2>");
+    svg_bars(b, r);
+  }
+  if (any_subkernel_time(r)) {
+    mk_buf_puts(b, "<h2>Time per subkernel (chosen variants)</h2>");
+    svg_subkernels(b, r);
+  }
   mk_buf_puts(b, "<h2>Problems</h2>");
   html_table(b, r, a.kb_checked > 0);
+  mk_buf_puts(b, "<h2>What each subkernel became</h2>");
+  html_subkernels(b, r);
   return mk_buf_puts(b, "</body></html>\n");
 }

@@ -47,6 +47,7 @@ void mk_bench_aggregate_of(const mk_bench_results *r, int level, mk_bench_aggreg
     out->tokens_out += rec->tokens_out;
     out->cost_usd += rec->cost_usd;
     out->wall_s += rec->wall_s;
+    out->timed += rec->eager_ms > 0 && rec->ours_ms > 0;
     if (!rec->correct) continue;
     out->correct++;
     double se = mk_bench_speedup(rec->eager_ms, rec->ours_ms);
@@ -75,6 +76,7 @@ cJSON *mk_bench_record_to_json(const mk_bench_record *rec) {
   cJSON_AddNumberToObject(o, "level", rec->level);
   cJSON_AddBoolToObject(o, "correct", rec->correct);
   add_str(o, "error", rec->error);
+  add_str(o, "note", rec->note);
   add_ms(o, "eager_ms", rec->eager_ms);
   add_ms(o, "compile_ms", rec->compile_ms);
   add_ms(o, "ours_ms", rec->ours_ms);
@@ -96,6 +98,7 @@ cJSON *mk_bench_record_to_json(const mk_bench_record *rec) {
     add_str(j, "origin", s->origin);
     add_ms(j, "ref_ms", s->ref_ms);
     add_ms(j, "ours_ms", s->ours_ms);
+    add_str(j, "reason", s->reason);
     cJSON_AddItemToArray(sks, j);
   }
   return o;
@@ -120,6 +123,13 @@ int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg
   out->level = (int)get_num(json, "level", 0);
   out->correct = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "correct"));
   out->error = get_str(json, "error");
+  out->note = get_str(json, "note");
+  /* Records written before "note" existed kept the note of a correct run
+   * (e.g. "reduced batch 2 on CPU") in "error". */
+  if (out->correct && out->error && out->note == NULL) {
+    out->note = out->error;
+    out->error = NULL;
+  }
   out->eager_ms = get_num(json, "eager_ms", -1);
   out->compile_ms = get_num(json, "compile_ms", -1);
   out->ours_ms = get_num(json, "ours_ms", -1);
@@ -143,6 +153,7 @@ int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg
       s->origin = get_str(j, "origin");
       s->ref_ms = get_num(j, "ref_ms", -1);
       s->ours_ms = get_num(j, "ours_ms", -1);
+      s->reason = get_str(j, "reason");
     }
   }
   return 0;
@@ -152,10 +163,12 @@ void mk_bench_record_free(mk_bench_record *rec) {
   free(rec->id);
   free(rec->path);
   free(rec->error);
+  free(rec->note);
   for (int i = 0; i < rec->nsubkernels; i++) {
     free(rec->subkernels[i].name);
     free(rec->subkernels[i].variant);
     free(rec->subkernels[i].origin);
+    free(rec->subkernels[i].reason);
   }
   free(rec->subkernels);
   free(rec->modelnew);
@@ -191,13 +204,16 @@ static cJSON *aggregate_json(const mk_bench_aggregate *a) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "problems", a->problems);
   cJSON_AddNumberToObject(o, "correct", a->correct);
+  cJSON_AddNumberToObject(o, "timed", a->timed);
   cJSON *fe = cJSON_AddObjectToObject(o, "fast_vs_eager");
   cJSON *fc = cJSON_AddObjectToObject(o, "fast_vs_compile");
   for (int k = 0; k < 4; k++) {
     char key[16];
     snprintf(key, sizeof key, "%g", a->fast[k].p);
-    cJSON_AddNumberToObject(fe, key, a->fast[k].vs_eager);
-    cJSON_AddNumberToObject(fc, key, a->fast[k].vs_compile);
+    /* Without a single timing, "0% faster" would be a claim: unknown. */
+    bool known = k == 0 || a->timed > 0;
+    add_ms(fe, key, known ? a->fast[k].vs_eager : -1);
+    add_ms(fc, key, known ? a->fast[k].vs_compile : -1);
   }
   add_ms(o, "geomean_vs_eager", a->geomean_vs_eager);
   add_ms(o, "geomean_vs_compile", a->geomean_vs_compile);

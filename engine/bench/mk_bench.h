@@ -24,6 +24,7 @@ typedef struct mk_bench_subkernel {
   char *origin;     /* "reference", "builtin", "llm:..." */
   double ref_ms;    /* reference time of this subkernel, < 0 unknown */
   double ours_ms;   /* chosen variant's time, < 0 unknown */
+  char *reason;     /* why it stayed the PyTorch reference (the session's summary), or NULL */
 } mk_bench_subkernel;
 
 /* The cross-check of a record's ModelNew with KernelBench's own evaluation
@@ -52,6 +53,7 @@ typedef struct mk_bench_record {
   int level;         /* 1..3, 0 when not from a level folder */
   bool correct;
   char *error;       /* why it failed, or NULL */
+  char *note;        /* how it ran, not a failure ("reduced batch 2 on CPU"), or NULL */
   double eager_ms, compile_ms, ours_ms; /* medians from one run; < 0 unknown */
   long tokens_in, tokens_out;
   double cost_usd;
@@ -75,7 +77,8 @@ typedef struct mk_bench_fast {
 
 typedef struct mk_bench_aggregate {
   int problems, correct;
-  mk_bench_fast fast[4]; /* p = 0, 1, 1.5, 2 */
+  int timed;             /* problems with both an eager and our time (none on the CPU) */
+  mk_bench_fast fast[4]; /* p = 0, 1, 1.5, 2; p > 0 means nothing when timed is 0 */
   double geomean_vs_eager, geomean_vs_compile; /* over correct, timed problems */
   long tokens_in, tokens_out;
   double cost_usd, wall_s;

@@ -50,50 +50,6 @@ static void on_capture(void *data, mk_verify_capture_result *r) {
   w->elapsed_ms = r->elapsed_ms;
 }
 
-/* Prints " 12 | <source line>" under an error, when the line exists. */
-static void print_source_line(FILE *out, const char *path, int line) {
-  if (line <= 0) return;
-  char *src = NULL;
-  size_t len = 0;
-  if (mk_read_file(path, MK_CLI_MAX_MODULE, &src, &len) != 0) return;
-  const char *p = src;
-  for (int i = 1; i < line && p; i++) {
-    p = memchr(p, '\n', len - (size_t)(p - src));
-    if (p) p++;
-  }
-  if (p && p < src + len) {
-    const char *e = memchr(p, '\n', len - (size_t)(p - src));
-    int n = (int)(e ? e - p : (src + len) - p);
-    if (n > 200) n = 200;
-    fprintf(out, "%5d | %.*s\n", line, n, p);
-  }
-  free(src);
-}
-
-/* Last `max` lines of a traceback, indented. */
-static void print_traceback(FILE *out, const char *tb, int max) {
-  if (!tb || !tb[0]) return;
-  const char *end = tb + strlen(tb);
-  while (end > tb && end[-1] == '\n') end--;
-  const char *start = end;
-  int lines = 0;
-  while (start > tb && lines < max) {
-    start--;
-    if (*start == '\n' && ++lines == max) {
-      start++;
-      break;
-    }
-  }
-  fputs("  traceback (last lines):\n", out);
-  const char *p = start;
-  while (p < end) {
-    const char *nl = memchr(p, '\n', (size_t)(end - p));
-    int n = (int)(nl ? nl - p : end - p);
-    fprintf(out, "    %.*s\n", n, p);
-    p = nl ? nl + 1 : end;
-  }
-}
-
 /* ---- JSON ---------------------------------------------------------------- */
 
 static cJSON *ints(const int *xs, int n) {
@@ -297,10 +253,21 @@ static void print_text(const char *file, const analyze_opts *o, const capture_wa
 
 /* ---- driver --------------------------------------------------------------- */
 
-static void usage(void) {
+/* The full usage (docs/cli.md): on stdout for --help, on stderr after a
+ * usage error. */
+static void usage(FILE *out) {
   fputs("usage: mkevolve analyze FILE... [--json] [--class NAME] [--batch N] [--timeout S] "
-        "[--no-cache]\n",
-        stderr);
+        "[--no-cache]\n"
+        "\n"
+        "Prints the operator graph captured from each KernelBench-format FILE (class Model,\n"
+        "get_inputs(), get_init_inputs()) and the proposed subkernels.\n"
+        "\n"
+        "  --json        the mkevolve.analyze/1 schema (one object, or an array for several files)\n"
+        "  --class NAME  the module class to capture (default Model)\n"
+        "  --batch N     capture with batch N instead of get_inputs()'s\n"
+        "  --timeout S   seconds for the worker's start and each capture\n"
+        "  --no-cache    capture again even when the file did not change\n",
+        out);
 }
 
 /* Analyses one file; returns 0 or 1. `json_out` collects JSON objects. */
@@ -315,7 +282,7 @@ static int analyze_one(mk_cli_rt *rt, const char *arg, const analyze_opts *o, cJ
     } else {
       if (st.line > 0) fprintf(stderr, "%s:%d:%d: %s\n", file, st.line, st.col, st.message);
       else fprintf(stderr, "%s: %s\n", file, st.message);
-      print_source_line(stderr, file, st.line);
+      mk_cli_print_source_line(stderr, file, st.line);
     }
     return 1;
   }
@@ -342,8 +309,8 @@ static int analyze_one(mk_cli_rt *rt, const char *arg, const analyze_opts *o, cJ
     } else {
       if (w.line > 0) fprintf(stderr, "%s:%d: %s: %s\n", file, w.line, w.kind, msg);
       else fprintf(stderr, "%s: %s: %s\n", file, w.kind, msg);
-      print_source_line(stderr, file, w.line);
-      print_traceback(stderr, mk_buf_cstr(&w.traceback), 12);
+      mk_cli_print_source_line(stderr, file, w.line);
+      mk_cli_print_traceback(stderr, mk_buf_cstr(&w.traceback), file);
     }
     status = 1;
   } else {
@@ -386,12 +353,12 @@ int mk_cli_analyze(int argc, char **argv) {
         return 2;
       }
     } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      usage();
+      usage(stdout);
       free(files);
       return 0;
     } else if (a[0] == '-' && a[1] != '\0') {
       fprintf(stderr, "mkevolve analyze: unknown option %s\n", a);
-      usage();
+      usage(stderr);
       free(files);
       return 2;
     } else {
@@ -399,7 +366,7 @@ int mk_cli_analyze(int argc, char **argv) {
     }
   }
   if (nfiles == 0) {
-    usage();
+    usage(stderr);
     free(files);
     return 2;
   }

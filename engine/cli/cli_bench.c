@@ -176,7 +176,7 @@ static void save_record(bench_cli *b, const problem *p, const mk_bench_record *r
 }
 
 /* Copies the emitted ModelNew into DIR/modelnew/ (the session's own copy is
- * beside the problem and is rewritten by the next run); returns the path
+ * in the work directory and is rewritten by the next run); returns the path
  * relative to DIR, or NULL. */
 static char *keep_modelnew(const bench_cli *b, const problem *p, const char *from) {
   char *text = NULL;
@@ -208,7 +208,7 @@ static void fill_record(mk_bench_record *rec, const problem *p, int status,
   rec->gpu_fraction = m->gpu_fraction;
   rec->tokens_in = m->tokens_in;
   rec->tokens_out = m->tokens_out;
-  if (m->note && *m->note && rec->error == NULL) rec->error = mk_strdup(m->note);
+  if (m->note && *m->note) rec->note = mk_strdup(m->note); /* how it ran, not an error */
   rec->subkernels = calloc((size_t)m->nsubkernels + 1, sizeof *rec->subkernels);
   if (rec->subkernels == NULL) return;
   rec->nsubkernels = m->nsubkernels;
@@ -217,7 +217,8 @@ static void fill_record(mk_bench_record *rec, const problem *p, int status,
     const mk_session_variant *v = &sk->variants[sk->chosen];
     rec->subkernels[i] = (mk_bench_subkernel){
         .name = mk_strdup(sk->name), .variant = mk_strdup(v->name), .origin = mk_strdup(v->origin),
-        .ref_ms = sk->nvariants ? sk->variants[0].time_ms : -1, .ours_ms = v->time_ms};
+        .ref_ms = sk->nvariants ? sk->variants[0].time_ms : -1, .ours_ms = v->time_ms,
+        .reason = sk->chosen == 0 && sk->summary ? mk_strdup(sk->summary) : NULL};
   }
 }
 
@@ -425,6 +426,35 @@ static int load_all_records(bench_cli *b) {
   return 0;
 }
 
+/* The full usage (docs/bench.md): on stdout for --help, on stderr after a
+ * usage error. */
+static void usage(FILE *out) {
+  fputs("usage: mkevolve bench PATHS... [-o DIR] [--levels 1,2,3] [--limit N] [--gpus N] [--fresh]\n"
+        "                      [--kb-crosscheck] [--kb-root DIR] [--kb-trials N] [--kb-tolerance F]\n"
+        "                      [session options]\n"
+        "       mkevolve bench --report-only -o DIR [--device-name NAME] [--command CMD] [--note TEXT]\n"
+        "\n"
+        "Evolves every KernelBench-format problem in PATHS (files, or folders searched\n"
+        "recursively; a levelN folder gives its problems level N), resumable, and writes\n"
+        "DIR/results.json, DIR/summary.md and DIR/report.html (docs/bench.md).\n"
+        "\n"
+        "  -o, --output DIR           results (default bench-out); DIR/problems/ holds one record\n"
+        "                             per finished problem, DIR/modelnew/ its ModelNew\n"
+        "  --levels 1,2,3             only problems of these levels\n"
+        "  --limit N                  the first N problems (level, then number order)\n"
+        "  --gpus N                   problems evolved at a time\n"
+        "  --fresh                    run every problem again (default: resume from DIR/problems)\n"
+        "  --kb-crosscheck            check every ModelNew with KernelBench's own evaluation\n"
+        "  --kb-root DIR              the KernelBench checkout to use (implies --kb-crosscheck)\n"
+        "  --kb-trials N              KernelBench's correctness trials\n"
+        "  --kb-tolerance F           how far the two speedups may differ (a fraction)\n"
+        "  --report-only              rewrite the reports from DIR/problems, run nothing\n"
+        "  --device-name, --command, --note   what the rewritten reports say\n"
+        "\n",
+        out);
+  mk_cli_print_session_options(out);
+}
+
 static unsigned parse_levels(const char *v) {
   unsigned mask = 0;
   for (; v && *v; v++)
@@ -456,10 +486,19 @@ int mk_cli_bench(int argc, char **argv) {
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int used = mk_cli_session_option(&cfg, a, v);
-    if (used < 0) return fprintf(stderr, "mkevolve bench: bad value for %s\n", a), 2;
+    if (used < 0) {
+      fprintf(stderr, "mkevolve bench: bad value for %s\n", a);
+      mk_cli_options_free();
+      return 2;
+    }
     if (used > 0) {
       i += used - 1;
       continue;
+    }
+    if (mk_cli_is_help(a)) {
+      usage(stdout);
+      mk_cli_options_free();
+      return 0;
     }
     if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && v) b.outdir = argv[++i];
     else if (strcmp(a, "--levels") == 0 && v) levels = parse_levels(argv[++i]);
@@ -475,7 +514,12 @@ int mk_cli_bench(int argc, char **argv) {
     else if (strcmp(a, "--note") == 0 && v) note = argv[++i];
     else if (strcmp(a, "--command") == 0 && v) command = argv[++i];
     else if (a[0] != '-' && npaths < 256) paths[npaths++] = a;
-    else return fprintf(stderr, "mkevolve bench: unknown option '%s'\n", a), 2;
+    else {
+      fprintf(stderr, "mkevolve bench: unknown option '%s'\n", a);
+      usage(stderr);
+      mk_cli_options_free();
+      return 2;
+    }
   }
   if (report_only) {
     /* Regenerates results.json, summary.md and report.html from the records
@@ -490,12 +534,16 @@ int mk_cli_bench(int argc, char **argv) {
     return rc ? 1 : 0;
   }
   if (npaths == 0) {
-    fputs("usage: mkevolve bench PATHS... [-o DIR] [--levels 1,2,3] [--limit N] [--gpus N] [--fresh]\n"
-          "                      [--kb-crosscheck] [--kb-root DIR] [--kb-trials N] [--kb-tolerance F]\n"
-          "                      [evolve options: --proposer --budget --beam --device --batch ...]\n"
-          "       mkevolve bench --report-only -o DIR [--device-name NAME] [--command CMD] [--note TEXT]\n",
-          stderr);
+    usage(stderr);
+    mk_cli_options_free();
     return 2;
+  }
+  char workdir[4096];
+  if (mk_cli_default_workdir(&cfg, workdir, sizeof workdir)) {
+    fprintf(stderr, "mkevolve bench: cannot name the work directory (./%s); give --workdir DIR\n",
+            MK_CLI_WORKDIR);
+    mk_cli_options_free();
+    return 1;
   }
   for (int i = 0; i < npaths; i++)
     if (collect(&b, paths[i], levels)) return free_problems(&b), 1;
@@ -523,7 +571,9 @@ int mk_cli_bench(int argc, char **argv) {
   uv_loop_init(&loop);
   b.loop = &loop;
   mk_errmsg err = {{0}};
-  if (mk_session_new(&loop, &cfg, &b.session, &err)) {
+  int started = mk_session_new(&loop, &cfg, &b.session, &err);
+  mk_cli_options_free(); /* the session copied the merged LLM configuration */
+  if (started) {
     fprintf(stderr, "mkevolve bench: %s\n", err.text);
     uv_loop_close(&loop);
     free(kb_root);
@@ -543,8 +593,16 @@ int mk_cli_bench(int argc, char **argv) {
   int rc = write_reports(&b);
   mk_bench_aggregate a;
   mk_bench_aggregate_of(&b.results, 0, &a);
-  printf("%d problems: %d correct; fast_1 vs eager %.2f, vs torch.compile %.2f\n", a.problems,
-         a.correct, a.fast[1].vs_eager, a.fast[1].vs_compile);
+  if (a.timed > 0)
+    printf("%d problems: %d correct; fast_1 vs eager %.2f, vs torch.compile %.2f\n", a.problems,
+           a.correct, a.fast[1].vs_eager, a.fast[1].vs_compile);
+  else
+    printf("%d problems: %d correct; no timings on the CPU (Triton's interpreter runs the kernels: "
+           "correctness only)\n"
+           "the ModelNew files in %s/modelnew/ run Triton kernels: on a machine without a GPU, run "
+           "them with TRITON_INTERPRET=1\n",
+           a.problems, a.correct, b.outdir);
+  printf("run logs: %s/<problem>/run.jsonl\n", cfg.workdir);
   if (a.kb_checked > 0)
     printf("KernelBench cross-check of %d: %d agree, %d disagree, %d not importable, %d without a verdict\n",
            a.kb_checked, a.kb_count[MK_BENCH_KB_AGREE], a.kb_count[MK_BENCH_KB_DISAGREE],

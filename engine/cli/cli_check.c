@@ -59,12 +59,29 @@ static void on_checked(void *data, const mk_verify_result *r) {
   w->json = r->json ? cJSON_Duplicate(r->json, 1) : NULL;
 }
 
-static void usage(void) {
+/* The full usage (docs/cli.md): on stdout for --help, on stderr after a
+ * usage error. */
+static void usage(FILE *out) {
   fputs("usage: mkevolve check MODELNEW.py --against PROBLEM.py [--trials N] [--atol X] "
         "[--rtol X]\n"
-        "                      [--device cpu|cuda] [--class NAME] [--ref-class NAME] [--batch N]\n"
-        "                      [--seed N] [--timeout S] [--no-cache] [--json]\n",
-        stderr);
+        "                      [--device auto|cpu|cuda] [--class NAME] [--ref-class NAME] [--batch N]\n"
+        "                      [--seed N] [--timeout S] [--no-cache] [--json]\n"
+        "\n"
+        "Verifies a KernelBench-style ModelNew against its problem (seeded trials, guards) and,\n"
+        "on a GPU, times it against eager and torch.compile. Exit status 0 when correct.\n"
+        "\n"
+        "  --against FILE    the problem (class Model, get_inputs(), get_init_inputs())\n"
+        "  --trials N        seeded trials\n"
+        "  --atol X --rtol X tolerances\n"
+        "  --device D        auto (a GPU when there is one), cpu (Triton interpreter) or cuda\n"
+        "  --class NAME      the class in MODELNEW.py (default ModelNew)\n"
+        "  --ref-class NAME  the class in the problem (default Model)\n"
+        "  --batch N         inputs with batch N instead of get_inputs()'s\n"
+        "  --seed N          first trial's seed\n"
+        "  --timeout S       seconds for the whole check\n"
+        "  --no-cache        verify again even when neither file changed\n"
+        "  --json            the mkevolve.check/1 schema\n",
+        out);
 }
 
 static void print_time(const char *label, const mk_verify_time *t) {
@@ -72,6 +89,27 @@ static void print_time(const char *label, const mk_verify_time *t) {
     printf("  %-15s %.4g ms  (min %.4g, spread %.1f%%)\n", label, t->median_ms, t->min_ms,
            t->spread * 100);
   else printf("  %-15s n/a\n", label);
+}
+
+static long long nonfinite(const check_wait *w, const char *key) {
+  const cJSON *nf = cJSON_GetObjectItemCaseSensitive(w->json, "nonfinite");
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(nf, key);
+  return cJSON_IsNumber(v) ? (long long)v->valuedouble : 0;
+}
+
+/* The error figures, only when values were compared: a wrong shape or
+ * dtype fails before any element is compared, and "max abs error 0, 0 of
+ * 0 elements" would read as a pass (the "why" line says what failed). NaN
+ * and Inf where the reference is finite are counted, not hidden in a 0. */
+static void print_errors(const check_wait *w) {
+  if (w->elements <= 0) return;
+  long long nan = nonfinite(w, "nan"), inf = nonfinite(w, "inf");
+  if (nan + inf > 0)
+    printf("  %-15s %lld NaN and %lld Inf values where the reference is finite\n", "max abs error",
+           nan, inf);
+  else printf("  %-15s %.3g\n", "max abs error", w->max_abs);
+  printf("  %-15s %.3g\n", "max rel error", w->max_rel);
+  printf("  %-15s %lld of %lld elements\n", "failing", (long long)w->failing, (long long)w->elements);
 }
 
 static void print_table(const char *file, const char *ref, const mk_verify_options *o,
@@ -83,12 +121,7 @@ static void print_table(const char *file, const char *ref, const mk_verify_optio
   if (ok) printf("  %-15s yes (%d/%d trials)\n", "correct", w->trials_passed, w->trials);
   else
     printf("  %-15s NO: %s\n", "correct", mk_verify_status_name(w->status));
-  if (w->elements > 0 || ok || w->status == MK_VERIFY_MISMATCH) {
-    printf("  %-15s %.3g\n", "max abs error", w->max_abs);
-    printf("  %-15s %.3g\n", "max rel error", w->max_rel);
-    printf("  %-15s %lld of %lld elements\n", "failing", (long long)w->failing,
-           (long long)w->elements);
-  }
+  print_errors(w);
   if (w->timing) {
     print_time("eager", &w->eager);
     print_time("torch.compile", &w->compiled);
@@ -115,7 +148,7 @@ int mk_cli_check(int argc, char **argv) {
     if (strcmp(a, "--json") == 0) json = true;
     else if (strcmp(a, "--no-cache") == 0) cache = false;
     else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      usage();
+      usage(stdout);
       return 0;
     } else if (val && strcmp(a, "--against") == 0) ref = argv[++i];
     else if (val && strcmp(a, "--class") == 0) cls = argv[++i];
@@ -138,7 +171,7 @@ int mk_cli_check(int argc, char **argv) {
       else bad = 1;
     } else if (a[0] == '-' && a[1] != '\0') {
       fprintf(stderr, "mkevolve check: unknown or incomplete option %s\n", a);
-      usage();
+      usage(stderr);
       return 2;
     } else if (!file) file = a;
     else {
@@ -147,12 +180,12 @@ int mk_cli_check(int argc, char **argv) {
     }
     if (bad) {
       fprintf(stderr, "mkevolve check: bad value for %s\n", a);
-      usage();
+      usage(stderr);
       return 2;
     }
   }
   if (!file || !ref) {
-    usage();
+    usage(stderr);
     return 2;
   }
   char fabs_[4096], rabs[4096];

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* LLM options: --llm-config gives the base object, --model / --provider /
  * --base-url / --api-key-env override its keys whatever their order on the
@@ -221,6 +222,45 @@ int mk_cli_session_option(mk_session_config *cfg, const char *a, const char *v) 
     cfg->log_stderr = true;
     return 1;
   }
+  return 0;
+}
+
+void mk_cli_print_session_options(FILE *out) {
+  fputs("session options (evolve and bench):\n"
+        "  --proposer builtin|llm     who writes kernels: the builtin Triton generator or an LLM\n"
+        "  --budget N                 candidates in all\n"
+        "  --beam W                   beam width per subkernel\n"
+        "  --depth D                  beam steps after the first proposals\n"
+        "  --seed S                   seed of proposals and trials\n"
+        "  --device auto|cpu|cuda     auto: a GPU when there is one, else the CPU (Triton's\n"
+        "                             interpreter: correctness only, no timings)\n"
+        "  --batch N|full|auto        inputs' batch; auto reduces it on the CPU\n"
+        "  --trials N                 seeded trials per verification\n"
+        "  --atol X, --rtol X         tolerances against PyTorch\n"
+        "  --time-budget SECONDS      wall-clock budget of the search\n"
+        "  --token-budget N           LLM tokens per run\n"
+        "  --job-timeout S            seconds per verification job\n"
+        "  --llm-config JSON|FILE     every LLM setting (docs/llm.md)\n"
+        "  --model M                  LLM model; with --provider openai|anthropic, --base-url URL,\n"
+        "                             --api-key-env VAR (any of these selects --proposer llm)\n"
+        "  --monolithic               the whole forward as one subkernel (direct synthesis)\n"
+        "  --python PATH              the workers' Python (default $MKEVOLVE_PYTHON or .venv)\n"
+        "  --cache-dir DIR            the verdict cache (default $MKEVOLVE_CACHE_DIR or\n"
+        "                             ~/.cache/mkevolve)\n"
+        "  --workdir DIR              run files, DIR/<file stem>/run.jsonl (default ./" MK_CLI_WORKDIR ")\n"
+        "  -v, --verbose              echo the workers' stderr and LLM retries\n",
+        out);
+}
+
+bool mk_cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
+
+int mk_cli_default_workdir(mk_session_config *cfg, char *buf, size_t size) {
+  if (cfg->workdir) return 0;
+  char cwd[4096];
+  if (getcwd(cwd, sizeof cwd) == NULL) return MK_EIO;
+  int n = snprintf(buf, size, "%s/%s", cwd, MK_CLI_WORKDIR);
+  if (n < 0 || (size_t)n >= size) return MK_ERANGE;
+  cfg->workdir = buf;
   return 0;
 }
 

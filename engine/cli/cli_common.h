@@ -2,15 +2,37 @@
 #ifndef MK_CLI_COMMON_H
 #define MK_CLI_COMMON_H
 
+#include "mk_buf.h"
 #include "mk_session.h"
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* Where evolve and bench write their run files (run.jsonl, the composed
+ * ModelNew, rounds) unless --workdir says otherwise: a folder in the
+ * working directory, never beside the problem (which may sit in someone
+ * else's checkout). Each module gets <workdir>/<file stem>/. */
+#define MK_CLI_WORKDIR ".mkevolve"
 
 /* Parses one session option (--beam, --budget, --device, ...) at argv
  * position `a` with its value `v` (may be NULL). Returns how many argv
  * entries it used (1 or 2), 0 when `a` is not a session option, or -1
  * when the value is missing or invalid. */
 int mk_cli_session_option(mk_session_config *cfg, const char *a, const char *v);
+
+/* Every session option with a line of help, for the usage of evolve and
+ * bench (docs/cli.md lists the same). */
+void mk_cli_print_session_options(FILE *out);
+
+/* True for -h and --help. */
+bool mk_cli_is_help(const char *arg);
+
+/* Gives cfg->workdir its CLI default, <cwd>/MK_CLI_WORKDIR, when --workdir
+ * was not given; `buf` (caller's, `size` bytes) holds the path. 0 or
+ * MK_EIO / MK_ERANGE. */
+int mk_cli_default_workdir(mk_session_config *cfg, char *buf, size_t size);
 
 /* With --proposer llm: checks the merged LLM configuration the way the
  * session will use it (model present, key in the environment for vendor

@@ -1,23 +1,28 @@
 /* cli_evolve.c — `mkevolve evolve FILE`: analyse, evolve every subkernel,
  * compose and verify, then print a table per subkernel and write ModelNew.
  *
- *   mkevolve evolve FILE [-o OUT.py] [--budget N] [--beam W] [--depth D]
- *                   [--seed S] [--proposer builtin|llm] [--device auto|cpu|cuda]
- *                   [--batch N|full] [--trials N] [--atol X] [--rtol X]
- *                   [--time-budget SECONDS] [--token-budget N] [--monolithic]
- *                   [--llm-config JSON|FILE] [--model M] [--provider openai|anthropic]
- *                   [--base-url URL] [--api-key-env VAR] [--workdir DIR] [--json] [-q]
+ *   mkevolve evolve FILE [-o OUT.py] [--json] [-q] [session options]
+ *
+ * (usage() lists every option; the session options are cli_common.c's).
+ * FILE is checked statically first (tree-sitter: syntax, class Model,
+ * get_inputs), so those errors come at once, before any worker starts. Run
+ * files go to ./.mkevolve/<stem>/ unless --workdir says otherwise; the
+ * closing lines name the ModelNew, how to run it on a CPU-only machine, and
+ * the run log.
  *
  * With an LLM, the summary ends with the token ledger (per agent, per
  * subkernel, the run's total and money when the configuration has prices),
  * and --json output carries it as "llm". */
 #include "cli_common.h"
+#include "cli_runtime.h"
 #include "mk_buf.h"
 #include "mk_session.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct evolve_cli {
@@ -29,19 +34,42 @@ typedef struct evolve_cli {
   int status;
   char error[2048];
   int last_pct;
+  double last_line_s; /* when the last progress line was printed (logs) */
+  char last_phase[160]; /* its phase (the message before " | ") */
 } evolve_cli;
 
+/* Seconds between progress lines in a log (not a terminal) when the
+ * percentage does not move: a long CPU step still shows it is alive. */
+#define PROGRESS_LOG_EVERY_S 30.0
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The session's message carries the phase (subkernel and step), the
+ * candidates done/submitted and the ETA. */
 static void progress(void *data, double fraction, const char *message) {
   evolve_cli *c = data;
   if (c->quiet) return;
   int pct = (int)(fraction * 100 + 0.5);
+  double t = now_s();
   if (c->tty) {
-    int filled = pct * 30 / 100;
-    fprintf(stderr, "\r[%.*s%*s] %3d%% %-60.60s", filled, "##############################",
-            30 - filled, "", pct, message ? message : "");
-  } else if (pct / 10 != c->last_pct / 10 || c->last_pct < 0 ||
-             (message && strstr(message, "LLM attempt"))) { /* retries are worth a line in logs */
-    fprintf(stderr, "[%3d%%] %s\n", pct, message ? message : "");
+    int filled = pct * 20 / 100;
+    fprintf(stderr, "\r[%.*s%*s] %3d%% %-100.100s", filled, "####################", 20 - filled, "",
+            pct, message ? message : "");
+  } else {
+    /* A line per new phase (subkernel, step), per 10%, and every 30 s. */
+    const char *msg = message ? message : "";
+    int phase_len = (int)(strstr(msg, " | ") ? strstr(msg, " | ") - msg : (ptrdiff_t)strlen(msg));
+    bool new_phase = phase_len != (int)strlen(c->last_phase) || strncmp(msg, c->last_phase, (size_t)phase_len);
+    if (new_phase || pct / 10 != c->last_pct / 10 || c->last_pct < 0 ||
+        t - c->last_line_s >= PROGRESS_LOG_EVERY_S || strstr(msg, "LLM attempt")) {
+      fprintf(stderr, "[%3d%%] %s\n", pct, msg);
+      c->last_line_s = t;
+      snprintf(c->last_phase, sizeof c->last_phase, "%.*s", phase_len, msg);
+    }
   }
   c->last_pct = pct;
   fflush(stderr);
@@ -71,10 +99,7 @@ static void print_table(const mk_session_module *m, FILE *out) {
     snprintf(tr, sizeof tr, "%d/%d", v->trials_passed, v->trials);
     fprintf(out, "%-3d %-30.30s %-9s %-34.34s %9s %8s %8s %7s\n", i, sk->name, lines,
             sk->chosen ? v->name : "PyTorch reference", ms, se, sc, sk->chosen ? tr : "-");
-    int tried = sk->nvariants - 1, ok = 0;
-    for (int k = 1; k < sk->nvariants; k++) ok += strcmp(sk->variants[k].status, "ok") == 0;
-    if (tried > 0 && sk->chosen == 0)
-      fprintf(out, "    %d variants tried, %d verified: %s\n", tried, ok, sk->summary);
+    if (sk->chosen == 0) fprintf(out, "    why PyTorch: %s\n", sk->summary); /* the true reason */
   }
   char e[32], c[32], o[32], se[32], sc[32];
   fmt_ms(e, sizeof e, m->eager_ms);
@@ -82,10 +107,14 @@ static void print_table(const mk_session_module *m, FILE *out) {
   fmt_ms(o, sizeof o, m->ours_ms);
   fmt_x(se, sizeof se, m->eager_ms > 0 && m->ours_ms > 0 ? m->eager_ms / m->ours_ms : -1);
   fmt_x(sc, sizeof sc, m->compile_ms > 0 && m->ours_ms > 0 ? m->compile_ms / m->ours_ms : -1);
-  fprintf(out, "\nwhole program on %s: eager %s ms, torch.compile %s ms, ours %s ms "
-               "(%s vs eager, %s vs torch.compile)\n",
-          m->device, e, c, o, se, sc);
-  if (!m->timed) fprintf(out, "no timings on %s: correctness only (Triton interpreter)\n", m->device);
+  if (m->timed)
+    fprintf(out, "\nwhole program on %s: eager %s ms, torch.compile %s ms, ours %s ms "
+                 "(%s vs eager, %s vs torch.compile)\n",
+            m->device, e, c, o, se, sc);
+  else /* dashes for times that cannot exist would read as missing data */
+    fprintf(out, "\nno timings on %s: correctness only (Triton's interpreter runs the kernels as "
+                 "Python; a time there says nothing about a GPU)\n",
+            m->device);
   if (m->note && *m->note) fprintf(out, "note: %s\n", m->note);
   if (m->tokens_in + m->tokens_out > 0)
     fprintf(out, "tokens spent on the variants tried: %ld in, %ld out\n", m->tokens_in, m->tokens_out);
@@ -163,6 +192,20 @@ static void print_json(const mk_session_module *m, const cJSON *ledger, bool mon
   cJSON_Delete(o);
 }
 
+/* The lines a user needs after the table: where the file is, how to run it
+ * here, and where the log of the run is. */
+static void print_closing(const mk_session_module *m, const char *written, FILE *out) {
+  if (written) fprintf(out, "ModelNew written to %s (verified as a whole)\n", written);
+  bool kernels = false;
+  for (int i = 0; i < m->nsubkernels; i++) kernels |= m->subkernels[i].chosen > 0;
+  /* Triton finds no driver on a CPU-only machine ("0 active drivers")
+   * unless its interpreter is asked for. */
+  if (written && kernels && !m->timed)
+    fprintf(out, "it runs Triton kernels: on a machine without a GPU, run it with "
+                 "TRITON_INTERPRET=1 (as the verification did)\n");
+  if (m->run_log) fprintf(out, "run log: %s\n", m->run_log);
+}
+
 static void on_evolved(void *data, int status, const mk_session_module *m, const char *error) {
   evolve_cli *c = data;
   if (c->tty && !c->quiet) fputc('\n', stderr);
@@ -183,7 +226,7 @@ static void on_evolved(void *data, int status, const mk_session_module *m, const
   else print_table(m, stdout);
   if (ledger && !c->json) print_ledger(ledger, c->monolithic, stdout);
   cJSON_Delete(ledger);
-  if (written && !c->json) printf("ModelNew written to %s (verified as a whole)\n", written);
+  if (!c->json) print_closing(m, written, stdout);
   free(written);
   uv_stop(c->loop); /* the worker pool keeps the loop alive: close it now */
 }
@@ -208,14 +251,21 @@ static void on_analyzed(void *data, int status, const mk_session_module *m, cons
   }
 }
 
-static void usage(void) {
-  fputs("usage: mkevolve evolve FILE [-o OUT.py] [--budget N] [--beam W] [--depth D] [--seed S]\n"
-        "                       [--proposer builtin|llm] [--device auto|cpu|cuda] [--batch N|full]\n"
-        "                       [--trials N] [--atol X] [--rtol X] [--time-budget S]\n"
-        "                       [--token-budget N] [--monolithic] [--workdir DIR] [--json] [-q]\n"
-        "                       [--llm-config JSON|FILE] [--model M] [--provider openai|anthropic]\n"
-        "                       [--base-url URL] [--api-key-env VAR]\n",
-        stderr);
+/* The full usage (docs/cli.md): on stdout for --help, on stderr after a
+ * usage error. */
+static void usage(FILE *out) {
+  fputs("usage: mkevolve evolve FILE [-o OUT.py] [--json] [-q] [session options]\n"
+        "\n"
+        "Decomposes the KernelBench-format FILE (class Model, get_inputs(), get_init_inputs())\n"
+        "into subkernels, evolves each, verifies every candidate against PyTorch, and writes\n"
+        "the composed ModelNew, verified as a whole.\n"
+        "\n"
+        "  -o, --output OUT.py        where to write ModelNew (default <workdir>/<stem>/ModelNew.py)\n"
+        "  --json                     the summary as JSON (docs/cli.md)\n"
+        "  -q, --quiet                no progress on stderr\n"
+        "\n",
+        out);
+  mk_cli_print_session_options(out);
 }
 
 int mk_cli_evolve(int argc, char **argv) {
@@ -228,11 +278,17 @@ int mk_cli_evolve(int argc, char **argv) {
     int used = mk_cli_session_option(&cfg, a, v);
     if (used < 0) {
       fprintf(stderr, "mkevolve evolve: bad value for %s\n", a);
+      mk_cli_options_free();
       return 2;
     }
     if (used > 0) {
       i += used - 1;
       continue;
+    }
+    if (mk_cli_is_help(a)) {
+      usage(stdout);
+      mk_cli_options_free();
+      return 0;
     }
     if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && v) c.out = argv[++i];
     else if (strcmp(a, "--json") == 0) c.json = true;
@@ -240,14 +296,35 @@ int mk_cli_evolve(int argc, char **argv) {
     else if (a[0] != '-' && c.file == NULL) c.file = a;
     else {
       fprintf(stderr, "mkevolve evolve: unknown option '%s'\n", a);
-      usage();
+      usage(stderr);
+      mk_cli_options_free();
       return 2;
     }
   }
   if (c.file == NULL) {
-    usage();
+    usage(stderr);
     mk_cli_options_free();
     return 2;
+  }
+  char abs_file[4096];
+  mk_cli_abspath(c.file, abs_file, sizeof abs_file);
+  c.file = abs_file;
+  /* Syntax errors, a missing class or get_inputs, a folder: at once, before
+   * a worker starts (seconds) or the LLM configuration is checked. */
+  mk_cli_static st;
+  if (mk_cli_static_check(c.file, "Model", true, &st) != 0) {
+    if (st.line > 0) fprintf(stderr, "%s:%d:%d: %s\n", c.file, st.line, st.col, st.message);
+    else fprintf(stderr, "%s: %s\n", c.file, st.message);
+    mk_cli_print_source_line(stderr, c.file, st.line);
+    mk_cli_options_free();
+    return 1;
+  }
+  char workdir[4096];
+  if (mk_cli_default_workdir(&cfg, workdir, sizeof workdir)) {
+    fprintf(stderr, "mkevolve evolve: cannot name the work directory (./%s); give --workdir DIR\n",
+            MK_CLI_WORKDIR);
+    mk_cli_options_free();
+    return 1;
   }
   c.monolithic = cfg.monolithic;
   mk_errmsg err = {{0}};
@@ -256,12 +333,7 @@ int mk_cli_evolve(int argc, char **argv) {
     mk_cli_options_free();
     return 2;
   }
-  char abs_file[4096];
-  if (realpath(c.file, abs_file) == NULL) {
-    fprintf(stderr, "mkevolve evolve: cannot open %s\n", c.file);
-    return 1;
-  }
-  c.file = abs_file;
+
   uv_loop_t loop;
   uv_loop_init(&loop);
   c.loop = &loop;

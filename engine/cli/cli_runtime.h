@@ -11,6 +11,7 @@
 #include "mk_worker.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <uv.h>
 
 /* Largest module file the CLI accepts. */
@@ -32,18 +33,38 @@ void mk_cli_rt_wait(mk_cli_rt *rt, const bool *done);
 /* Closes everything and drains the loop. */
 void mk_cli_rt_close(mk_cli_rt *rt);
 
+/* What a module argument must be, said when it is a folder. */
+#define MK_CLI_DIRECTORY_HINT                                                                      \
+  "is a directory; expected a Python file in KernelBench format (class Model, get_inputs(), "   \
+  "get_init_inputs()); for every problem in a folder: mkevolve bench DIR"
+
 typedef struct mk_cli_static {
   int line, col;     /* 1-based; 0 when the problem has no position */
-  char kind[32];     /* "syntax_error", "missing", "io_error", "too_large" */
+  char kind[32];     /* "syntax_error", "missing", "io_error", "too_large", "not_a_file" */
   char message[1024];
 } mk_cli_static;
 
-/* Reads `path` (bounded) and checks it without running Python: syntax,
- * class `class_name` at top level, and, with need_inputs, a top-level
- * `get_inputs` function. Returns 0 or MK_EPARSE/MK_ENOENT/MK_EIO/MK_ERANGE
- * with *out filled. */
+/* Reads `path` (bounded) and checks it without running Python: a file, not
+ * a folder; syntax; class `class_name` at top level; and, with need_inputs,
+ * a top-level `get_inputs` function. Returns 0 or
+ * MK_EINVAL/MK_EPARSE/MK_ENOENT/MK_EIO/MK_ERANGE with *out filled. */
 int mk_cli_static_check(const char *path, const char *class_name, bool need_inputs,
                         mk_cli_static *out);
+
+/* Prints " 12 | <source line>" of `path` under an error; nothing when the
+ * line does not exist. */
+void mk_cli_print_source_line(FILE *out, const char *path, int line);
+
+/* The frames of Python traceback `tb` that lie in `user_file` (each frame's
+ * header and source line, caret lines dropped) followed by the exception
+ * line, appended to `out`. Returns how many frames were the user's; with
+ * none, nothing is appended. Library frames (torch, mkworker) say nothing
+ * to someone debugging their own module. */
+int mk_cli_user_traceback(const char *tb, const char *user_file, mk_buf *out);
+
+/* Prints a worker's traceback under an error: the user's frames when some
+ * are in `user_file`, else the last lines. */
+void mk_cli_print_traceback(FILE *out, const char *tb, const char *user_file);
 
 /* Absolute, normalised path of `path` into out (bounded). */
 int mk_cli_abspath(const char *path, char *out, size_t outsize);

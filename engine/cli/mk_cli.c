@@ -17,11 +17,18 @@ static void print_usage(FILE *out) {
         "  evolve FILE [-o OUT.py]       decompose, evolve and compose a faster ModelNew\n"
         "  bench PATHS... [-o DIR]       sweep KernelBench-format problems\n"
         "  lsp [--stdio]                 run the language server on stdio\n"
+        "  help [COMMAND]                this, or COMMAND's full usage (as COMMAND --help)\n"
         "  version                       print the version\n",
         out);
 }
 
 int mk_cli_main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "help") == 0 && strcmp(argv[2], "lsp") != 0) {
+    char *help[] = {argv[0], argv[2], "--help", NULL};
+    if (strcmp(argv[2], "analyze") == 0 || strcmp(argv[2], "check") == 0 ||
+        strcmp(argv[2], "evolve") == 0 || strcmp(argv[2], "bench") == 0)
+      return mk_cli_main(3, help);
+  }
   if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
       strcmp(argv[1], "-h") == 0) {
     print_usage(argc < 2 ? stderr : stdout);

@@ -322,6 +322,12 @@ static void emit_header(const mk_graph *g, const mk_partition *p, const mk_candi
                 opt->source_path ? opt->source_path : (g->file ? g->file : "?"),
                 g->class_name ? g->class_name : "Model");
   if (opt->note) mk_buf_printf(out, "# %s\n", opt->note);
+  bool kernels = false;
+  for (int s = 0; s < p->nsubkernels; s++) kernels |= !is_reference(chosen ? chosen[s] : NULL);
+  /* Triton needs a GPU driver ("0 active drivers") unless its interpreter is asked for. */
+  if (kernels)
+    mk_buf_puts(out, "# It runs Triton kernels: on a machine without a GPU, set TRITON_INTERPRET=1\n"
+                     "# (Triton's CPU interpreter) in the environment before Python starts.\n");
   mk_buf_puts(out, "# Subkernels (each verified against PyTorch before it was chosen):\n");
   for (int s = 0; s < p->nsubkernels; s++) {
     const mk_candidate *c = chosen ? chosen[s] : NULL;

@@ -35,7 +35,9 @@ typedef struct mk_session_config {
   unsigned long long seed;
   double job_timeout_s;        /* per verification job */
   const char *cache_dir;       /* NULL: $MKEVOLVE_CACHE_DIR or ~/.cache/mkevolve */
-  const char *workdir;         /* run files (logs, composed files); NULL: .mkevolve beside the module */
+  const char *workdir;         /* run files (logs, composed files), one folder per module stem
+                                  inside; NULL: .mkevolve beside the module (the editor's
+                                  workspace; the CLI passes ./.mkevolve) */
   bool log_stderr;             /* echo worker stderr and LLM retries/failures (CLI -v) */
   bool monolithic;             /* direct synthesis: the whole module as one subkernel, no split/merge */
 } mk_session_config;
@@ -84,6 +86,7 @@ typedef struct mk_session_module {
   const char *note;        /* e.g. "reduced batch 2 on CPU", or "" */
   const mk_session_subkernel *subkernels; int nsubkernels;
   const char *modelnew_path; /* last composed file, or NULL */
+  const char *run_log;     /* the last evolve's JSONL log (<workdir>/<stem>/run.jsonl), or NULL */
   double eager_ms, compile_ms, ours_ms; /* whole program, < 0 when unknown */
   double gpu_fraction;     /* how close ours_ms is to the device's limit: the graph's FLOPs and
                               minimum bytes (mk_graph_cost) against the ceilings the verifier

@@ -144,6 +144,7 @@ static void module_free(module_state *m) {
   free(m->path);
   free(m->source);
   free(m->modelnew_path);
+  free(m->run_log);
   free(m);
 }
 
@@ -237,14 +238,73 @@ static mk_sk_state subkernel_state(const module_state *m, int i) {
   return any_ok ? MK_SK_SLOWER : MK_SK_FAILED;
 }
 
+/* Why no variant of subkernel v verified: how many failed in which way,
+ * and the first reason ("3 tried: 2 timeout, 1 mismatch; first: ..."). */
+static const char *failed_summary(module_state *m, const mk_session_subkernel *v) {
+  int count[MK_EVAL_CANCELLED + 1] = {0};
+  const char *first = NULL;
+  for (int k = 1; k < v->nvariants; k++) {
+    const mk_eval_result *r = &m->st[v->index].variants[k].result;
+    if ((unsigned)r->status <= MK_EVAL_CANCELLED) count[r->status]++;
+    if (first == NULL && r->reason[0]) first = r->reason;
+  }
+  mk_buf b;
+  mk_buf_init(&b, 4096);
+  mk_buf_printf(&b, "no verified variant (%d tried:", v->nvariants - 1);
+  const char *sep = " ";
+  for (int st = 0; st <= MK_EVAL_CANCELLED; st++)
+    if (count[st]) {
+      mk_buf_printf(&b, "%s%d %s", sep, count[st], mk_eval_status_name((mk_eval_status)st));
+      sep = ", ";
+    }
+  mk_buf_printf(&b, ")%s%.200s", first ? "; first: " : "", first ? first : "");
+  const char *out = keep(m, "%s", mk_buf_cstr(&b));
+  mk_buf_free(&b);
+  return out;
+}
+
+/* Why the PyTorch reference stayed although a variant verified: the whole
+ * program failed its check with it (reverted), or, when timed, none was
+ * faster. On the CPU nothing is timed, so "slower" is never the reason. */
+static const char *kept_summary(module_state *m, const mk_session_subkernel *v) {
+  int ok = 0;
+  double best = -1;
+  for (int k = 1; k < v->nvariants; k++) {
+    const mk_session_variant *x = &v->variants[k];
+    if (strcmp(x->status, "ok") != 0) continue;
+    ok++;
+    if (x->time_ms > 0 && (best < 0 || x->time_ms < best)) best = x->time_ms;
+  }
+  double ref = v->variants[0].time_ms;
+  bool timed = m->view.timed;
+  if (!timed || (best > 0 && ref > 0 && best < ref)) {
+    if (m->final_failure[0])
+      return keep(m, "%d of %d tried verified alone, but the composed program failed its "
+                     "whole-program check (%.200s): reverted to PyTorch",
+                  ok, v->nvariants - 1, m->final_failure);
+    if (!timed)
+      return keep(m, "%d of %d tried verified; PyTorch kept (no timings on the CPU to choose by)", ok,
+                  v->nvariants - 1);
+    return keep(m, "%d verified, the fastest %.3f ms vs PyTorch %.3f ms, but the composed program "
+                   "as a whole was not faster than eager: PyTorch kept", ok, best, ref);
+  }
+  if (best > 0 && ref > 0)
+    return keep(m, "slower: the fastest of %d verified %.3f ms vs PyTorch %.3f ms", ok, best, ref);
+  return keep(m, "%d verified, none faster than PyTorch", ok);
+}
+
 static const char *summary(module_state *m, const mk_session_subkernel *v) {
   if (v->nvariants == 0) return "PyTorch reference";
   const mk_session_variant *c = &v->variants[v->chosen];
+  const mk_subkernel_state *st = &m->st[v->index];
   switch (v->state) {
   case MK_SK_RUNNING: return "evolving…";
-  case MK_SK_REFERENCE: return "PyTorch reference (not evolved yet)";
-  case MK_SK_FAILED: return keep(m, "no verified variant yet (%d tried)", v->nvariants - 1);
-  case MK_SK_SLOWER: return "verified variants exist, none faster than PyTorch";
+  case MK_SK_REFERENCE:
+    if (st->unsupported)
+      return keep(m, "PyTorch reference: the proposer has no kernel for it (%s)", st->unsupported_reason);
+    return "PyTorch reference (not evolved: no candidate was tried)";
+  case MK_SK_FAILED: return failed_summary(m, v);
+  case MK_SK_SLOWER: return kept_summary(m, v);
   case MK_SK_VERIFIED: break;
   }
   if (c->speedup_eager > 0 && c->speedup_compile > 0)
@@ -307,6 +367,7 @@ void module_refresh_views(mk_session *s, module_state *m) {
       .subkernels = m->sk_views,
       .nsubkernels = m->sk_views ? n : 0,
       .modelnew_path = m->modelnew_path,
+      .run_log = m->run_log,
       .eager_ms = m->eager_ms,
       .compile_ms = m->compile_ms,
       .ours_ms = m->ours_ms,
@@ -626,9 +687,52 @@ typedef struct evolve_req {
   int only;
 } evolve_req;
 
+/* "1m05s" */
+static void fmt_duration(char *out, size_t n, double secs) {
+  long t = (long)(secs + 0.5);
+  if (t >= 3600) snprintf(out, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
+  else if (t >= 60) snprintf(out, n, "%ldm%02lds", t / 60, t % 60);
+  else snprintf(out, n, "%lds", t);
+}
+
+/* The ETA, from two estimates, whichever is longer: the search's fraction
+ * extrapolated over the time so far (once it moved past the reference
+ * phase), and the candidates still in flight at the mean time per verdict
+ * so far. < 0 when neither is known yet. */
+static double progress_eta(const module_state *m, double elapsed) {
+  double eta = -1;
+  if (m->fraction > 0.06 && m->fraction < 1) eta = elapsed * (1 - m->fraction) / m->fraction;
+  if (m->cand_done > 0) {
+    double flight = elapsed / m->cand_done * (m->cand_submitted - m->cand_done);
+    if (flight > eta) eta = flight;
+  }
+  return eta;
+}
+
+void session_progress(mk_session *s, module_state *m) {
+  (void)s;
+  if (m->progress == NULL) return;
+  double elapsed = (double)uv_hrtime() * 1e-9 - m->evolve_t0;
+  char el[32], eta[32], msg[512];
+  fmt_duration(el, sizeof el, elapsed);
+  double e = progress_eta(m, elapsed);
+  if (e >= 0) fmt_duration(eta, sizeof eta, e);
+  int n = snprintf(msg, sizeof msg, "%s", m->phase);
+  if (m->cand_submitted > 0 && n >= 0 && (size_t)n < sizeof msg)
+    n += snprintf(msg + n, sizeof msg - (size_t)n, " | candidates %d/%d done, %d verified", m->cand_done,
+                  m->cand_submitted, m->cand_ok);
+  if (n >= 0 && (size_t)n < sizeof msg)
+    snprintf(msg + n, sizeof msg - (size_t)n, " | %s%s%s", el, e >= 0 ? ", ETA ~" : "", e >= 0 ? eta : "");
+  m->progress(m->progress_data, m->fraction, msg);
+}
+
 static void on_search_event(void *data, const mk_search_event *ev) {
   evolve_req *req = data;
-  if (ev->kind == MK_SEARCH_PROGRESS && req->progress) req->progress(req->data, ev->fraction, ev->message);
+  if (ev->kind == MK_SEARCH_PROGRESS) {
+    req->m->fraction = ev->fraction;
+    snprintf(req->m->phase, sizeof req->m->phase, "%s", ev->message ? ev->message : "");
+    session_progress(req->s, req->m);
+  }
   session_runtime_search_event(req->s, req->m, ev); /* LLM proposer: verdicts, progress text */
 }
 
@@ -672,6 +776,7 @@ static void on_search_done(void *data, int status, mk_search_result *r, const ch
   module_state *m = req->m;
   m->search = NULL;
   m->job = 0;
+  m->progress = NULL;
   session_runtime_set_progress(req->s, m, NULL, NULL);
   /* `error` may point into r: keep a copy past its release. */
   char msg[1024];
@@ -685,11 +790,14 @@ static void on_search_done(void *data, int status, mk_search_result *r, const ch
   free(req);
 }
 
-static FILE *open_run_log(const char *workdir) {
+/* Opens <workdir>/run.jsonl for appending and remembers its path in m. */
+static FILE *open_run_log(module_state *m, const char *workdir) {
   mk_buf path;
   mk_buf_init(&path, 8192);
   mk_buf_printf(&path, "%s/run.jsonl", workdir);
   FILE *f = path.err ? NULL : fopen(mk_buf_cstr(&path), "a");
+  free(m->run_log);
+  m->run_log = f ? mk_buf_steal(&path, NULL) : NULL;
   mk_buf_free(&path);
   return f;
 }
@@ -714,7 +822,7 @@ int mk_session_evolve(mk_session *s, const char *path, int subkernel,
     return mk_errf(err, MK_ERANGE, "work directory path too long");
   evolve_req *req = calloc(1, sizeof *req);
   if (req == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
-  *req = (evolve_req){s, m, progress, done, data, open_run_log(workdir), subkernel};
+  *req = (evolve_req){s, m, progress, done, data, open_run_log(m, workdir), subkernel};
   mk_search_config cfg;
   mk_search_config_defaults(&cfg);
   cfg.beam_width = s->cfg.beam_width > 0 ? s->cfg.beam_width : cfg.beam_width;
@@ -732,6 +840,12 @@ int mk_session_evolve(mk_session *s, const char *path, int subkernel,
   if (s->cfg.monolithic) cfg.try_split = cfg.try_merge = false; /* stay one subkernel */
   session_runtime_log_llm(s, m, req->log, "llm_config");
   session_runtime_set_progress(s, m, progress, data);
+  m->progress = progress;
+  m->progress_data = data;
+  m->evolve_t0 = (double)uv_hrtime() * 1e-9;
+  m->fraction = 0;
+  m->phase[0] = m->final_failure[0] = '\0';
+  m->cand_submitted = m->cand_done = m->cand_ok = 0;
   cfg.nprior = m->part.nsubkernels;
   cfg.input_names = (const char *const *)m->input_names;
   cfg.ninput_names = m->ninput_names;

@@ -35,12 +35,24 @@ typedef struct module_state {
   int batch;                /* reduced batch used, 0 for full shapes */
   char note[256];
   char *modelnew_path;
+  char *run_log;            /* the last evolve's log file, or NULL */
   double eager_ms, compile_ms, ours_ms;
   double gpu_fraction;     /* roofline fraction of ours_ms, < 0 unknown */
   long tokens_in, tokens_out;
   int job;                  /* running evolve job id, 0 when idle */
   int running_subkernel;    /* -1 all */
   mk_search *search;
+  /* The running evolve's progress (session_progress): the search's last
+   * fraction and message, and the candidates the evaluator saw. */
+  mk_session_progress_cb progress;
+  void *progress_data;
+  double evolve_t0;         /* seconds (uv_hrtime) when the evolve started */
+  double fraction;
+  char phase[160];
+  int cand_submitted, cand_done, cand_ok;
+  /* The first whole-program verification of the evolve that failed: why a
+   * verified kernel was reverted to PyTorch. */
+  char final_failure[256];
   session_eval_ctx eval;    /* the evaluator's context while a search runs */
   uint64_t *verify_jobs;    /* verifications submitted for it, not yet called back */
   int nverify_jobs, capverify_jobs;
@@ -94,6 +106,9 @@ void session_runtime_forget(mk_session *s, module_state *m);
 void session_runtime_log_llm(mk_session *s, module_state *m, FILE *log, const char *event);
 
 /* ---- state (session.c) ---- */
+/* Reports m's evolve progress with the candidate counts and an ETA
+ * (nothing when no evolve of m reports progress). */
+void session_progress(mk_session *s, module_state *m);
 module_state *session_module(mk_session *s, const char *path, bool create);
 void module_refresh_views(mk_session *s, module_state *m);
 /* Frees every module and the session itself (after the runtime stopped). */

@@ -195,6 +195,8 @@ typedef struct eval_req {
   void *data;
   module_state *m;
   uint64_t job;            /* the verifier's id, for cancel */
+  bool candidate;          /* a subkernel candidate (counted in the progress) */
+  bool composition;        /* the whole program */
 } eval_req;
 
 /* The module's list of verifications in flight (what cancel aborts). */
@@ -250,6 +252,15 @@ static void on_verified(void *data, const mk_verify_result *v) {
       .cached = v->cached,
   };
   snprintf(r.reason, sizeof r.reason, "%s", v->reason ? v->reason : "");
+  module_state *m = req->m;
+  if (req->composition && r.status != MK_EVAL_OK && r.status != MK_EVAL_CANCELLED && !m->final_failure[0])
+    snprintf(m->final_failure, sizeof m->final_failure, "%s%s%.200s", mk_eval_status_name(r.status),
+             r.reason[0] ? ": " : "", r.reason);
+  if (req->candidate && r.status != MK_EVAL_CANCELLED) {
+    m->cand_done++;
+    m->cand_ok += r.status == MK_EVAL_OK;
+    session_progress(m->eval.s, m);
+  }
   char *report = v->json ? cJSON_PrintUnformatted(v->json) : NULL;
   r.report_json = report;
   req->cb(req->data, &r);
@@ -287,7 +298,7 @@ static int evaluate(void *self, const mk_graph *g, const mk_subkernel *sk, const
   if (ec->s->rt == NULL || ec->s->rt->verify == NULL) return MK_ECANCELED; /* session closing */
   eval_req *req = malloc(sizeof *req);
   if (req == NULL) return MK_ENOMEM;
-  *req = (eval_req){cb, data, ec->m, 0};
+  *req = (eval_req){cb, data, ec->m, 0, .candidate = c->origin && strcmp(c->origin, "reference") != 0};
   mk_verify_options o;
   options_for(ec->s, ec->m, &o);
   o.skip_compile = ec->m->part.nsubkernels > MK_SUBKERNEL_COMPILE_MAX;
@@ -298,6 +309,7 @@ static int evaluate(void *self, const mk_graph *g, const mk_subkernel *sk, const
   if (mk_verify_submit_subkernel(ec->s->rt->verify, g, sk, &src, &o, on_verified, req, &req->job, &err))
     return submit_failed(req);
   track_job(ec->m, req->job);
+  if (req->candidate) ec->m->cand_submitted++;
   return 0;
 }
 
@@ -306,7 +318,7 @@ static int evaluate_composition(void *self, const char *path, mk_eval_cb cb, voi
   if (ec->s->rt == NULL || ec->s->rt->verify == NULL) return MK_ECANCELED; /* session closing */
   eval_req *req = malloc(sizeof *req);
   if (req == NULL) return MK_ENOMEM;
-  *req = (eval_req){cb, data, ec->m, 0};
+  *req = (eval_req){cb, data, ec->m, 0, .composition = true};
   mk_verify_options o;
   options_for(ec->s, ec->m, &o);
   mk_errmsg err = {{0}};

@@ -10,6 +10,6 @@ python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", tr
 for p in "$root/examples/conv_bias_relu.py" "$KB/level2/40_Matmul_Scaling_ResidualAdd.py" "$KB/level2/25_Conv2d_Min_Tanh_Tanh.py"; do
   name=$(basename "$p" .py)
   echo "=== evolve $name"
-  timeout 150 "$MK" evolve "$p" -o "$OUT/$name.ModelNew.py" --budget 24 2>&1 | tail -14
-  cp "$(dirname "$p")/.mkevolve/$name/run.jsonl" "$OUT/$name.run.jsonl" 2>/dev/null
+  timeout 150 "$MK" evolve "$p" -o "$OUT/$name.ModelNew.py" --budget 24 --workdir "$root/.mkevolve" 2>&1 | tail -14
+  cp "$root/.mkevolve/$name/run.jsonl" "$OUT/$name.run.jsonl" 2>/dev/null
 done

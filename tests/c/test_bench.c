@@ -13,9 +13,10 @@ static void add(mk_bench_results *r, const char *id, int level, bool correct, do
   rec.subkernels = calloc(2, sizeof *rec.subkernels);
   rec.nsubkernels = 2;
   rec.subkernels[0] = (mk_bench_subkernel){mk_strdup("conv2d"), mk_strdup("reference"),
-                                           mk_strdup("reference"), ours * 0.7, ours * 0.7};
+                                           mk_strdup("reference"), ours * 0.7, ours * 0.7,
+                                           mk_strdup("none faster than PyTorch")};
   rec.subkernels[1] = (mk_bench_subkernel){mk_strdup("add_<gelu>"), mk_strdup("triton_b1024"),
-                                           mk_strdup("builtin"), ours, ours * 0.3};
+                                           mk_strdup("builtin"), ours, ours * 0.3, NULL};
   if (!correct) rec.error = mk_strdup("mismatch: max abs error 0.5 at [0, 3]");
   mk_bench_results_add(r, &rec);
 }
@@ -234,5 +235,47 @@ MK_TEST(bench, kernelbench_check_in_records_and_reports) {
   mk_buf_free(&md);
   mk_buf_free(&html);
   mk_bench_results_free(&back);
+  mk_bench_results_free(&r);
+}
+
+/* A sweep without timings (the CPU): fast_p > 0 unknown, not 0; the notice
+ * instead of empty charts; a note is not an error. */
+MK_TEST(bench, untimed_sweep_reports) {
+  mk_bench_results r;
+  memset(&r, 0, sizeof r);
+  r.device = mk_strdup("cpu");
+  add(&r, "level2/a", 2, true, -1, -1, -1);
+  add(&r, "level2/b", 2, false, -1, -1, -1);
+  r.records[0].note = mk_strdup("reduced batch 2 on CPU");
+  mk_bench_aggregate a;
+  mk_bench_aggregate_of(&r, 0, &a);
+  MK_CHECK_INT(a.timed, ==, 0);
+  mk_buf j, md, html;
+  mk_buf_init(&j, 0);
+  mk_buf_init(&md, 0);
+  mk_buf_init(&html, 0);
+  MK_CHECK_INT(mk_bench_write_json(&r, &j), ==, 0);
+  MK_CHECK_INT(mk_bench_write_markdown(&r, &md), ==, 0);
+  MK_CHECK_INT(mk_bench_write_html(&r, &html), ==, 0);
+  cJSON *o = cJSON_Parse(mk_buf_cstr(&j));
+  const cJSON *fe = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "aggregate"), "fast_vs_eager");
+  MK_CHECK(cJSON_IsNull(cJSON_GetObjectItem(fe, "1")));
+  MK_CHECK(cJSON_IsNumber(cJSON_GetObjectItem(fe, "0")));
+  const cJSON *p0 = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "problems"), 0);
+  MK_CHECK_STR(cJSON_GetObjectItem(p0, "note")->valuestring, "reduced batch 2 on CPU");
+  MK_CHECK(cJSON_IsNull(cJSON_GetObjectItem(p0, "error")));
+  cJSON_Delete(o);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "No timings") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "| 0.50 | n/a | n/a | n/a | n/a |") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "| level2/a | conv2d | PyTorch reference | none faster") != NULL);
+  const char *h = mk_buf_cstr(&html);
+  MK_CHECK(strstr(h, "class=notice") != NULL);
+  MK_CHECK(strstr(h, "aria-label=\"speedup distribution\"") == NULL);
+  MK_CHECK(strstr(h, "aria-label=\"time per subkernel\"") == NULL);
+  MK_CHECK(strstr(h, "class=note>note: reduced batch") != NULL);
+  MK_CHECK(strstr(h, "0.00") == NULL);
+  mk_buf_free(&j);
+  mk_buf_free(&md);
+  mk_buf_free(&html);
   mk_bench_results_free(&r);
 }

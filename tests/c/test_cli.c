@@ -3,6 +3,7 @@
  * as MKEVOLVE_PYTHON) for the error paths, and, when the Python worker and
  * ../shared/kernelbench are present, every KernelBench problem analysed by
  * the real worker. Every run has a wall-clock bound: no hang goes unseen. */
+#include "cli_runtime.h"
 #include "mk_buf.h"
 #include "mk_test.h"
 
@@ -497,4 +498,236 @@ MK_TEST(cli, analyze_kernelbench) {
   cJSON_Delete(j);
   run_free(&r);
   for (int i = 0; i < n; i++) free(files[i]);
+}
+
+/* ---- help, usage and the first errors a new user meets ------------------- */
+
+/* Every option of docs/cli.md's "Session options shared by `evolve` and
+ * `bench`" paragraph, as the docs spell them. */
+static int doc_session_options(char opts[][32], int max) {
+  char path[4096], *text = NULL;
+  size_t len = 0;
+  snprintf(path, sizeof path, "%s/docs/cli.md", mk_test_repo_dir());
+  if (mk_read_file(path, 1 << 20, &text, &len) != 0) return 0;
+  const char *p = strstr(text, "Session options shared by");
+  const char *end = p ? strstr(p, "\n\n") : NULL;
+  int n = 0;
+  for (; p && p < end && n < max; p++) {
+    if (p[0] != '`' || p[1] != '-') continue;
+    size_t k = strspn(p + 1, "-abcdefghijklmnopqrstuvwxyz");
+    if (k >= 2 && k < 32) snprintf(opts[n++], 32, "%.*s", (int)k, p + 1);
+  }
+  free(text);
+  return n;
+}
+
+MK_TEST(cli, help_for_every_command) {
+  const char *env[] = {"MKEVOLVE_PYTHON=/nonexistent/python", "MKEVOLVE_NO_CACHE=1", NULL};
+  const char *cmds[] = {"analyze", "check", "evolve", "bench", "lsp"};
+  const char *flags[] = {"--help", "-h"};
+  run_out r;
+  for (int i = 0; i < 5; i++)
+    for (int f = 0; f < 2; f++) {
+      const char *a[] = {cmds[i], flags[f], NULL};
+      run(a, env, 10, &r);
+      char want[64];
+      snprintf(want, sizeof want, "usage: mkevolve %s", cmds[i]);
+      MK_CHECK_INT(r.status, ==, 0);
+      MK_CHECK(strstr(r.out, want) != NULL); /* on stdout: `| less` works */
+      if (r.status != 0 || !strstr(r.out, want)) fprintf(stderr, "    %s %s\n", cmds[i], flags[f]);
+      run_free(&r);
+    }
+  const char *top[] = {"help", NULL};
+  run(top, env, 10, &r);
+  MK_CHECK_INT(r.status, ==, 0);
+  MK_CHECK(strstr(r.out, "usage: mkevolve <command>") != NULL);
+  run_free(&r);
+  const char *topcmd[] = {"help", "evolve", NULL};
+  run(topcmd, env, 10, &r);
+  MK_CHECK_INT(r.status, ==, 0);
+  MK_CHECK(strstr(r.out, "usage: mkevolve evolve") != NULL);
+  run_free(&r);
+
+  /* evolve and bench list every session option docs/cli.md documents. */
+  char opts[64][32];
+  int n = doc_session_options(opts, 64);
+  MK_CHECK_INT(n, >=, 20);
+  const char *both[] = {"evolve", "bench"};
+  for (int i = 0; i < 2; i++) {
+    const char *a[] = {both[i], "--help", NULL};
+    run(a, env, 10, &r);
+    for (int k = 0; k < n; k++) {
+      bool listed = strstr(r.out, opts[k]) != NULL;
+      if (!listed) fprintf(stderr, "    %s --help lacks %s\n", both[i], opts[k]);
+      MK_CHECK(listed);
+    }
+    MK_CHECK(strstr(r.out, "--json") != NULL || i == 1);
+    MK_CHECK(strstr(r.out, "--kb-crosscheck") != NULL || i == 0);
+    run_free(&r);
+  }
+  /* A mistake prints the usage too, on stderr, with status 2. */
+  const char *bad[] = {"bench", "--frobnicate", "x", NULL};
+  run(bad, env, 10, &r);
+  MK_CHECK_INT(r.status, ==, 2);
+  MK_CHECK(strstr(r.err, "--frobnicate") != NULL);
+  MK_CHECK(strstr(r.err, "usage: mkevolve bench") != NULL);
+  run_free(&r);
+  const char *bad2[] = {"evolve", "--frobnicate", NULL};
+  run(bad2, env, 10, &r);
+  MK_CHECK_INT(r.status, ==, 2);
+  MK_CHECK(strstr(r.err, "usage: mkevolve evolve") != NULL);
+  run_free(&r);
+}
+
+MK_TEST(cli, directories_and_evolve_static_errors) {
+  /* No Python at all: these must be answered before any worker starts. */
+  const char *env[] = {"MKEVOLVE_PYTHON=/nonexistent/python", "MKEVOLVE_NO_CACHE=1", NULL};
+  run_out r;
+  (void)tmp_file("placeholder.py", good_module); /* creates tmpdir */
+  const char *cmds[] = {"analyze", "evolve"};
+  for (int i = 0; i < 2; i++) {
+    const char *a[] = {cmds[i], tmpdir, NULL};
+    run(a, env, 10, &r);
+    MK_CHECK_INT(r.status, ==, 1);
+    MK_CHECK(strstr(r.err, "is a directory") != NULL);
+    MK_CHECK(strstr(r.err, "KernelBench format") != NULL);
+    MK_CHECK(strstr(r.err, "mkevolve bench DIR") != NULL);
+    MK_CHECK(strstr(r.err, "i/o error") == NULL);
+    run_free(&r);
+  }
+  const char *bad = tmp_file("evolve_syntax.py", "import torch\nclass Model:\n    def forward(self, x:\n"
+                                                 "        return x\ndef get_inputs():\n    return []\n");
+  const char *a1[] = {"evolve", bad, "--workdir", tmpdir, NULL};
+  run(a1, env, 10, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.err, "evolve_syntax.py:3:") != NULL);
+  MK_CHECK(strstr(r.err, "def forward(self, x:") != NULL);
+  MK_CHECK(strstr(r.err, "nonexistent") == NULL); /* no worker was started */
+  MK_CHECK(r.seconds < 2);
+  run_free(&r);
+  const char *a2[] = {"evolve", "/nonexistent/dir/model.py", NULL};
+  run(a2, env, 10, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.err, "no such file") != NULL);
+  run_free(&r);
+}
+
+MK_TEST(cli, traceback_shows_the_users_frames) {
+  fake_env f;
+  fake_env_init(&f, "normal", false);
+  const char *m = tmp_file("raises.py", "def helper(x):\n    return x @ x\nclass Model:\n"
+                                        "    def forward(self, x): return helper(x)  # RAISES\n"
+                                        "def get_inputs():\n    return []\n");
+  run_out r;
+  const char *a[] = {"analyze", m, NULL};
+  run(a, f.kv, 30, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.err, "traceback (your code") != NULL);
+  MK_CHECK(strstr(r.err, "line 4, in forward") != NULL);
+  MK_CHECK(strstr(r.err, "line 2, in helper") != NULL);
+  MK_CHECK(strstr(r.err, "RuntimeError: a and b must have same reduction dim") != NULL);
+  MK_CHECK(strstr(r.err, "_meta_registrations") == NULL); /* torch's frames are not the user's */
+  MK_CHECK(strstr(r.err, "mkworker/capture.py") == NULL);
+  MK_CHECK(strstr(r.err, "^^^") == NULL);
+  run_free(&r);
+}
+
+MK_TEST(cli, user_traceback_filter) {
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  const char *tb = "Traceback (most recent call last):\n"
+                   "  File \"/lib/x.py\", line 3, in run\n    f()\n"
+                   "  File \"/u/m.py\", line 9, in forward\n    return g(x)\n           ^^^^\n"
+                   "  File \"/u/m.pyx\", line 1, in g\n    pass\n"
+                   "ValueError: bad\n";
+  MK_CHECK_INT(mk_cli_user_traceback(tb, "/u/m.py", &b), ==, 1);
+  MK_CHECK_STR(mk_buf_cstr(&b), "  File \"/u/m.py\", line 9, in forward\n    return g(x)\nValueError: bad\n");
+  mk_buf_reset(&b);
+  MK_CHECK_INT(mk_cli_user_traceback(tb, "/other.py", &b), ==, 0);
+  MK_CHECK_INT((int)b.len, ==, 0);
+  mk_buf_free(&b);
+}
+
+MK_TEST(cli, check_table_without_compared_values) {
+  fake_env f;
+  fake_env_init(&f, "normal", false);
+  const char *prob = tmp_file("prob2.py", good_module);
+  const char *shape = tmp_file("shape_new.py", "class ModelNew:\n    pass  # SHAPE\n");
+  const char *nans = tmp_file("nans_new.py", "class ModelNew:\n    pass  # NANS\n");
+  run_out r;
+  const char *a1[] = {"check", shape, "--against", prob, NULL};
+  run(a1, f.kv, 30, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.out, "NO: mismatch") != NULL);
+  MK_CHECK(strstr(r.out, "has shape [4, 2], the reference [4, 4]") != NULL);
+  MK_CHECK(strstr(r.out, "max abs error") == NULL);
+  MK_CHECK(strstr(r.out, "0 of 0 elements") == NULL);
+  run_free(&r);
+  const char *a2[] = {"check", nans, "--against", prob, NULL};
+  run(a2, f.kv, 30, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.out, "5 NaN and 0 Inf values where the reference is finite") != NULL);
+  MK_CHECK(strstr(r.out, "5 of 4096 elements") != NULL);
+  MK_CHECK(strstr(r.out, "max abs error   0\n") == NULL);
+  run_free(&r);
+}
+
+/* A verified kernel reverted because the whole program timed out in its
+ * check says so: the true reason, not "none faster than PyTorch" (a CPU run
+ * has no timings to be slower by). The progress names the subkernel and
+ * counts candidates; the run log is where the closing line says. */
+MK_TEST(cli, evolve_reports_the_true_reason) {
+  fake_env f;
+  fake_env_init(&f, "normal", false);
+  const char *m = tmp_file("hang_whole.py", "import torch\nclass Model(torch.nn.Module):\n"
+                                            "    def forward(self, x):\n"
+                                            "        return torch.tanh(x)  # HANG in the whole-program check\n"
+                                            "def get_inputs():\n    return [torch.randn(4, 4)]\n"
+                                            "def get_init_inputs():\n    return []\n");
+  char work[600];
+  snprintf(work, sizeof work, "%s/work_true_reason", tmpdir);
+  run_out r;
+  const char *a[] = {"evolve", m, "--job-timeout", "1", "--budget", "4", "--workdir", work, NULL};
+  run(a, f.kv, 120, &r);
+  MK_CHECK(!r.timed_out);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.out, "why PyTorch: 4 of 4 tried verified alone, but the composed program failed its "
+                         "whole-program check (timeout") != NULL);
+  MK_CHECK(strstr(r.out, "none faster") == NULL);
+  MK_CHECK(strstr(r.err, "conv2d_min: step 0") != NULL);
+  MK_CHECK(strstr(r.err, "candidates 4/4 done, 4 verified") != NULL);
+  MK_CHECK(strstr(r.err, "ETA ~") != NULL);
+  char log[700];
+  snprintf(log, sizeof log, "run log: %s/hang_whole/run.jsonl", work);
+  MK_CHECK(strstr(r.out, log) != NULL);
+  MK_CHECK(access(log + strlen("run log: "), R_OK) == 0);
+  run_free(&r);
+}
+
+/* Without --workdir, run files go to ./.mkevolve of the working directory,
+ * not beside the problem. */
+MK_TEST(cli, evolve_writes_to_the_working_directory) {
+  fake_env f;
+  fake_env_init(&f, "normal", false);
+  const char *m = tmp_file("where.py", good_module);
+  char cwd[600], problem_dir[600];
+  snprintf(cwd, sizeof cwd, "%s/cwd_run", tmpdir);
+  mkdir(cwd, 0755);
+  snprintf(problem_dir, sizeof problem_dir, "%s/.mkevolve", tmpdir);
+  char old[4096];
+  MK_REQUIRE(getcwd(old, sizeof old) != NULL);
+  MK_REQUIRE(chdir(cwd) == 0);
+  run_out r;
+  const char *a[] = {"evolve", m, "--budget", "2", NULL};
+  run(a, f.kv, 120, &r);
+  MK_CHECK(chdir(old) == 0);
+  MK_CHECK_INT(r.status, ==, 0);
+  char want[700];
+  snprintf(want, sizeof want, "run log: %s/.mkevolve/where/run.jsonl", cwd);
+  MK_CHECK(strstr(r.out, want) != NULL);
+  snprintf(want, sizeof want, "ModelNew written to %s/.mkevolve/where/ModelNew.py", cwd);
+  MK_CHECK(strstr(r.out, want) != NULL);
+  MK_CHECK(strstr(r.out, "TRITON_INTERPRET=1") != NULL);
+  MK_CHECK(access(problem_dir, F_OK) != 0); /* nothing beside the problem */
+  run_free(&r);
 }

@@ -229,4 +229,32 @@ MK_TEST(compose, cuda_graph_variant_wraps_and_falls_back_on_cpu) {
   }
   remove(path);
   mk_buf_free(&out);
+
+/* A ModelNew with a kernel says how to run it without a GPU; one made of
+ * PyTorch calls only needs no such line. */
+MK_TEST(compose, header_says_how_to_run_without_a_gpu) {
+  mk_errmsg err = {{0}};
+  mk_graph *g = NULL;
+  MK_REQUIRE(mk_graph_from_json(GRAPH_JSON, strlen(GRAPH_JSON), &g, &err) == 0);
+  mk_partition p = {0};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  mk_candidate cand = {.name = "k", .origin = "builtin",
+                       .source = "import torch\n\ndef run(*xs):\n    return xs[0]\n"};
+  const mk_candidate **chosen = calloc((size_t)p.nsubkernels, sizeof *chosen);
+  mk_compose_options opt = {.module_source = SOURCE, .source_path = "m.py"};
+  for (int with_kernel = 0; with_kernel < 2; with_kernel++) {
+    chosen[0] = with_kernel ? &cand : NULL;
+    mk_buf out;
+    mk_buf_init(&out, 0);
+    MK_CHECK_INT(mk_compose_modelnew(g, &p, chosen, &opt, &out, &err), ==, 0);
+    const char *py = mk_buf_cstr(&out);
+    const char *line = strstr(py, "TRITON_INTERPRET=1");
+    const char *first_code = strstr(py, "\nimport");
+    MK_CHECK((line != NULL) == (with_kernel == 1));
+    if (line && first_code) MK_CHECK(line < first_code); /* in the header comment */
+    mk_buf_free(&out);
+  }
+  free(chosen);
+  mk_partition_free(&p);
+  mk_graph_free(g);
 }
