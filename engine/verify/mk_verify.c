@@ -325,9 +325,28 @@ static void store(vjob *j, const cJSON *res) {
   free(text);
 }
 
+/* The supervisor killed the worker for its host memory: for a verification
+ * that is the candidate's verdict (`oom`, never cached), not a crash. */
+static cJSON *memory_verdict(const mk_worker_result *wr) {
+  cJSON *res = cJSON_CreateObject();
+  cJSON *timing = cJSON_AddObjectToObject(res, "timing");
+  cJSON_AddStringToObject(res, "status", "runtime_error");
+  cJSON_AddStringToObject(res, "error_kind", "oom");
+  cJSON_AddStringToObject(res, "reason", wr->message ? wr->message : "exceeded the memory limit");
+  cJSON_AddFalseToObject(timing, "available");
+  cJSON_AddStringToObject(timing, "reason", "not timed: the candidate ran out of memory");
+  return res;
+}
+
 static void on_pool_done(void *data, mk_worker_result *wr) {
   vjob *j = data;
   j->in_pool = false;
+  if (wr->status == MK_ECRASHED && !j->canceled && j->type != VJ_CAPTURE && wr->kind &&
+      strcmp(wr->kind, "oom") == 0) {
+    deliver_result(j, memory_verdict(wr), false);
+    job_unlink_free(j);
+    return;
+  }
   if (wr->status != 0) {
     const char *tb = jstr(wr->error, "traceback");
     deliver_error(j, j->canceled ? MK_ECANCELED : wr->status, wr->kind ? wr->kind : "internal",
