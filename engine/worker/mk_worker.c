@@ -136,6 +136,33 @@ struct mk_worker_pool {
   mk_worker_stats stats;
 };
 
+/* ---- live workers, for signal handlers ------------------------------------ */
+
+#define MK_LIVE_MAX 256
+static volatile sig_atomic_t live_pids[MK_LIVE_MAX]; /* 0: free slot */
+
+static void live_add(int pid) {
+  for (int i = 0; i < MK_LIVE_MAX; i++)
+    if (live_pids[i] == 0) {
+      live_pids[i] = pid;
+      return;
+    }
+}
+
+static void live_remove(int pid) {
+  for (int i = 0; i < MK_LIVE_MAX; i++)
+    if (live_pids[i] == pid) live_pids[i] = 0;
+}
+
+int mk_worker_live_pids(int *out, int max) {
+  int n = 0;
+  for (int i = 0; i < MK_LIVE_MAX && n < max; i++) {
+    int pid = (int)live_pids[i];
+    if (pid > 0) out[n++] = pid;
+  }
+  return n;
+}
+
 /* ---- small helpers ------------------------------------------------------ */
 
 const char *mk_worker_kind_name(mk_worker_kind k) {
@@ -460,6 +487,7 @@ static void on_aux(uv_timer_t *t) {
 
 static void on_proc_exit(uv_process_t *proc, int64_t status, int term_signal) {
   mk_wproc *w = proc->data;
+  live_remove(w->pid);
   w->exited = true;
   w->exit_status = status;
   w->term_signal = term_signal;
@@ -949,6 +977,7 @@ static void start_worker(mk_wproc *w) {
     return;
   }
   w->pid = w->proc.pid;
+  live_add(w->pid);
   uv_read_start((uv_stream_t *)&w->out, on_alloc, on_out_read);
   uv_read_start((uv_stream_t *)&w->errp, on_alloc, on_err_read);
   w->hello_id = p->next_id++;

@@ -195,6 +195,11 @@ int mk_worker_detect_gpus(char (*ids)[64], int max);
  * a credential (KEY, TOKEN, SECRET, PASSWORD, ...) never is. */
 bool mk_worker_env_allowed(const char *name, size_t len);
 
+/* Process ids of every live worker (its guard) of every pool in this
+ * process, for a signal handler: async-signal-safe (a fixed array, no
+ * allocation). Writes at most `max`; returns the count. */
+int mk_worker_live_pids(int *out, int max);
+
 /* Name of a kind: "any", "cpu", "gpu". */
 const char *mk_worker_kind_name(mk_worker_kind k);
 
