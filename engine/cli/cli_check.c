@@ -213,8 +213,11 @@ int mk_cli_check(int argc, char **argv) {
     /* No verdict: say why, with the line when the worker knows it. */
     /* Errors without a verdict concern the reference (the problem file). */
     if (w.line > 0) fprintf(stderr, "%s:%d: ", rabs, w.line);
-    fprintf(stderr, "mkevolve check: %s%s%s: %s\n", mk_verify_status_name(w.status),
-            w.kind[0] ? " " : "", w.kind, mk_buf_cstr(&w.reason));
+    /* the kind only when it adds to the status ("crashed", not "crashed crashed") */
+    const char *st_name = mk_verify_status_name(w.status);
+    bool kind = w.kind[0] && strcmp(w.kind, st_name) != 0;
+    fprintf(stderr, "mkevolve check: %s%s%s: %s\n", st_name, kind ? " " : "", kind ? w.kind : "",
+            mk_buf_cstr(&w.reason));
     if (w.traceback.len) fprintf(stderr, "%s\n", mk_buf_cstr(&w.traceback));
   } else {
     print_table(fabs_, rabs, &o, &w);
