@@ -1,6 +1,7 @@
 /* mk_lsp_rpc.c — JSON-RPC dispatch, reply bookkeeping, LSP lifecycle.
  * Every path that receives a request ends in exactly one reply or in a
  * logged refusal of a message that was not a request. */
+#include "mk_num.h"
 #include "mk_lsp_rpc.h"
 
 #include "mk_buf.h"
@@ -385,7 +386,7 @@ int mk_lsp_json_depth(const char *s, size_t len, int limit) {
 static bool valid_id(const cJSON *id) {
   if (cJSON_IsString(id)) return true;
   /* Integers only: a fractional id cannot be echoed back faithfully. */
-  return cJSON_IsNumber(id) && id->valuedouble == (double)(long long)id->valuedouble;
+  return cJSON_IsNumber(id) && mk_num_is_integer(id->valuedouble);
 }
 
 void mk_lsp_rpc_receive(mk_lsp_rpc *rpc, const char *body, size_t len) {
