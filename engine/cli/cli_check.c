@@ -100,6 +100,10 @@ static void print_table(const char *file, const char *ref, const mk_verify_optio
   } else {
     printf("  %-15s %s\n", "timing", w->timing_reason[0] ? w->timing_reason : "not available");
   }
+  /* the worker's notes: "no custom kernel ran: ...", a failed load_state_dict */
+  const cJSON *note;
+  cJSON_ArrayForEach(note, cJSON_GetObjectItemCaseSensitive(w->json, "notes"))
+    if (cJSON_IsString(note)) printf("  %-15s %s\n", "note", note->valuestring);
 }
 
 int mk_cli_check(int argc, char **argv) {

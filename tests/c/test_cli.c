@@ -414,6 +414,14 @@ MK_TEST(cli, check_table_and_verdicts) {
   MK_CHECK(strstr(r.err, "crashed crashed") == NULL);
   run_free(&r);
 
+  /* a pass whose kernels never ran says so */
+  const char *idle = tmp_file("idle_new.py", "class ModelNew:\n    pass  # IDLE\n");
+  const char *a3d[] = {"check", idle, "--against", prob, "--no-cache", NULL};
+  run(a3d, f.kv, 30, &r);
+  MK_CHECK_INT(r.status, ==, 0);
+  MK_CHECK(strstr(r.out, "note            no custom kernel ran: _k") != NULL);
+  run_free(&r);
+
   /* NaN in the output: the bound is infinite, not 0 */
   const char *nan = tmp_file("nan_new.py", "class ModelNew:\n    pass  # NAN\n");
   const char *a3c[] = {"check", nan, "--against", prob, "--no-cache", NULL};

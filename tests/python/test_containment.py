@@ -210,3 +210,21 @@ def test_guard_exits_when_the_engine_died_first(marker):
     p = subprocess.run([sys.executable, "-c", code], env=env, timeout=20)
     assert p.returncode == -signal.SIGTERM
     assert _wait_for(lambda: not [q for q in _marked(marker) if _alive(q)], 5)
+
+
+def test_modelnew_whose_kernel_never_runs_says_so(tmp_path):
+    """A ModelNew that defines a Triton kernel but computes with PyTorch passes, with a note."""
+    from mkworker.verify import verify_composition
+
+    src = (REPO / "tests" / "python" / "kernels" / "cbr_modelnew_ok.py").read_text()
+    ok = verify_composition({"file": str(REPO / "tests" / "python" / "kernels" /
+                                         "cbr_modelnew_ok.py"),
+                             "reference_file": str(EXAMPLE), "trials": 1, "device": "cpu",
+                             "batch": 1}, lambda m, f: None)
+    assert ok["status"] == "ok" and ok["kernel_launches"] > 0 and ok["notes"] == []
+    idle = tmp_path / "idle.py"
+    idle.write_text(src + "\n\nclass ModelNew(Model):  # noqa: F811\n    pass\n")
+    rep = verify_composition({"file": str(idle), "reference_file": str(EXAMPLE), "trials": 1,
+                              "device": "cpu", "batch": 1}, lambda m, f: None)
+    assert rep["status"] == "ok" and rep["kernel_launches"] == 0
+    assert any(n.startswith("no custom kernel ran: _epi") for n in rep["notes"]), rep["notes"]
