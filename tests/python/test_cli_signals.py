@@ -130,3 +130,25 @@ def test_lsp_killed_leaves_no_worker(tmp_path, sig):
                 stream.close()
         for pid in _marked(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_check_memory_hog_gets_the_memory_limit_verdict(tmp_path):
+    """A ModelNew touching 3 GiB under a 1 GiB limit: the verdict says so, the run
+    ends promptly and no worker is left (the machine never comes near its OOM killer)."""
+    marker = f"mkmem-{uuid.uuid4().hex[:10]}"
+    new = tmp_path / "hog.py"
+    new.write_text(EXAMPLE.read_text() + "\n\nclass ModelNew(Model):\n"
+                   "    def forward(self, x):\n"
+                   "        hog = torch.ones(3 * 1024 ** 3 // 4)\n"
+                   "        return super().forward(x) + hog[:1] * 0\n")
+    env = _env(tmp_path, marker)
+    env["MKEVOLVE_WORKER_MEMORY_GB"] = "1"
+    t0 = time.monotonic()
+    p = subprocess.run([str(BIN), "check", str(new), "--against", str(EXAMPLE), "--device", "cpu",
+                        "--no-cache", "--trials", "1", "--batch", "1", "--timeout", "120"],
+                       env=env, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "NO: oom" in p.stdout, p.stdout
+    assert "exceeded the memory limit of 1 GiB" in p.stdout, p.stdout
+    assert time.monotonic() - t0 < 100
+    assert _wait_for(lambda: not _marked(marker), 10), f"left behind: {_marked(marker)}"
