@@ -16,6 +16,8 @@ void mk_lsp_config_defaults(mk_lsp_config *c) {
   mk_strlcpy(c->llm_provider, "openai", sizeof c->llm_provider);
   mk_strlcpy(c->llm_key_env, "OPENAI_API_KEY", sizeof c->llm_key_env);
   c->budget_proposals = 16;
+  c->capture_timeout_s = 60;
+  c->verify_timeout_s = 300;
   c->atol = 1e-2;
   c->rtol = 1e-2;
   c->debounce_ms = 400;
@@ -92,6 +94,15 @@ int mk_lsp_config_apply(mk_lsp_config *c, const cJSON *settings, mk_errmsg *err)
   } else if (b && !cJSON_IsNull(b)) {
     refuse(&r, "budget", "expected a number or an object");
   }
+  const cJSON *to = cJSON_GetObjectItemCaseSensitive(s, "timeout");
+  if (cJSON_IsNumber(to)) {
+    if (get_num(&r, s, "timeout", 1, 86400, &x)) c->capture_timeout_s = c->verify_timeout_s = x;
+  } else if (cJSON_IsObject(to)) {
+    if (get_num(&r, to, "capture", 1, 86400, &x)) c->capture_timeout_s = x;
+    if (get_num(&r, to, "verify", 1, 86400, &x)) c->verify_timeout_s = x;
+  } else if (to) {
+    refuse(&r, "timeout", "expected a number or an object");
+  }
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "tolerance");
   if (cJSON_IsNumber(t)) {
     if (get_num(&r, s, "tolerance", 0, 1e3, &x)) c->atol = c->rtol = x;
@@ -123,6 +134,11 @@ cJSON *mk_lsp_config_to_json(const mk_lsp_config *c) {
     cJSON_AddStringToObject(llm, "model", c->llm_model);
     cJSON_AddStringToObject(llm, "baseUrl", c->llm_base_url);
     cJSON_AddStringToObject(llm, "apiKeyEnv", c->llm_key_env);
+  }
+  cJSON *to = cJSON_AddObjectToObject(o, "timeout");
+  if (to) {
+    cJSON_AddNumberToObject(to, "capture", c->capture_timeout_s);
+    cJSON_AddNumberToObject(to, "verify", c->verify_timeout_s);
   }
   cJSON *b = cJSON_AddObjectToObject(o, "budget");
   if (b) {

@@ -12,6 +12,10 @@
  *   debounceMs      delay between the last edit and re-analysis
  *   composeMode     "file" (write <stem>_new.py) | "inplace"
  *   codeLens        bool
+ *   timeout         number (seconds, both) or { capture, verify }: the
+ *                   limit of one capture job (60 s: an import-time hang
+ *                   should not hold a worker for minutes) and of one
+ *                   verification job (300 s)
  * Updates are partial: keys that are absent keep their value; a key with
  * a bad value keeps its value and is named in the returned message, so a
  * typo never resets the rest. Fixed-size fields: values that do not fit
@@ -39,6 +43,7 @@ typedef struct mk_lsp_config {
   int debounce_ms;
   char compose_mode[16];
   bool code_lens;
+  double capture_timeout_s, verify_timeout_s;
 } mk_lsp_config;
 
 /* Fills defaults (python from $MKEVOLVE_PYTHON or the build's default). */

@@ -250,6 +250,8 @@ static void session_config(const mk_lsp_config *c, mk_session_config *sc, char *
   sc->max_seconds = c->budget_seconds;
   if (c->atol > 0) sc->atol = c->atol;
   if (c->rtol > 0) sc->rtol = c->rtol;
+  if (c->verify_timeout_s > 0) sc->job_timeout_s = c->verify_timeout_s;
+  if (c->capture_timeout_s > 0) sc->capture_timeout_s = c->capture_timeout_s;
 }
 
 static bool ensure_session(engine *e) {

@@ -1,11 +1,14 @@
 /* mk_lsp_rpc.c — JSON-RPC dispatch, reply bookkeeping, LSP lifecycle.
  * Every path that receives a request ends in exactly one reply or in a
  * logged refusal of a message that was not a request. */
+#include "mk_num.h"
 #include "mk_lsp_rpc.h"
 
 #include "mk_buf.h"
 #include "mk_err.h"
 
+#include <math.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,7 +253,11 @@ bool mk_lsp_rpc_reply_error(mk_lsp_rpc *rpc, mk_lsp_handle h, int code, const ch
 static void cancel_request(mk_lsp_rpc *rpc, const cJSON *id) {
   if (id == NULL || !(cJSON_IsNumber(id) || cJSON_IsString(id))) return;
   for (mk_lsp_request *r = rpc->open; r; r = r->next) {
-    if (r->answered || !cJSON_Compare(r->id, id, 1)) continue;
+    /* an exact (raw) id matches the number a cancel names for it */
+    bool same = cJSON_IsRaw(r->id) && cJSON_IsNumber(id)
+                    ? strtod(r->id->valuestring, NULL) == id->valuedouble
+                    : cJSON_Compare(r->id, id, 1);
+    if (r->answered || !same) continue;
     r->answered = true;
     send_error(rpc, r->id, MK_RPC_REQUEST_CANCELLED, "request cancelled");
     mk_lsp_handle h = r->handle;
@@ -382,10 +389,51 @@ int mk_lsp_json_depth(const char *s, size_t len, int limit) {
   return max;
 }
 
+/* The text of the top-level member "id" when it is an integer literal
+ * (bounded), for ids a double cannot hold: cJSON parses numbers as doubles,
+ * so 2^53 + 1 would come back as 2^53 or as 9.007e+15. */
+static bool raw_integer_id(const char *s, size_t n, char *out, size_t outsz) {
+  int depth = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (c == '{' || c == '[') depth++;
+    else if (c == '}' || c == ']') depth--;
+    else if (c == '"') {
+      size_t start = ++i;
+      while (i < n && s[i] != '"') i += s[i] == '\\' ? 2 : 1;
+      if (i >= n) return false;
+      bool is_id = depth == 1 && i - start == 2 && strncmp(s + start, "id", 2) == 0;
+      size_t j = i + 1;
+      while (j < n && (s[j] == ' ' || s[j] == '\t' || s[j] == '\r' || s[j] == '\n')) j++;
+      if (!is_id || j >= n || s[j] != ':') continue;
+      j++;
+      while (j < n && (s[j] == ' ' || s[j] == '\t' || s[j] == '\r' || s[j] == '\n')) j++;
+      size_t k = j + (j < n && s[j] == '-');
+      while (k < n && isdigit((unsigned char)s[k])) k++;
+      if (k == j || k - j >= outsz || (k < n && strchr(".eE", s[k]))) return false;
+      memcpy(out, s + j, k - j);
+      out[k - j] = '\0';
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Replaces a numeric id beyond 2^53 by its exact text (a raw item, echoed
+ * as written). */
+static void keep_exact_id(cJSON *msg, const char *body, size_t len) {
+  const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+  if (!cJSON_IsNumber(id) || fabs(id->valuedouble) < 9007199254740992.0) return;
+  char tok[48];
+  if (!raw_integer_id(body, len, tok, sizeof tok)) return;
+  cJSON *raw = cJSON_CreateRaw(tok);
+  if (raw) cJSON_ReplaceItemInObjectCaseSensitive(msg, "id", raw);
+}
+
 static bool valid_id(const cJSON *id) {
-  if (cJSON_IsString(id)) return true;
+  if (cJSON_IsString(id) || cJSON_IsRaw(id)) return true;
   /* Integers only: a fractional id cannot be echoed back faithfully. */
-  return cJSON_IsNumber(id) && id->valuedouble == (double)(long long)id->valuedouble;
+  return cJSON_IsNumber(id) && mk_num_is_integer(id->valuedouble);
 }
 
 void mk_lsp_rpc_receive(mk_lsp_rpc *rpc, const char *body, size_t len) {
@@ -407,6 +455,7 @@ void mk_lsp_rpc_receive(mk_lsp_rpc *rpc, const char *body, size_t len) {
     cJSON_Delete(msg);
     return;
   }
+  keep_exact_id(msg, body, len);
   const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
   const cJSON *method = cJSON_GetObjectItemCaseSensitive(msg, "method");
   const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");

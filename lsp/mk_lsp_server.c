@@ -1,6 +1,7 @@
 /* mk_lsp_server.c — lifecycle, document sync, debounced analysis, jobs
  * and the request handlers. Handlers answer from in-memory state; backend
  * work runs as jobs that report progress and finish through a sink. */
+#include "mk_num.h"
 #include "mk_lsp_server.h"
 
 #include "mk_buf.h"
@@ -544,7 +545,7 @@ static void on_did_open(void *ctx, const cJSON *params) {
   }
   mk_lsp_doc *doc;
   int rc = mk_lsp_docs_open(&s->docs, uri, json_str(td, "languageId"),
-                            cJSON_IsNumber(ver) ? (int)ver->valuedouble : 0, text, strlen(text), &doc);
+                            cJSON_IsNumber(ver) ? mk_num_int(ver->valuedouble, 0) : 0, text, strlen(text), &doc);
   if (rc != 0) {
     char msg[512];
     snprintf(msg, sizeof msg, "mkevolve: cannot open %.300s: %s", uri, mk_strerror(rc));
@@ -567,7 +568,7 @@ static void on_did_change(void *ctx, const cJSON *params) {
   const cJSON *ver = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(params, "textDocument"), "version");
   mk_errmsg err = {{0}};
   int rc = mk_lsp_doc_apply_changes(doc, cJSON_GetObjectItemCaseSensitive(params, "contentChanges"),
-                                    cJSON_IsNumber(ver) ? (int)ver->valuedouble : doc->version + 1, &err);
+                                    cJSON_IsNumber(ver) ? mk_num_int(ver->valuedouble, doc->version + 1) : doc->version + 1, &err);
   if (rc != 0) {
     /* The text is unchanged; saying so beats silently diverging. */
     char msg[MK_ERRMSG_MAX + 64];
@@ -626,8 +627,8 @@ static bool get_position(const cJSON *pos, int *line, int *col) {
   const cJSON *c = cJSON_GetObjectItemCaseSensitive(pos, "character");
   if (!cJSON_IsNumber(l) || !cJSON_IsNumber(c) || l->valuedouble < 0 || c->valuedouble < 0)
     return false;
-  *line = l->valuedouble > 1e9 ? 1000000000 : (int)l->valuedouble;
-  *col = c->valuedouble > 1e9 ? 1000000000 : (int)c->valuedouble;
+  *line = mk_num_clamp(l->valuedouble, 0, 1000000000);
+  *col = mk_num_clamp(c->valuedouble, 0, 1000000000);
   return true;
 }
 

@@ -59,10 +59,20 @@ static void report(const mk_lsp_frame_handler *h, mk_lsp_frame_error kind, const
   if (h->on_error) h->on_error(h->ctx, kind, why);
 }
 
-/* Finds "\r\n\r\n" in s[0..n); returns the offset after it or 0. */
-static size_t header_end(const char *s, size_t n) {
-  for (size_t i = 0; i + 3 < n; i++)
-    if (s[i] == '\r' && s[i + 1] == '\n' && s[i + 2] == '\r' && s[i + 3] == '\n') return i + 4;
+/* Finds "\r\n\r\n" in s[0..n); returns the offset after it or 0. A bare
+ * LF before it (a peer framing with "\n\n") sets *bare_lf to the offset
+ * after that LF and returns 0: searching on would take the *next* frame's
+ * CRLFs as this header's end and lose that well-framed message. */
+static size_t header_end(const char *s, size_t n, size_t *bare_lf) {
+  *bare_lf = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '\n' && (i == 0 || s[i - 1] != '\r')) {
+      *bare_lf = i + 1;
+      return 0;
+    }
+    if (i + 3 < n && s[i] == '\r' && s[i + 1] == '\n' && s[i + 2] == '\r' && s[i + 3] == '\n')
+      return i + 4;
+  }
   return 0;
 }
 
@@ -137,7 +147,14 @@ static void drain(mk_lsp_framer *f, size_t *pos, const mk_lsp_frame_handler *h) 
       f->resync = false;
       continue;
     }
-    size_t hend = header_end(s, n);
+    size_t bare = 0;
+    size_t hend = header_end(s, n, &bare);
+    if (bare) {
+      report(h, MK_LSP_FRAME_BAD_HEADER, "header line ended by a bare LF (CRLF required)");
+      *pos += bare;
+      f->resync = true;
+      continue;
+    }
     if (hend == 0) {
       if (n > MK_LSP_MAX_HEADER) {
         report(h, MK_LSP_FRAME_HEADER_TOO_LONG, "header block longer than 8 KiB");

@@ -133,6 +133,10 @@ static void print_table(const char *file, const char *ref, const mk_verify_optio
   } else {
     printf("  %-15s %s\n", "timing", w->timing_reason[0] ? w->timing_reason : "not available");
   }
+  /* the worker's notes: "no custom kernel ran: ...", a failed load_state_dict */
+  const cJSON *note;
+  cJSON_ArrayForEach(note, cJSON_GetObjectItemCaseSensitive(w->json, "notes"))
+    if (cJSON_IsString(note)) printf("  %-15s %s\n", "note", note->valuestring);
 }
 
 int mk_cli_check(int argc, char **argv) {
@@ -246,8 +250,11 @@ int mk_cli_check(int argc, char **argv) {
     /* No verdict: say why, with the line when the worker knows it. */
     /* Errors without a verdict concern the reference (the problem file). */
     if (w.line > 0) fprintf(stderr, "%s:%d: ", rabs, w.line);
-    fprintf(stderr, "mkevolve check: %s%s%s: %s\n", mk_verify_status_name(w.status),
-            w.kind[0] ? " " : "", w.kind, mk_buf_cstr(&w.reason));
+    /* the kind only when it adds to the status ("crashed", not "crashed crashed") */
+    const char *st_name = mk_verify_status_name(w.status);
+    bool kind = w.kind[0] && strcmp(w.kind, st_name) != 0;
+    fprintf(stderr, "mkevolve check: %s%s%s: %s\n", st_name, kind ? " " : "", kind ? w.kind : "",
+            mk_buf_cstr(&w.reason));
     if (w.traceback.len) fprintf(stderr, "%s\n", mk_buf_cstr(&w.traceback));
   } else {
     print_table(fabs_, rabs, &o, &w);

@@ -186,6 +186,12 @@ static void print_json(const mk_session_module *m, const cJSON *ledger, bool mon
   cJSON_AddBoolToObject(o, "verified", status == 0);
   cJSON_AddStringToObject(o, "mode", monolithic ? "monolithic" : "modular");
   if (ledger) cJSON_AddItemToObject(o, "llm", cJSON_Duplicate(ledger, true));
+  /* Every token the run spent (unusable replies too), as llm.total says. */
+  const cJSON *total = cJSON_GetObjectItemCaseSensitive(ledger, "total");
+  if (cJSON_IsObject(total)) {
+    cJSON_ReplaceItemInObjectCaseSensitive(o, "tokens_in", cJSON_CreateNumber(usage_long(total, "tokens_in")));
+    cJSON_ReplaceItemInObjectCaseSensitive(o, "tokens_out", cJSON_CreateNumber(usage_long(total, "tokens_out")));
+  }
   char *text = cJSON_Print(o);
   if (text) fprintf(out, "%s\n", text);
   free(text);

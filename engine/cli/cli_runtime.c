@@ -25,6 +25,9 @@ int mk_cli_rt_open(mk_cli_rt *rt, double timeout_s, bool use_cache, mk_errmsg *e
   if (rc) return mk_errf(err, MK_EIO, "cannot start the event loop: %s", uv_strerror(rc));
   mk_worker_config cfg;
   mk_worker_config_init(&cfg);
+  /* The worker's package from elsewhere, as `evolve` and `bench` honour it. */
+  const char *wp = getenv("MKEVOLVE_WORKER_PATH");
+  if (wp && wp[0]) cfg.pythonpath = wp;
   if (timeout_s > 0) {
     cfg.hello_timeout_s = timeout_s;
     cfg.request_timeout_s = timeout_s;

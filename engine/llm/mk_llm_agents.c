@@ -5,6 +5,7 @@
  * the IR, sends one chat call, and validates the reply; an unusable reply
  * is marked in the ledger (its tokens stay counted) and reported as
  * MK_EPARSE, never a crash. */
+#include "mk_num.h"
 #include "mk_llm_internal.h"
 #include "mk_loop.h"
 
@@ -116,12 +117,12 @@ static void put_arg(mk_buf *b, const mk_graph *g, const cJSON *a, int depth) {
   } else if (cJSON_IsObject(a) && a->child) {
     const cJSON *v = a->child;
     const char *k = v->string;
-    if (strcmp(k, "t") == 0 && cJSON_IsNumber(v)) put_value_name(b, g, (int)v->valuedouble);
+    if (strcmp(k, "t") == 0 && cJSON_IsNumber(v)) put_value_name(b, g, mk_num_int(v->valuedouble, -1));
     else if (strcmp(k, "float") == 0) {
       if (cJSON_IsString(v)) mk_buf_printf(b, "float(\"%s\")", v->valuestring);
       else if (cJSON_IsNumber(v)) {
         put_number(b, v->valuedouble);
-        if (v->valuedouble == (double)(long long)v->valuedouble) mk_buf_puts(b, ".0");
+        if (mk_num_is_integer(v->valuedouble)) mk_buf_puts(b, ".0");
       }
     } else if (strcmp(k, "tuple") == 0 || strcmp(k, "list") == 0 || strcmp(k, "size") == 0) {
       bool tup = k[0] == 't';
@@ -543,8 +544,8 @@ void mk_llm_groups_free(mk_llm_groups *g) {
 /* Subkernel named by index or by name. */
 static int resolve_subkernel(const mk_partition *p, const cJSON *v) {
   if (cJSON_IsNumber(v)) {
-    int i = (int)v->valuedouble;
-    return (double)i == v->valuedouble && i >= 0 && i < p->nsubkernels ? i : -1;
+    int i = mk_num_int(v->valuedouble, -1);
+    return i >= 0 && i < p->nsubkernels ? i : -1;
   }
   if (cJSON_IsString(v))
     for (int i = 0; i < p->nsubkernels; i++)
@@ -580,7 +581,7 @@ int mk_llm_decisions_from_json(const cJSON *root, mk_llm_decision_kind kind, con
     else if (kind == MK_LLM_SPLIT) {
       const cJSON *a = cJSON_GetObjectItemCaseSensitive(it, "at_node");
       const mk_subkernel *sk = &p->subkernels[s];
-      at = cJSON_IsNumber(a) ? (int)a->valuedouble : -1;
+      at = cJSON_IsNumber(a) ? mk_num_int(a->valuedouble, -1) : -1;
       bool member = false;
       for (int k = 1; k < sk->nnodes; k++) member |= sk->nodes[k] == at;
       if (!member) bad = "at_node is not a node of the subkernel after its first";
@@ -633,7 +634,7 @@ int mk_llm_groups_from_json(const cJSON *root, const mk_graph *g, mk_llm_groups 
     }
     const cJSON *nv;
     cJSON_ArrayForEach(nv, nodes) {
-      int id = cJSON_IsNumber(nv) ? (int)nv->valuedouble : -1;
+      int id = cJSON_IsNumber(nv) ? mk_num_int(nv->valuedouble, -1) : -1;
       if (id < 0 || id >= g->nnodes || (double)id != nv->valuedouble) {
         rc = mk_errf(err, MK_EPARSE, "unusable reply: subkernel %d names node %g, not in the graph (0..%d)",
                      gi, cJSON_IsNumber(nv) ? nv->valuedouble : -1.0, g->nnodes - 1);

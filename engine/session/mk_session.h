@@ -34,6 +34,7 @@ typedef struct mk_session_config {
   int batch;                   /* 0: auto (reduced on CPU when shapes are large); -1: full; n: n */
   unsigned long long seed;
   double job_timeout_s;        /* per verification job */
+  double capture_timeout_s;    /* per capture job (imports the user's module); 0: job_timeout_s */
   const char *cache_dir;       /* NULL: $MKEVOLVE_CACHE_DIR or ~/.cache/mkevolve */
   const char *workdir;         /* run files (logs, composed files), one folder per module stem
                                   inside; NULL: .mkevolve beside the module (the editor's

@@ -182,7 +182,9 @@ int session_runtime_capture(mk_session *s, const char *path, session_capture_cb 
   capture_req *req = malloc(sizeof *req);
   if (req == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
   *req = (capture_req){cb, data};
-  int rc = mk_verify_submit_capture(s->rt->verify, path, NULL, batch_for(s), s->cfg.job_timeout_s,
+  int rc = mk_verify_submit_capture(s->rt->verify, path, NULL, batch_for(s),
+                                    s->cfg.capture_timeout_s > 0 ? s->cfg.capture_timeout_s
+                                                                 : s->cfg.job_timeout_s,
                                     on_capture, req, NULL, err);
   if (rc) free(req);
   return rc;

@@ -94,6 +94,16 @@ static double jnum(const cJSON *o, const char *k, double dflt) {
   return cJSON_IsNumber(v) ? v->valuedouble : dflt;
 }
 
+/* An error bound: the worker writes "inf" (a string: JSON has no infinity)
+ * when NaN or Inf appeared where the reference is finite. */
+static double jerr(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  if (cJSON_IsNumber(v)) return v->valuedouble;
+  if (cJSON_IsString(v) && (strcmp(v->valuestring, "inf") == 0 || strcmp(v->valuestring, "nan") == 0))
+    return INFINITY;
+  return 0;
+}
+
 static void parse_time(const cJSON *t, mk_verify_time *out) {
   memset(out, 0, sizeof *out);
   if (!cJSON_IsObject(t)) return;
@@ -124,8 +134,8 @@ void mk_verify_parse_result(const cJSON *res, mk_verify_result *r) {
   r->line = (int)jnum(res, "line", 0);
   r->trials = (int)jnum(res, "trials", 0);
   r->trials_passed = (int)jnum(res, "trials_passed", 0);
-  r->max_abs_error = jnum(res, "max_abs_error", 0);
-  r->max_rel_error = jnum(res, "max_rel_error", 0);
+  r->max_abs_error = jerr(res, "max_abs_error");
+  r->max_rel_error = jerr(res, "max_rel_error");
   r->failing_elements = (int64_t)jnum(res, "failing_elements", 0);
   r->elements = (int64_t)jnum(res, "elements", 0);
   if (strcmp(st, "ok") == 0) r->status = MK_VERIFY_OK;
@@ -325,9 +335,28 @@ static void store(vjob *j, const cJSON *res) {
   free(text);
 }
 
+/* The supervisor killed the worker for its host memory: for a verification
+ * that is the candidate's verdict (`oom`, never cached), not a crash. */
+static cJSON *memory_verdict(const mk_worker_result *wr) {
+  cJSON *res = cJSON_CreateObject();
+  cJSON *timing = cJSON_AddObjectToObject(res, "timing");
+  cJSON_AddStringToObject(res, "status", "runtime_error");
+  cJSON_AddStringToObject(res, "error_kind", "oom");
+  cJSON_AddStringToObject(res, "reason", wr->message ? wr->message : "exceeded the memory limit");
+  cJSON_AddFalseToObject(timing, "available");
+  cJSON_AddStringToObject(timing, "reason", "not timed: the candidate ran out of memory");
+  return res;
+}
+
 static void on_pool_done(void *data, mk_worker_result *wr) {
   vjob *j = data;
   j->in_pool = false;
+  if (wr->status == MK_ECRASHED && !j->canceled && j->type != VJ_CAPTURE && wr->kind &&
+      strcmp(wr->kind, "oom") == 0) {
+    deliver_result(j, memory_verdict(wr), false);
+    job_unlink_free(j);
+    return;
+  }
   if (wr->status != 0) {
     const char *tb = jstr(wr->error, "traceback");
     deliver_error(j, j->canceled ? MK_ECANCELED : wr->status, wr->kind ? wr->kind : "internal",

@@ -16,7 +16,9 @@
 #include "mk_worker.h"
 
 #include "mk_buf.h"
+#include "proc_tree.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,6 +32,8 @@ extern char **environ;
 #define MK_EOF_KILL_MS 2000      /* stdout closed but process still alive: kill after */
 #define MK_CRASH_TAIL_LINES 20
 #define MK_CRASH_TAIL_BYTES 4096
+#define MK_MEMWATCH_MS 100       /* resident-memory check of every live worker */
+#define MK_GIB (1024.0 * 1024.0 * 1024.0)
 
 typedef struct mk_job {
   uint64_t id;
@@ -121,6 +125,8 @@ struct mk_worker_pool {
   mk_wproc *workers;
   mk_jobq pending, done;
   uv_timer_t deliver;
+  uv_timer_t memwatch;   /* unreferenced: never keeps the loop alive */
+  uint64_t memory_limit; /* bytes per worker tree, 0: none */
   uint64_t next_id;
   bool closing, finished;
   void (*close_cb)(void *);
@@ -129,6 +135,33 @@ struct mk_worker_pool {
   bool echo_stderr;
   mk_worker_stats stats;
 };
+
+/* ---- live workers, for signal handlers ------------------------------------ */
+
+#define MK_LIVE_MAX 256
+static volatile sig_atomic_t live_pids[MK_LIVE_MAX]; /* 0: free slot */
+
+static void live_add(int pid) {
+  for (int i = 0; i < MK_LIVE_MAX; i++)
+    if (live_pids[i] == 0) {
+      live_pids[i] = pid;
+      return;
+    }
+}
+
+static void live_remove(int pid) {
+  for (int i = 0; i < MK_LIVE_MAX; i++)
+    if (live_pids[i] == pid) live_pids[i] = 0;
+}
+
+int mk_worker_live_pids(int *out, int max) {
+  int n = 0;
+  for (int i = 0; i < MK_LIVE_MAX && n < max; i++) {
+    int pid = (int)live_pids[i];
+    if (pid > 0) out[n++] = pid;
+  }
+  return n;
+}
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -286,8 +319,9 @@ static void kill_worker(mk_wproc *w, int reason) {
   if (w->state != WS_FAILED) w->state = WS_DYING;
   uv_timer_stop(&w->timer);
   if (w->spawned && !w->exited && w->pid > 0) {
-    /* The worker leads its own process group: take compilers etc. too. */
-    if (uv_kill(-w->pid, SIGKILL) != 0) uv_process_kill(&w->proc, SIGKILL);
+    /* The worker leads its own process group and its guard adopts what
+     * leaves it: the tree takes compilers and escaped children too. */
+    if (mk_proc_tree_kill(w->pid) == 0) uv_process_kill(&w->proc, SIGKILL);
   }
 }
 
@@ -453,6 +487,7 @@ static void on_aux(uv_timer_t *t) {
 
 static void on_proc_exit(uv_process_t *proc, int64_t status, int term_signal) {
   mk_wproc *w = proc->data;
+  live_remove(w->pid);
   w->exited = true;
   w->exit_status = status;
   w->term_signal = term_signal;
@@ -717,14 +752,128 @@ static void on_time_limit(uv_timer_t *t) {
   kill_worker(w, MK_ETIMEDOUT);
 }
 
+/* ---- memory limit ----------------------------------------------------------
+ * A watchdog on the resident size of each worker's process tree. RLIMIT_AS
+ * cannot be used (CUDA reserves tens of GiB of address space at init) and
+ * RLIMIT_DATA counts reserved, untouched private mappings as well (the CUDA
+ * driver's and allocators' arenas); a cgroup's memory.max needs a delegated,
+ * writable cgroup v2 subtree, which containers and CI machines mostly lack.
+ * What harms the machine is resident memory, so that is what is measured,
+ * every MK_MEMWATCH_MS: an allocation faster than that overshoots by at most
+ * what it touches in that time. */
+
+static void memory_exceeded(mk_wproc *w, uint64_t rss, int nprocs) {
+  mk_worker_pool *p = w->pool;
+  char label[128];
+  worker_label(w, label, sizeof label);
+  double limit = (double)p->memory_limit / MK_GIB;
+  p->stats.memory_kills++;
+  set_msg(w->death_msg, sizeof w->death_msg,
+          "killed: exceeded the memory limit of %.3g GiB (%.2f GiB resident)", limit,
+          (double)rss / MK_GIB);
+  if (w->job) {
+    mk_job *j = w->job;
+    w->job = NULL;
+    complete_job(p, j, MK_ECRASHED, "oom",
+                 "exceeded the memory limit of %.3g GiB (host memory: %.2f GiB resident in %d "
+                 "process%s while running `%s`); the %s was killed and restarts",
+                 limit, (double)rss / MK_GIB, nprocs, nprocs == 1 ? "" : "es", j->method, label);
+  }
+  kill_worker(w, MK_ERANGE);
+}
+
+static void on_memwatch(uv_timer_t *t) {
+  mk_worker_pool *p = t->data;
+  if (p->closing || p->memory_limit == 0) return;
+  for (int i = 0; i < p->nworkers; i++) {
+    mk_wproc *w = &p->workers[i];
+    if (!w->spawned || w->exited || w->finalizing || w->pid <= 0 || w->state == WS_DYING) continue;
+    int nprocs = 0;
+    uint64_t rss = mk_proc_tree_rss(w->pid, &nprocs);
+    if (rss > p->memory_limit) memory_exceeded(w, rss, nprocs);
+  }
+}
+
+/* The configured limit, else $MKEVOLVE_WORKER_MEMORY_GB, else 3/4 of the
+ * machine shared by the workers. */
+static uint64_t memory_limit_of(const mk_worker_config *cfg, int nworkers) {
+  double gb = cfg->memory_limit_gb;
+  if (gb == 0) {
+    const char *e = getenv("MKEVOLVE_WORKER_MEMORY_GB");
+    if (e && e[0]) {
+      char *end;
+      double v = strtod(e, &end);
+      gb = end != e && v == v ? (v > 0 ? v : -1) : 0;
+    }
+  }
+  if (gb < 0) return 0;
+  if (gb > 0) return gb > 1e9 ? UINT64_MAX : (uint64_t)(gb * MK_GIB);
+  uint64_t share = mk_proc_total_memory() / 4 * 3 / (uint64_t)(nworkers > 0 ? nworkers : 1);
+  uint64_t floor = (uint64_t)MK_GIB;
+  return share > floor ? share : floor;
+}
+
+uint64_t mk_worker_pool_memory_limit(const mk_worker_pool *p) { return p->memory_limit; }
+
 /* ---- spawning ------------------------------------------------------------- */
 
+/* Variables the worker sets itself: never copied from the engine. */
 static bool env_is_ours(const char *kv) {
   static const char *const keys[] = {"PYTHONPATH=", "TRITON_INTERPRET=", "CUDA_VISIBLE_DEVICES=",
-                                     "PYTHONUNBUFFERED=", "MKWORKER_KIND=", "MKWORKER_INDEX="};
+                                     "PYTHONUNBUFFERED=", "MKWORKER_KIND=", "MKWORKER_INDEX=",
+                                     "MKWORKER_PARENT="};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
     if (strncmp(kv, keys[i], strlen(keys[i])) == 0) return true;
   return false;
+}
+
+/* `pat` is a name, or a prefix ending in '*'. */
+static bool env_name_matches(const char *name, size_t len, const char *pat, size_t plen) {
+  if (plen > 0 && pat[plen - 1] == '*') return len >= plen - 1 && strncmp(name, pat, plen - 1) == 0;
+  return len == plen && strncmp(name, pat, len) == 0;
+}
+
+/* Case-insensitive search of `word` in the name. */
+static bool env_name_has(const char *name, size_t len, const char *word) {
+  size_t wl = strlen(word);
+  for (size_t i = 0; i + wl <= len; i++) {
+    size_t k = 0;
+    while (k < wl && toupper((unsigned char)name[i + k]) == word[k]) k++;
+    if (k == wl) return true;
+  }
+  return false;
+}
+
+bool mk_worker_env_allowed(const char *name, size_t len) {
+  /* A credential never reaches candidate code, whatever list names it. */
+  static const char *const secret[] = {"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD",
+                                       "CREDENTIAL", "AUTH", "COOKIE", "SESSION"};
+  for (size_t i = 0; i < sizeof secret / sizeof secret[0]; i++)
+    if (env_name_has(name, len, secret[i])) return false;
+  /* What Python, torch, Triton, CUDA and the compilers they run read. */
+  static const char *const allow[] = {
+      "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM",
+      "TMPDIR", "TMP", "TEMP", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_RUNTIME_DIR",
+      "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "CC", "CXX", "VIRTUAL_ENV", "CONDA_PREFIX",
+      "PYTHONHOME", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONWARNINGS",
+      "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA_*", "NVIDIA_*",
+      "CUBLAS_*", "CUDNN_*", "NCCL_DEBUG", "TRITON_*", "TORCH_*", "TORCHINDUCTOR_*",
+      "PYTORCH_*", "HIP_*", "ROCM_*", "HSA_*", "MKEVOLVE_*", "MKWORKER_*"};
+  for (size_t i = 0; i < sizeof allow / sizeof allow[0]; i++)
+    if (env_name_matches(name, len, allow[i], strlen(allow[i]))) return true;
+  const char *extra = getenv("MKEVOLVE_WORKER_ENV");
+  while (extra && *extra) {
+    while (*extra == ',' || *extra == ' ') extra++;
+    size_t plen = strcspn(extra, ", ");
+    if (plen > 0 && env_name_matches(name, len, extra, plen)) return true;
+    extra += plen;
+  }
+  return false;
+}
+
+static bool env_passes(const char *kv) {
+  const char *eq = strchr(kv, '=');
+  return eq && eq > kv && !env_is_ours(kv) && mk_worker_env_allowed(kv, (size_t)(eq - kv));
 }
 
 static void free_strv(char **v) {
@@ -746,17 +895,19 @@ static char *fmt_dup(const char *fmt, ...) {
   return s;
 }
 
-/* The parent's environment with the worker's variables set. */
+/* The allowed part of the parent's environment with the worker's variables
+ * set; MKWORKER_PARENT lets the worker's guard notice a parent that died
+ * before it could ask to be told (PR_SET_PDEATHSIG). */
 static char **build_env(mk_wproc *w) {
   mk_worker_pool *p = w->pool;
   size_t n = 0;
   for (char **e = environ; e && *e; e++) n++;
-  char **env = calloc(n + 8, sizeof *env);
+  char **env = calloc(n + 9, sizeof *env);
   if (!env) return NULL;
   size_t k = 0;
   const char *old_pp = getenv("PYTHONPATH");
   for (char **e = environ; e && *e; e++)
-    if (!env_is_ours(*e) && !(env[k++] = mk_strdup(*e))) goto fail;
+    if (env_passes(*e) && !(env[k++] = mk_strdup(*e))) goto fail;
   if (old_pp && old_pp[0]) env[k] = fmt_dup("PYTHONPATH=%s:%s", p->pythonpath, old_pp);
   else env[k] = fmt_dup("PYTHONPATH=%s", p->pythonpath);
   if (!env[k++]) goto fail;
@@ -764,6 +915,7 @@ static char **build_env(mk_wproc *w) {
   if (!(env[k++] = fmt_dup("CUDA_VISIBLE_DEVICES=%s", w->visible))) goto fail;
   if (!(env[k++] = fmt_dup("MKWORKER_KIND=%s", mk_worker_kind_name(w->kind)))) goto fail;
   if (!(env[k++] = fmt_dup("MKWORKER_INDEX=%d", w->index))) goto fail;
+  if (!(env[k++] = fmt_dup("MKWORKER_PARENT=%d", (int)uv_os_getpid()))) goto fail;
   if (w->kind == MK_WORKER_CPU && !(env[k++] = fmt_dup("TRITON_INTERPRET=1"))) goto fail;
   return env;
 fail:
@@ -825,6 +977,7 @@ static void start_worker(mk_wproc *w) {
     return;
   }
   w->pid = w->proc.pid;
+  live_add(w->pid);
   uv_read_start((uv_stream_t *)&w->out, on_alloc, on_out_read);
   uv_read_start((uv_stream_t *)&w->errp, on_alloc, on_err_read);
   w->hello_id = p->next_id++;
@@ -1020,6 +1173,12 @@ int mk_worker_pool_new(uv_loop_t *loop, const mk_worker_config *cfg, mk_worker_p
   }
   uv_timer_init(loop, &p->deliver);
   p->deliver.data = p;
+  p->memory_limit = memory_limit_of(&p->cfg, p->nworkers);
+  uv_timer_init(loop, &p->memwatch);
+  p->memwatch.data = p;
+  p->open_handles++;
+  uv_timer_start(&p->memwatch, on_memwatch, MK_MEMWATCH_MS, MK_MEMWATCH_MS);
+  uv_unref((uv_handle_t *)&p->memwatch);
   /* Writing to a dead worker's pipe must give EPIPE, not kill us. */
   struct sigaction sa;
   if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
@@ -1174,6 +1333,12 @@ static void maybe_finish(mk_worker_pool *p) {
 
 static void on_shutdown_sent(uv_shutdown_t *req, int status) { (void)req, (void)status; }
 
+static void on_memwatch_closed(uv_handle_t *h) {
+  mk_worker_pool *p = h->data;
+  p->open_handles--;
+  maybe_finish(p);
+}
+
 static void on_shutdown_grace(uv_timer_t *t) {
   mk_wproc *w = t->data;
   if (w->spawned && !w->exited) kill_worker(w, MK_ECANCELED);
@@ -1215,6 +1380,7 @@ void mk_worker_pool_close(mk_worker_pool *p, void (*close_cb)(void *data), void 
     jobq_remove(&p->pending, j);
     complete_job(p, j, MK_ECANCELED, "canceled", "cancelled: the engine is shutting down");
   }
+  uv_close((uv_handle_t *)&p->memwatch, on_memwatch_closed);
   for (int i = 0; i < p->nworkers; i++) stop_worker(&p->workers[i]);
   maybe_finish(p);
 }

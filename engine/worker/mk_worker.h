@@ -19,7 +19,9 @@
  * calls back) or returns 0 and then calls `done` exactly once, always from
  * the loop (never from inside submit, cancel or close), even when the job
  * is cancelled or the pool closes. Workers are process-group leaders; a
- * kill takes their children (compilers) with them.
+ * kill takes their whole process tree (compilers, and anything that left
+ * the group) with them. Workers get a scrubbed environment: an allow-list
+ * (mk_worker_env_allowed), never a key or a token.
  *
  * Ownership: the pool is created by mk_worker_pool_new and freed by the
  * pool itself after mk_worker_pool_close's callback; params handed to
@@ -63,6 +65,13 @@ typedef struct mk_worker_config {
   double backoff_ms;        /* first restart delay after a failed start; default 250 */
   double backoff_max_ms;    /* default 8000 */
   double shutdown_grace_s;  /* wait after `shutdown` before SIGKILL; default 2 */
+  /* Host memory one worker and everything it started may keep resident, in
+   * GiB: 0 takes $MKEVOLVE_WORKER_MEMORY_GB, else 3/4 of the machine's
+   * memory shared by the pool's workers (at least 1 GiB); < 0: no limit. A
+   * worker over it is killed and its job fails with kind "oom" and "exceeded
+   * the memory limit of N GiB" (docs/runtime.md says why a watchdog on the
+   * resident size and not RLIMIT_AS/RLIMIT_DATA). */
+  double memory_limit_gb;
 } mk_worker_config;
 
 /* Fills every field with its default (python NULL, gpus -1, ...). */
@@ -158,7 +167,11 @@ int mk_worker_pool_stderr_tail(const mk_worker_pool *p, int index, int nlines, s
 /* Counters for tests and status displays. */
 typedef struct mk_worker_stats {
   uint64_t spawns, crashes, timeouts, protocol_errors, garbage_lines, completed;
+  uint64_t memory_kills; /* workers killed for going over the memory limit */
 } mk_worker_stats;
+
+/* The memory limit the pool enforces per worker, in bytes (0: none). */
+uint64_t mk_worker_pool_memory_limit(const mk_worker_pool *p);
 void mk_worker_pool_stats(const mk_worker_pool *p, mk_worker_stats *out);
 
 /* Gives given-up workers a new chance (after the user fixed the Python). */
@@ -174,6 +187,18 @@ void mk_worker_pool_close(mk_worker_pool *p, void (*close_cb)(void *data), void 
  * strings (the CUDA_VISIBLE_DEVICES value for each worker) into `ids`,
  * each of size 64. Returns the count. */
 int mk_worker_detect_gpus(char (*ids)[64], int max);
+
+/* Whether the engine's variable `name` is passed to workers: an allow-list
+ * (PATH, HOME, locale, temporary directories, LD_LIBRARY_PATH, CUDA_*,
+ * TRITON_*, TORCH*, MKEVOLVE_*, ...) plus the names or `PREFIX*` patterns
+ * listed in $MKEVOLVE_WORKER_ENV (comma-separated); a name that looks like
+ * a credential (KEY, TOKEN, SECRET, PASSWORD, ...) never is. */
+bool mk_worker_env_allowed(const char *name, size_t len);
+
+/* Process ids of every live worker (its guard) of every pool in this
+ * process, for a signal handler: async-signal-safe (a fixed array, no
+ * allocation). Writes at most `max`; returns the count. */
+int mk_worker_live_pids(int *out, int max);
 
 /* Name of a kind: "any", "cpu", "gpu". */
 const char *mk_worker_kind_name(mk_worker_kind k);

@@ -57,6 +57,9 @@ static int by_area_then_name(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   const char *filter = argc > 1 ? argv[1] : NULL;
+  /* Workers get an allow-listed environment; the fake workers' switches
+   * (FAKE_MODE, FAKE_FLAG, ...) are passed the documented way. */
+  setenv("MKEVOLVE_WORKER_ENV", "FAKE_*", 0);
   qsort(tests, (size_t)ntests, sizeof tests[0], by_area_then_name);
   int passed = 0, failed = 0, skipped = 0;
   for (int i = 0; i < ntests; i++) {

@@ -407,6 +407,30 @@ MK_TEST(cli, check_table_and_verdicts) {
   cJSON_Delete(j);
   run_free(&r);
 
+  /* the text form names the status once */
+  const char *a3b[] = {"check", crash, "--against", prob, "--no-cache", NULL};
+  run(a3b, f.kv, 30, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.err, "mkevolve check: crashed: ") != NULL);
+  MK_CHECK(strstr(r.err, "crashed crashed") == NULL);
+  run_free(&r);
+
+  /* a pass whose kernels never ran says so */
+  const char *idle = tmp_file("idle_new.py", "class ModelNew:\n    pass  # IDLE\n");
+  const char *a3d[] = {"check", idle, "--against", prob, "--no-cache", NULL};
+  run(a3d, f.kv, 30, &r);
+  MK_CHECK_INT(r.status, ==, 0);
+  MK_CHECK(strstr(r.out, "note            no custom kernel ran: _k") != NULL);
+  run_free(&r);
+
+  /* NaN in the output: the bound is infinite, not 0 */
+  const char *nan = tmp_file("nan_new.py", "class ModelNew:\n    pass  # NAN\n");
+  const char *a3c[] = {"check", nan, "--against", prob, "--no-cache", NULL};
+  run(a3c, f.kv, 30, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.out, "max abs error   inf") != NULL);
+  run_free(&r);
+
   const char *a4[] = {"check", good, "--against", prob, "--device", "cuda", NULL};
   const char *nogpu[] = {f.kv[0], f.kv[1], f.kv[2], "MKEVOLVE_NO_CACHE=1",
                          "CUDA_VISIBLE_DEVICES=", NULL};

@@ -13,10 +13,12 @@ typedef struct {
   int exit_code, shutdowns, cancels, ran;
   mk_lsp_handle deferred;
   mk_lsp_rpc *rpc;
+  char last[512]; /* the last body sent, as text */
 } harness;
 
 static int h_send(void *ctx, const char *body, size_t len) {
   harness *h = ctx;
+  snprintf(h->last, sizeof h->last, "%.*s", (int)len, body);
   cJSON *j = cJSON_ParseWithLength(body, len);
   MK_CHECK(j != NULL);
   if (j && h->nout < MAXOUT) h->out[h->nout++] = j;
@@ -247,4 +249,27 @@ MK_TEST(lsp_rpc, json_depth) {
   MK_CHECK_INT(mk_lsp_json_depth("{\"a\":[1,{\"b\":2}]}", 17, 100), ==, 3);
   MK_CHECK_INT(mk_lsp_json_depth("\"[[[[\"", 6, 100), ==, 0);
   MK_CHECK_INT(mk_lsp_json_depth("[\"\\\"[\"]", 7, 100), ==, 1);
+}
+
+MK_TEST(lsp_rpc, ids_beyond_2_to_the_53_are_echoed_exactly) {
+  harness h;
+  mk_lsp_rpc *rpc = start(&h);
+  init(rpc);
+  const char *ids[] = {"9007199254740993", "-9007199254740993", "123456789012345678901234567890"};
+  for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+    char msg[256], want[128];
+    snprintf(msg, sizeof msg, "{\"jsonrpc\":\"2.0\",\"id\" : %s,\"method\":\"echo\",\"params\":{}}",
+             ids[i]);
+    recv_(rpc, msg);
+    snprintf(want, sizeof want, "\"id\":%s", ids[i]);
+    if (!strstr(h.last, want)) fprintf(stderr, "    sent: %s\n", h.last);
+    MK_CHECK(strstr(h.last, want) != NULL);
+  }
+  /* small ids and a nested "id" are untouched */
+  recv_(rpc, "{\"jsonrpc\":\"2.0\",\"params\":{\"id\":9007199254740993},\"id\":7,\"method\":\"echo\"}");
+  MK_CHECK(strstr(h.last, "\"id\":7") != NULL);
+  /* fractional and huge non-integer ids stay invalid */
+  recv_(rpc, "{\"jsonrpc\":\"2.0\",\"id\":1e300,\"method\":\"echo\",\"params\":{}}");
+  MK_CHECK(strstr(h.last, "invalid request id") != NULL);
+  stop(&h);
 }

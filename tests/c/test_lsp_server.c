@@ -829,3 +829,29 @@ MK_TEST(lsp_server, engine_session_end_to_end) {
   MK_CHECK(system(mk_buf_cstr(&rm)) == 0);
   mk_buf_free(&rm);
 }
+
+MK_TEST(lsp_server, job_timeouts_are_settings) {
+  mk_lsp_config c;
+  mk_lsp_config_defaults(&c);
+  /* a shorter default for capture (an import-time hang) than for verification */
+  MK_CHECK(c.capture_timeout_s == 60 && c.verify_timeout_s == 300);
+  MK_CHECK(c.capture_timeout_s < c.verify_timeout_s);
+  mk_errmsg err;
+  cJSON *s = cJSON_Parse("{\"mkevolve\": {\"timeout\": {\"capture\": 15, \"verify\": 900}}}");
+  MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, 0);
+  MK_CHECK(c.capture_timeout_s == 15 && c.verify_timeout_s == 900);
+  cJSON_Delete(s);
+  s = cJSON_Parse("{\"timeout\": 42}");
+  MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, 0);
+  MK_CHECK(c.capture_timeout_s == 42 && c.verify_timeout_s == 42);
+  cJSON_Delete(s);
+  s = cJSON_Parse("{\"timeout\": {\"capture\": 0, \"verify\": 1e300}}");
+  MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, MK_EINVAL);
+  MK_CHECK(strstr(err.text, "capture") != NULL);
+  MK_CHECK(c.capture_timeout_s == 42 && c.verify_timeout_s == 42); /* refused: unchanged */
+  cJSON_Delete(s);
+  cJSON *j = mk_lsp_config_to_json(&c);
+  const cJSON *t = cJSON_GetObjectItem(j, "timeout");
+  MK_CHECK(cJSON_GetObjectItem(t, "capture")->valuedouble == 42);
+  cJSON_Delete(j);
+}

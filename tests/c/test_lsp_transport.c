@@ -88,6 +88,9 @@ MK_TEST(lsp_transport, bad_headers_resync_to_next_message) {
       "Content-Length: 99999999999999999999999999\r\n\r\nContent-Length: 2\r\n\r\nok",
       "Content-Type: x\r\n\r\n{}Content-Length: 2\r\n\r\nok",
       "Content-Length: 2\r\nContent-Length: 3\r\n\r\nabcContent-Length: 2\r\n\r\nok",
+      /* LF-only framing: dropped, and the well-framed message after it kept */
+      "Content-Length: 2\n\n{}Content-Length: 2\r\n\r\nok",
+      "Content-Length: 2\r\n\n{}Content-Length: 2\r\n\r\nok",
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     for (size_t step = 1; step <= 64; step *= 4) {

@@ -264,6 +264,7 @@ MK_TEST(worker, crash_mid_request_restarts) {
   MK_CHECK_INT(o.calls, ==, 1);
   MK_CHECK_INT(o.status, ==, MK_ECRASHED);
   MK_CHECK_STR(o.kind, "crashed");
+  if (!strstr(o.message, "exited with status 7")) fprintf(stderr, "    got: %s\n", o.message);
   MK_CHECK(strstr(o.message, "exited with status 7") != NULL);
   MK_CHECK(strstr(o.message, "while running `crash`") != NULL);
   MK_CHECK(strstr(o.message, "fake: last words") != NULL);
@@ -746,4 +747,237 @@ MK_TEST(worker, many_workers_mixed_failures) {
     outcome_free(&o[i]);
   }
   close_pool(&f.loop, f.pool);
+}
+
+/* ---- containment ---------------------------------------------------------- */
+
+/* A process is gone when /proc has no entry for it or it is a zombie (a
+ * container's pid 1 may never reap what it adopts). */
+static bool proc_gone(int pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return true;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')');
+  return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+static bool wait_gone(int pid, double seconds) {
+  uint64_t end = uv_hrtime() + (uint64_t)(seconds * 1e9);
+  while (!proc_gone(pid) && uv_hrtime() < end) usleep(20000);
+  return proc_gone(pid);
+}
+
+typedef struct escape_outcome {
+  outcome o;
+  int grandchild;
+} escape_outcome;
+
+static void on_escape_progress(void *data, const char *msg, double fraction) {
+  escape_outcome *e = data;
+  e->grandchild = atoi(msg);
+}
+
+static void on_escape_done(void *data, mk_worker_result *r) { on_done(&((escape_outcome *)data)->o, r); }
+
+/* Starts `escape` under the guard: a double-forked grandchild in its own
+ * session. Returns its pid (alive), or -1. */
+static int start_escape(fake *f, escape_outcome *e, double timeout_s, uint64_t *job) {
+  memset(e, 0, sizeof *e);
+  mk_worker_request req = {.method = "escape", .kind = MK_WORKER_ANY, .timeout_s = timeout_s,
+                           .done = on_escape_done, .progress = on_escape_progress, .data = e};
+  mk_errmsg err;
+  if (mk_worker_submit(f->pool, &req, job, &err) != 0) return -1;
+  uint64_t end = uv_hrtime() + 20000000000ull;
+  while (e->grandchild == 0 && uv_hrtime() < end) uv_run(&f->loop, UV_RUN_ONCE);
+  return e->grandchild > 0 && !proc_gone(e->grandchild) ? e->grandchild : -1;
+}
+
+MK_TEST(worker, escaped_grandchild_dies_with_a_timeout) {
+  fake f;
+  MK_REQUIRE(fake_start(&f, "guarded", NULL) == 0);
+  escape_outcome e;
+  uint64_t job;
+  int gc = start_escape(&f, &e, 2, &job);
+  MK_REQUIRE(gc > 0);
+  MK_CHECK(run_until(&f.loop, &e.o.calls, 1, 20));
+  MK_CHECK_INT(e.o.status, ==, MK_ETIMEDOUT);
+  MK_CHECK(wait_gone(gc, 5));
+  if (!proc_gone(gc)) kill(gc, SIGKILL);
+  outcome_free(&e.o);
+  close_pool(&f.loop, f.pool);
+}
+
+MK_TEST(worker, escaped_grandchild_dies_with_a_cancel_and_a_close) {
+  fake f;
+  MK_REQUIRE(fake_start(&f, "guarded", NULL) == 0);
+  escape_outcome e;
+  uint64_t job;
+  int gc = start_escape(&f, &e, 0, &job);
+  MK_REQUIRE(gc > 0);
+  MK_CHECK_INT(mk_worker_cancel(f.pool, job), ==, 0);
+  MK_CHECK(run_until(&f.loop, &e.o.calls, 1, 20));
+  MK_CHECK_INT(e.o.status, ==, MK_ECANCELED);
+  MK_CHECK(wait_gone(gc, 5));
+  if (!proc_gone(gc)) kill(gc, SIGKILL);
+  outcome_free(&e.o);
+  /* the restarted worker, closed mid-job */
+  int gc2 = start_escape(&f, &e, 0, &job);
+  MK_REQUIRE(gc2 > 0);
+  close_pool(&f.loop, f.pool);
+  MK_CHECK_INT(e.o.status, ==, MK_ECANCELED);
+  MK_CHECK(wait_gone(gc2, 5));
+  if (!proc_gone(gc2)) kill(gc2, SIGKILL);
+  outcome_free(&e.o);
+}
+
+MK_TEST(worker, guard_reports_the_worker_s_death) {
+  /* Under the guard a crash and a segfault read as before: the guard exits
+   * the way the worker did. */
+  fake f;
+  MK_REQUIRE(fake_start(&f, "guarded", NULL) == 0);
+  outcome o = {0};
+  cJSON *params = cJSON_CreateObject();
+  cJSON_AddNumberToObject(params, "code", 7);
+  submit(&f, "crash", params, MK_WORKER_ANY, 0, &o);
+  MK_CHECK(run_until(&f.loop, &o.calls, 1, 20));
+  MK_CHECK_INT(o.status, ==, MK_ECRASHED);
+  if (!strstr(o.message, "exited with status 7")) fprintf(stderr, "    got: %s\n", o.message);
+  MK_CHECK(strstr(o.message, "exited with status 7") != NULL);
+  MK_CHECK(strstr(o.message, "fake: last words") != NULL);
+  outcome_free(&o);
+  outcome s = {0};
+  submit(&f, "segv", NULL, MK_WORKER_ANY, 0, &s);
+  MK_CHECK(run_until(&f.loop, &s.calls, 1, 20));
+  MK_CHECK_INT(s.status, ==, MK_ECRASHED);
+  MK_CHECK(strstr(s.message, "signal 11") != NULL);
+  outcome_free(&s);
+  close_pool(&f.loop, f.pool);
+}
+
+MK_TEST(worker, memory_limit_kills_a_hog) {
+  fake f;
+  mk_worker_config cfg;
+  mk_worker_config_init(&cfg);
+  cfg.memory_limit_gb = 0.25;
+  MK_REQUIRE(fake_start(&f, "normal", &cfg) == 0);
+  MK_CHECK(mk_worker_pool_memory_limit(f.pool) == (uint64_t)(0.25 * 1024 * 1024 * 1024));
+  outcome o = {0};
+  cJSON *params = cJSON_CreateObject();
+  cJSON_AddNumberToObject(params, "mib", 1024);
+  uint64_t t0 = uv_hrtime();
+  submit(&f, "alloc", params, MK_WORKER_ANY, 60, &o);
+  MK_CHECK(run_until(&f.loop, &o.calls, 1, 30));
+  MK_CHECK_INT(o.status, ==, MK_ECRASHED);
+  MK_CHECK_STR(o.kind, "oom");
+  MK_CHECK(strstr(o.message, "exceeded the memory limit of 0.25 GiB") != NULL);
+  MK_CHECK((uv_hrtime() - t0) / 1000000000ull < 20); /* not the 60 s time limit */
+  mk_worker_stats st;
+  mk_worker_pool_stats(f.pool, &st);
+  MK_CHECK(st.memory_kills == 1);
+  outcome_free(&o);
+  /* the worker restarts; a job within the limit runs */
+  outcome ok = {0};
+  params = cJSON_CreateObject();
+  cJSON_AddNumberToObject(params, "mib", 16);
+  cJSON_AddNumberToObject(params, "hold", 0);
+  submit(&f, "alloc", params, MK_WORKER_ANY, 60, &ok);
+  MK_CHECK(run_until(&f.loop, &ok.calls, 1, 30));
+  MK_CHECK_INT(ok.status, ==, 0);
+  outcome_free(&ok);
+  close_pool(&f.loop, f.pool);
+}
+
+MK_TEST(worker, memory_limit_defaults) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  mk_worker_pool *p = NULL;
+  mk_errmsg err;
+  mk_worker_config cfg;
+  mk_worker_config_init(&cfg);
+  cfg.gpus = 0;
+  const char *saved = getenv("MKEVOLVE_WORKER_MEMORY_GB");
+  char keep[64] = "";
+  if (saved) snprintf(keep, sizeof keep, "%s", saved);
+  unsetenv("MKEVOLVE_WORKER_MEMORY_GB");
+  MK_REQUIRE(mk_worker_pool_new(&loop, &cfg, &p, &err) == 0);
+  /* 3/4 of the machine for the one CPU worker, at least 1 GiB */
+  uint64_t lim = mk_worker_pool_memory_limit(p);
+  MK_CHECK(lim >= (uint64_t)1 << 30);
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  MK_CHECK(lim <= (uint64_t)pages * (uint64_t)size);
+  close_pool(&loop, p);
+  setenv("MKEVOLVE_WORKER_MEMORY_GB", "2.5", 1);
+  uv_loop_init(&loop);
+  MK_REQUIRE(mk_worker_pool_new(&loop, &cfg, &p, &err) == 0);
+  MK_CHECK(mk_worker_pool_memory_limit(p) == (uint64_t)(2.5 * 1024 * 1024 * 1024));
+  close_pool(&loop, p);
+  setenv("MKEVOLVE_WORKER_MEMORY_GB", "0", 1); /* 0 in the environment: no limit */
+  uv_loop_init(&loop);
+  MK_REQUIRE(mk_worker_pool_new(&loop, &cfg, &p, &err) == 0);
+  MK_CHECK(mk_worker_pool_memory_limit(p) == 0);
+  close_pool(&loop, p);
+  cfg.memory_limit_gb = -1; /* the config wins over the environment */
+  setenv("MKEVOLVE_WORKER_MEMORY_GB", "3", 1);
+  uv_loop_init(&loop);
+  MK_REQUIRE(mk_worker_pool_new(&loop, &cfg, &p, &err) == 0);
+  MK_CHECK(mk_worker_pool_memory_limit(p) == 0);
+  close_pool(&loop, p);
+  if (saved) setenv("MKEVOLVE_WORKER_MEMORY_GB", keep, 1);
+  else unsetenv("MKEVOLVE_WORKER_MEMORY_GB");
+}
+
+MK_TEST(worker, environment_is_scrubbed) {
+  static const char *const secrets[][2] = {
+      {"OPENAI_API_KEY", "sk-test-secret"}, {"ANTHROPIC_API_KEY", "sk-ant-secret"},
+      {"MK_TEST_LLM_KEY", "k"}, {"GITHUB_TOKEN", "ghp_x"}, {"HF_TOKEN", "hf_x"},
+      {"AWS_SECRET_ACCESS_KEY", "aws"}, {"MKEVOLVE_API_KEY", "mk"}, {"DB_PASSWORD", "pw"},
+      {"SOME_RANDOM_SETTING", "r"}};
+  size_t ns = sizeof secrets / sizeof secrets[0];
+  for (size_t i = 0; i < ns; i++) setenv(secrets[i][0], secrets[i][1], 1);
+  setenv("TRITON_CACHE_DIR", "/tmp/mk-triton", 1);
+  setenv("MKEVOLVE_SOMETHING", "kept", 1);
+  setenv("FAKE_PASSED", "yes", 1); /* FAKE_* is in MKEVOLVE_WORKER_ENV (runner.c) */
+  fake f;
+  MK_REQUIRE(fake_start(&f, "normal", NULL) == 0);
+  outcome o = {0};
+  submit(&f, "environ", NULL, MK_WORKER_ANY, 0, &o);
+  MK_CHECK(run_until(&f.loop, &o.calls, 1, 20));
+  MK_REQUIRE(o.result != NULL);
+  for (size_t i = 0; i < ns; i++) {
+    if (cJSON_GetObjectItem(o.result, secrets[i][0]) != NULL)
+      fprintf(stderr, "    %s reached the worker\n", secrets[i][0]);
+    MK_CHECK(cJSON_GetObjectItem(o.result, secrets[i][0]) == NULL);
+  }
+  /* no value of a secret under any name either */
+  char *text = cJSON_PrintUnformatted(o.result);
+  MK_CHECK(text && strstr(text, "sk-test-secret") == NULL && strstr(text, "ghp_x") == NULL);
+  free(text);
+  const char *path = getenv("PATH"), *home = getenv("HOME");
+  if (path) MK_CHECK_STR(cJSON_GetObjectItem(o.result, "PATH")->valuestring, path);
+  if (home) MK_CHECK_STR(cJSON_GetObjectItem(o.result, "HOME")->valuestring, home);
+  MK_CHECK_STR(cJSON_GetObjectItem(o.result, "TRITON_CACHE_DIR")->valuestring, "/tmp/mk-triton");
+  MK_CHECK_STR(cJSON_GetObjectItem(o.result, "MKEVOLVE_SOMETHING")->valuestring, "kept");
+  MK_CHECK_STR(cJSON_GetObjectItem(o.result, "FAKE_PASSED")->valuestring, "yes");
+  MK_CHECK(cJSON_IsString(cJSON_GetObjectItem(o.result, "MKWORKER_PARENT")));
+  outcome_free(&o);
+  close_pool(&f.loop, f.pool);
+  for (size_t i = 0; i < ns; i++) unsetenv(secrets[i][0]);
+  unsetenv("TRITON_CACHE_DIR");
+  unsetenv("MKEVOLVE_SOMETHING");
+  unsetenv("FAKE_PASSED");
+}
+
+MK_TEST(worker, env_allow_list) {
+  MK_CHECK(mk_worker_env_allowed("PATH", 4));
+  MK_CHECK(mk_worker_env_allowed("LC_ALL", 6));
+  MK_CHECK(mk_worker_env_allowed("CUDA_HOME", 9));
+  MK_CHECK(!mk_worker_env_allowed("PATHX", 5));
+  MK_CHECK(!mk_worker_env_allowed("OPENAI_API_KEY", 14));
+  MK_CHECK(!mk_worker_env_allowed("TRITON_API_TOKEN", 16)); /* allowed prefix, secret name */
+  MK_CHECK(!mk_worker_env_allowed("mkevolve_secret", 15));
+  MK_CHECK(mk_worker_env_allowed("PATH=junk", 4)); /* only `len` bytes are the name */
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the server's framing + JSON-RPC (tests/fuzz/fuzz_lsp.c) with
-# libFuzzer for a short while (MK_FUZZ_SECONDS, default 30). Needs clang;
+# libFuzzer for a short while (MK_FUZZ_SECONDS, default 30) under ASan and
+# UBSan with float-cast-overflow. Needs clang;
 # installs it with apt when running as root, else skips with a message.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -19,8 +20,11 @@ out=${MK_FUZZ_DIR:-$root/build-fuzz}
 mkdir -p "$out/obj" "$out/corpus"
 grammar=third_party/tree-sitter-python/src
 [ -f "$grammar/parser.c" ] || bash scripts/fetch-grammar.sh
-cflags=(-g -O1 -std=c17 -D_GNU_SOURCE -fsanitize=fuzzer-no-link,address,undefined
-        -fno-sanitize-recover=undefined -DMK_VERSION=\"fuzz\" -DMK_DEFAULT_PYTHON=\"python3\"
+# float-cast-overflow is not part of -fsanitize=undefined (nor checked by the
+# GCC build of scripts/test.sh): ids, versions and positions are doubles from
+# the peer, and a cast of a huge one to an integer is undefined behaviour.
+cflags=(-g -O1 -std=c17 -D_GNU_SOURCE -fsanitize=fuzzer-no-link,address,undefined,float-cast-overflow
+        -fno-sanitize-recover=undefined,float-cast-overflow -DMK_VERSION=\"fuzz\" -DMK_DEFAULT_PYTHON=\"python3\"
         -Ilsp -Iengine/util -Iengine/session $(pkg-config --cflags libuv libcjson tree-sitter))
 objs=()
 # the session facade is stubbed: the fuzzer never starts Python workers

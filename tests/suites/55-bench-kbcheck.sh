@@ -19,6 +19,8 @@ stub="$root/tests/fixtures/kernelbench_stub"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export MKEVOLVE_CACHE_DIR="$out/cache" MKEVOLVE_PYTHON="$py"
+# workers get an allow-listed environment: the stand-in's switch is passed by name
+export MKEVOLVE_WORKER_ENV=STUB_KB_MODE
 mkdir -p "$out/probs"
 cat > "$out/probs/1_Linear_Gelu_Scale.py" <<'PY'
 import torch

@@ -22,6 +22,7 @@ export interface ExtensionSettings {
   /* 0 means "the server's default". */
   budget: { proposals: number; tokens: number; seconds: number };
   tolerance: { atol: number; rtol: number };
+  timeout: { capture: number; verify: number };
   composeMode: ComposeMode;
   debounceMs: number;
   codeLens: boolean;
@@ -38,6 +39,7 @@ export interface ServerSettings {
   llm: { provider: Provider; model?: string; baseUrl?: string; apiKeyEnv: string };
   budget: { proposals?: number; tokens?: number; seconds?: number };
   tolerance: { atol: number; rtol: number };
+  timeout: { capture: number; verify: number };
   composeMode: ComposeMode;
   debounceMs: number;
   codeLens: boolean;
@@ -51,6 +53,7 @@ export const DEFAULTS: ExtensionSettings = {
   llm: { provider: 'openai', model: '', baseUrl: '', apiKeyEnv: '' },
   budget: { proposals: 0, tokens: 0, seconds: 0 },
   tolerance: { atol: 1e-4, rtol: 1e-4 },
+  timeout: { capture: 60, verify: 300 },
   composeMode: 'file',
   debounceMs: 400,
   codeLens: true,
@@ -167,6 +170,10 @@ export function readSettings(get: SettingGetter): ReadResult {
       atol: r.num('tolerance.atol', DEFAULTS.tolerance.atol, 0, 1000, false),
       rtol: r.num('tolerance.rtol', DEFAULTS.tolerance.rtol, 0, 1000, false),
     },
+    timeout: {
+      capture: r.num('timeout.capture', DEFAULTS.timeout.capture, 1, 86_400, false),
+      verify: r.num('timeout.verify', DEFAULTS.timeout.verify, 1, 86_400, false),
+    },
     composeMode: r.oneOf<ComposeMode>('composeMode', ['file', 'inplace'], DEFAULTS.composeMode),
     debounceMs: r.num('debounceMs', DEFAULTS.debounceMs, 0, 60_000, true),
     codeLens: r.bool('codeLens', DEFAULTS.codeLens),
@@ -185,6 +192,7 @@ export function toServerSettings(s: ExtensionSettings): ServerSettings {
     llm: { provider: s.llm.provider, apiKeyEnv: effectiveApiKeyEnv(s) },
     budget: {},
     tolerance: { atol: s.tolerance.atol, rtol: s.tolerance.rtol },
+    timeout: { capture: s.timeout.capture, verify: s.timeout.verify },
     composeMode: s.composeMode,
     debounceMs: s.debounceMs,
     codeLens: s.codeLens,

@@ -388,6 +388,11 @@ def scenario_openai(tmp: Path, cache: Path) -> None:
     outcomes = sorted(c["outcome"] for c in ledger.get("calls", []))
     check(outcomes == ["error", "ok", "ok", "unusable"], f"call outcomes {outcomes}")
     ledger_adds_up(ledger, server, log)
+    check(
+        (s.get("tokens_in"), s.get("tokens_out"))
+        == (total.get("tokens_in"), total.get("tokens_out")),
+        f"top-level tokens {s.get('tokens_in')}/{s.get('tokens_out')} are the ledger's total",
+    )
     usd = (total.get("tokens_in", 0) * 3 + total.get("tokens_out", 0) * 15) / 1e6
     check(abs(total.get("usd", 0) - usd) < 1e-9, f"money from the price table ({total.get('usd')})")
 

@@ -4,7 +4,10 @@
 --
 --   require('mkevolve').setup{
 --     cmd = { 'mkevolve', 'lsp', '--stdio' },   -- server command
---     settings = { backend = 'auto', proposer = 'builtin', debounceMs = 400 },
+--     settings = { backend = 'auto', proposer = 'builtin', debounceMs = 400,
+--                  -- seconds a capture / a verification job may run before
+--                  -- its worker is killed (an import-time hang, a slow kernel)
+--                  timeout = { capture = 60, verify = 300 } },
 --     filetypes = { 'python' },
 --     progress = true,                           -- echo progress messages
 --     codelens = true,                           -- show the server's code lenses
@@ -17,7 +20,7 @@ local M = {}
 
 local defaults = {
   cmd = { 'mkevolve', 'lsp', '--stdio' },
-  settings = {},
+  settings = { timeout = { capture = 60, verify = 300 } },
   filetypes = { 'python' },
   progress = true,
   codelens = true,

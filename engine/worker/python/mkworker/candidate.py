@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from mkworker import audit
+
 Policy = Literal["subkernel", "composition"]
 
 # Roots a subkernel candidate may import (docs/candidates.md, plus harmless typing).
@@ -120,6 +122,7 @@ class Candidate:
     sha256: str
     module: types.ModuleType
     uses_torch: tuple[str, ...] = ()
+    watched: bool = False  # under the audit hook (mkworker/audit.py)
     _unloaded: bool = field(default=False, repr=False)
 
     def attr(self, name: str) -> Any:
@@ -139,6 +142,8 @@ class Candidate:
         if not self._unloaded:
             sys.modules.pop(self.module.__name__, None)
             self._unloaded = True
+            if self.watched:
+                audit.unwatch(self.path)
 
 
 def cache_dir() -> Path:
@@ -384,6 +389,17 @@ def _import_path(path: Path, tag: str) -> types.ModuleType:
     return module
 
 
+def _watched_import(path: Path, tag: str) -> types.ModuleType:
+    """Imports candidate code under the audit hook: from its first line on, it may
+    not start processes or open sockets (mkworker/audit.py)."""
+    audit.watch(path)
+    try:
+        return _import_path(path, tag)
+    except BaseException:
+        audit.unwatch(path)
+        raise
+
+
 def _uses_torch(module: types.ModuleType) -> tuple[str, ...]:
     raw = module.__dict__.get("MK_USES_TORCH", ())
     if isinstance(raw, str):
@@ -431,8 +447,9 @@ def load_candidate(source: str, name: str = "candidate", origin: str = "builtin"
         line, why = findings[0]
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
         raise CandidateError("rejected", f"line {line}: {why}{more}", line)
-    module = _import_path(path, sha[:12])
-    cand = Candidate(name=name, origin=origin, path=path, sha256=sha, module=module)
+    module = _watched_import(path, sha[:12])
+    cand = Candidate(name=name, origin=origin, path=path, sha256=sha, module=module,
+                     watched=True)
     try:
         cand.uses_torch = _uses_torch(module)
         if policy == "subkernel":
@@ -456,5 +473,9 @@ def load_file(path: str | Path, policy: Policy | None = "composition") -> Candid
         line, why = findings[0]
         raise CandidateError("rejected", f"line {line}: {why}", line)
     sha = hashlib.sha256(source.encode("utf-8")).hexdigest()
-    module = _import_path(p, sha[:12])
-    return Candidate(name=p.stem, origin="file", path=p, sha256=sha, module=module)
+    if policy is None:
+        module = _import_path(p, sha[:12])
+    else:
+        module = _watched_import(p, sha[:12])
+    return Candidate(name=p.stem, origin="file", path=p, sha256=sha, module=module,
+                     watched=policy is not None)

@@ -428,3 +428,46 @@ class GlobalSnapshot:
             return (f"left {len(alive)} thread(s) running ({alive[0].name}): work on "
                     f"other threads escapes the timer and races with the check")
         return None
+
+
+class KernelLaunches:
+    """Counts launches of the Triton kernels a module defines while active (a
+    ModelNew whose kernels never run passes only because it is PyTorch; the
+    report says so). Counts through an instance-level wrapper of each kernel's
+    `run`, which `kernel[grid](...)` and the autotuner both call."""
+
+    def __init__(self, module: Any) -> None:
+        self.kernels: dict[str, Any] = {}
+        for name, obj in vars(module).items():
+            inner = obj
+            for _ in range(8):  # Autotuner / Heuristics keep the JIT function in .fn
+                if type(inner).__name__ in ("JITFunction", "InterpretedFunction"):
+                    break
+                inner = getattr(inner, "fn", None)
+            if type(inner).__name__ in ("JITFunction", "InterpretedFunction") and \
+                    callable(getattr(inner, "run", None)):
+                self.kernels[name] = inner
+        self.count = 0
+
+    def __enter__(self) -> KernelLaunches:
+        for k in self.kernels.values():
+            orig = k.run
+
+            def counted(*args: Any, _orig: Any = orig, **kwargs: Any) -> Any:
+                self.count += 1
+                return _orig(*args, **kwargs)
+
+            k.run = counted
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for k in self.kernels.values():
+            k.__dict__.pop("run", None)
+
+    def note(self) -> str | None:
+        """The report's note when kernels are defined and none ran."""
+        if not self.kernels or self.count:
+            return None
+        names = ", ".join(sorted(self.kernels))
+        return (f"no custom kernel ran: {names} {'is' if len(self.kernels) == 1 else 'are'} "
+                f"defined but never launched; the ModelNew computes with PyTorch alone")

@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
-from mkworker import protocol
+from mkworker import audit, protocol
 from mkworker.protocol import Params, Progress, Result, WorkerError
 
 
@@ -225,12 +225,13 @@ class Server:
         sys.stdout = sys.stderr  # user code may have replaced it last time
         if fn is not _hello:
             wait_warm()  # one thread of torch at a time
+        audit.take()  # a violation counts for the request it happened in
         try:
             result = fn(params, progress)
             if not isinstance(result, dict):
                 raise WorkerError("internal", f"method returned {type(result).__name__}, "
                                   "not an object")
-            return protocol.ok_line(req_id, result)
+            return protocol.ok_line(req_id, audit.enforce(result, audit.take()))
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # SystemExit from user code must not stop the worker
@@ -254,6 +255,7 @@ class Server:
 
 def main() -> int:
     channel = claim_stdout()
+    audit.install()
     configure_triton_env()
     requests = sys.stdin.buffer
     # user code calling input() must not eat protocol lines

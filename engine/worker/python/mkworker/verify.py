@@ -47,6 +47,7 @@ from .compare import flatten_outputs as _flatten
 from .guards import (
     GlobalSnapshot,
     GuardViolation,
+    KernelLaunches,
     OpRecorder,
     alias_pairs,
     clone_exact,
@@ -1049,9 +1050,13 @@ def _verify_composition(ref_mod: Candidate, ref_cls_name: str, new_mod: Candidat
     )
     first_dim = next((int(x.shape[0]) for x in probe
                       if isinstance(x, torch.Tensor) and x.dim() > 0), None)
-    rep = _finish(ref, cand, make, spec, settings, progress,
-                  ref_call=lambda *xs: model(*xs), cand_call=lambda *xs: new(*xs),
-                  first_dim=first_dim)
+    with KernelLaunches(new_mod.module) as launches:
+        rep = _finish(ref, cand, make, spec, settings, progress,
+                      ref_call=lambda *xs: model(*xs), cand_call=lambda *xs: new(*xs),
+                      first_dim=first_dim)
+    if rep.get("status") == "ok" and launches.note():
+        notes.append(launches.note())
+    rep["kernel_launches"] = launches.count
     rep["notes"] = notes
     return rep
 
