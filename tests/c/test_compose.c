@@ -229,6 +229,7 @@ MK_TEST(compose, cuda_graph_variant_wraps_and_falls_back_on_cpu) {
   }
   remove(path);
   mk_buf_free(&out);
+}
 
 /* A ModelNew with a kernel says how to run it without a GPU; one made of
  * PyTorch calls only needs no such line. */
