@@ -136,6 +136,32 @@ MK_TEST(compose, prefixes_candidate_names_and_hoists_imports) {
 
 /* Composes with every subkernel on the reference and with one candidate,
  * then (when the Python environment exists) runs Model vs ModelNew. */
+/* Loads the module text `py` as `m` in the project's Python, builds a = m.Model()
+ * and b = m.ModelNew() with b holding a's state and x = torch.randn(4, 8), then
+ * runs `checks` (Python statements separated by ';'); skipped without .venv. */
+static void check_module_in_python(const char *py, size_t len, const char *checks) {
+  char path[] = "/tmp/mk_compose_XXXXXX.py";
+  int fd = mkstemps(path, 3);
+  MK_REQUIRE(fd >= 0);
+  close(fd);
+  MK_REQUIRE(mk_write_file(path, py, len) == 0);
+  char python[4096];
+  snprintf(python, sizeof python, "%s/.venv/bin/python", mk_test_repo_dir());
+  if (access(python, X_OK) != 0) {
+    mk_test_skip("no .venv: run scripts/setup.sh");
+  } else {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "%s -c \"import importlib.util,torch;s=importlib.util.spec_from_file_location('m','%s');"
+             "m=importlib.util.module_from_spec(s);s.loader.exec_module(m);torch.manual_seed(0);"
+             "a=m.Model();b=m.ModelNew();b.load_state_dict(a.state_dict());x=torch.randn(4,8);"
+             "%s\"",
+             python, path, checks);
+    MK_CHECK_INT(system(cmd), ==, 0);
+  }
+  remove(path);
+}
+
 MK_TEST(compose, modelnew_runs_and_matches) {
   mk_errmsg err = {{0}};
   mk_graph *g = NULL;
@@ -157,26 +183,8 @@ MK_TEST(compose, modelnew_runs_and_matches) {
   MK_CHECK(strstr(py, "F.linear(v3, self.fc.weight, self.fc.bias)") != NULL);
   MK_CHECK(strstr(py, "(2.0 * v4)") != NULL);
   MK_CHECK(strstr(py, "return (v6, v3)") != NULL);
-  char path[] = "/tmp/mk_compose_XXXXXX.py";
-  int fd = mkstemps(path, 3);
-  MK_REQUIRE(fd >= 0);
-  close(fd);
-  MK_REQUIRE(mk_write_file(path, py, out.len) == 0);
-  char python[4096];
-  snprintf(python, sizeof python, "%s/.venv/bin/python", mk_test_repo_dir());
-  if (access(python, X_OK) != 0) {
-    mk_test_skip("no .venv: run scripts/setup.sh");
-  } else {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd,
-             "%s -c \"import importlib.util,torch;s=importlib.util.spec_from_file_location('m','%s');"
-             "m=importlib.util.module_from_spec(s);s.loader.exec_module(m);torch.manual_seed(0);"
-             "a=m.Model();b=m.ModelNew();b.load_state_dict(a.state_dict());x=torch.randn(4,8);"
-             "ra=a(x);rb=b(x);assert all(torch.equal(p,q) for p,q in zip(ra,rb))\"",
-             python, path);
-    MK_CHECK_INT(system(cmd), ==, 0);
-  }
-  remove(path);
+  check_module_in_python(py, out.len,
+                         "ra=a(x);rb=b(x);assert all(torch.equal(p,q) for p,q in zip(ra,rb))");
   mk_buf_free(&out);
   free(chosen);
   mk_partition_free(&p);
@@ -206,28 +214,10 @@ MK_TEST(compose, cuda_graph_variant_wraps_and_falls_back_on_cpu) {
   MK_CHECK_INT(mk_compose_cuda_graph(py, NULL, &again, &err), ==, MK_EINVAL);
   MK_CHECK_INT(mk_compose_cuda_graph("x = 1\n", NULL, &again, &err), ==, MK_EINVAL);
   mk_buf_free(&again);
-  char path[] = "/tmp/mk_compose_graph_XXXXXX.py";
-  int fd = mkstemps(path, 3);
-  MK_REQUIRE(fd >= 0);
-  close(fd);
-  MK_REQUIRE(mk_write_file(path, py, out.len) == 0);
-  char python[4096];
-  snprintf(python, sizeof python, "%s/.venv/bin/python", mk_test_repo_dir());
-  if (access(python, X_OK) != 0) {
-    mk_test_skip("no .venv: run scripts/setup.sh");
-  } else {
-    char cmd[8192];
-    /* CPU tensors: no graph, the plain forward, state advanced once per call. */
-    snprintf(cmd, sizeof cmd,
-             "%s -c \"import importlib.util,torch;s=importlib.util.spec_from_file_location('m','%s');"
-             "m=importlib.util.module_from_spec(s);s.loader.exec_module(m);torch.manual_seed(0);"
-             "a=m.Model();b=m.ModelNew();b.load_state_dict(a.state_dict());x=torch.randn(4,8);"
-             "assert torch.equal(a(x),b(x));assert torch.equal(a(x),b(x));"
-             "assert float(b.calls)==2.0;assert b._mk_graphs.entries=={}\"",
-             python, path);
-    MK_CHECK_INT(system(cmd), ==, 0);
-  }
-  remove(path);
+  /* CPU tensors: no graph, the plain forward, state advanced once per call. */
+  check_module_in_python(py, out.len,
+                         "assert torch.equal(a(x),b(x));assert torch.equal(a(x),b(x));"
+                         "assert float(b.calls)==2.0;assert b._mk_graphs.entries=={}");
   mk_buf_free(&out);
 }
 
