@@ -241,6 +241,66 @@ static void merge_imports(mk_buf *all, const char *imports) {
   }
 }
 
+/* ---- parameters kept in channels_last ------------------------------------- */
+
+static bool is_state_name_char(char c) { return is_ident_char(c) || c == '.'; }
+
+/* Appends to `names` ("\"a.b\", " each, no repeats) the state names a
+ * candidate lists in its `MK_CHANNELS_LAST = ("conv.weight", ...)` line: the
+ * parameters its kernels read in channels_last (docs/candidates.md). Names
+ * that are not dotted identifiers are ignored: they are pasted into code. */
+static void collect_cl_params(const char *source, mk_buf *names) {
+  static const char key[] = "MK_CHANNELS_LAST = (";
+  for (const char *p = source; p && *p;) {
+    const char *e = line_end(p);
+    if (strncmp(p, key, sizeof key - 1) == 0) {
+      for (const char *q = p + sizeof key - 1; q < e && *q != ')'; q++) {
+        if (*q != '"' && *q != '\'') continue;
+        const char *start = ++q;
+        while (q < e && is_state_name_char(*q)) q++;
+        if (q >= e || *q != start[-1] || q == start || q - start > 200) break;
+        char quoted[256];
+        snprintf(quoted, sizeof quoted, "\"%.*s\", ", (int)(q - start), start);
+        if (strstr(mk_buf_cstr(names), quoted) == NULL) mk_buf_puts(names, quoted);
+      }
+    }
+    p = *e ? e + 1 : e;
+  }
+}
+
+/* ModelNew.__init__ when a chosen kernel reads conv weights in channels_last:
+ * they are converted once, here, so the kernels' per-call conversion is a
+ * no-op (in-place updates such as load_state_dict keep the layout). */
+static int emit_init(const mk_partition *p, const mk_candidate *const *chosen, mk_buf *out) {
+  mk_buf names;
+  mk_buf_init(&names, 1 << 16);
+  for (int s = 0; s < p->nsubkernels; s++) {
+    const mk_candidate *c = chosen ? chosen[s] : NULL;
+    if (!is_reference(c)) collect_cl_params(c->source, &names);
+  }
+  if (names.len > 0) {
+    mk_buf_puts(out, "    def __init__(self, *args, **kwargs):\n"
+                     "        super().__init__(*args, **kwargs)\n"
+                     "        # conv weights the kernels read in channels_last: converted once\n");
+    mk_buf_printf(out, "        _mk_keep_channels_last(self, (%s))\n\n", mk_buf_cstr(&names));
+  }
+  int rc = names.err;
+  mk_buf_free(&names);
+  return rc ? rc : out->err;
+}
+
+static const char keep_cl_helper[] =
+    "\n\ndef _mk_keep_channels_last(module, names):\n"
+    "    \"\"\"Stores the named 4-d/5-d parameters of `module` in channels_last.\"\"\"\n"
+    "    for name in names:\n"
+    "        try:\n"
+    "            p = module.get_parameter(name)\n"
+    "        except AttributeError:\n"
+    "            continue\n"
+    "        fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(p.dim())\n"
+    "        if fmt is not None:\n"
+    "            p.data = p.data.contiguous(memory_format=fmt)\n";
+
 /* ---- forward ------------------------------------------------------------ */
 
 static int emit_reference_subkernel(const mk_graph *g, const mk_subkernel *sk, namer_ctx *nc,
@@ -383,9 +443,16 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
     mk_buf_puts(out, opt->module_source);
     if (out->len && out->data[out->len - 1] != '\n') mk_buf_putc(out, '\n');
     mk_buf_append(out, sections.data ? sections.data : "", sections.len);
+    mk_buf init;
+    mk_buf_init(&init, 0);
+    rc = emit_init(p, chosen, &init);
+    if (rc) mk_errf(err, rc, "compose: out of memory");
+    else if (init.len) mk_buf_puts(out, keep_cl_helper);
     mk_buf_printf(out, "\n\nclass ModelNew(%s):\n", g->class_name ? g->class_name : "Model");
     mk_buf_puts(out, "    \"\"\"The same module, composed of verified subkernels.\"\"\"\n\n");
-    rc = emit_forward(g, p, chosen, section_of, &nc, out, err);
+    mk_buf_append(out, init.data ? init.data : "", init.len);
+    mk_buf_free(&init);
+    if (!rc) rc = emit_forward(g, p, chosen, section_of, &nc, out, err);
   }
   if (!rc && out->err) rc = mk_errf(err, out->err, "compose: output too large");
   mk_buf_free(&imports);

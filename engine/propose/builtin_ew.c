@@ -145,8 +145,11 @@ typedef struct leaf {
   int vid;
   bool bound;        /* computed in registers by the enclosing kernel */
   bool scalar;       /* loaded once (0-d or fully broadcast) */
-  bool full;         /* same shape as the run: loaded at offs */
+  bool full;         /* same shape as the run and dense in its order: loaded at offs */
   bool mutated;      /* an in-place op of the run writes back into it */
+  int bias;          /* folded conv bias added per channel on load, or -1 */
+  int cdim;          /* iteration position of the channel dim (when bias >= 0) */
+  bool cl;           /* the stage runs in channels_last order */
   int nruns;
   int run_lo[MK_IR_MAX_RANK], run_hi[MK_IR_MAX_RANK];
 } leaf;
@@ -158,9 +161,38 @@ static bool produced_in(const bi_plan *p, int s, int vid) {
   return v->kind == MK_VALUE_NODE && v->producer >= 0 && p->stage_of[v->producer] == s;
 }
 
-static bool strided_value(const bi_emit *e, int vid);
+bool bi_is_cl_value(const bi_emit *e, int v) {
+  for (int i = 0; i < e->ncl; i++)
+    if (e->cl_values[i] == v) return true;
+  return false;
+}
 
-static void leaf_pattern(const bi_emit *e, int s, leaf *l) {
+void bi_add_cl_value(bi_emit *e, int v) {
+  if (bi_is_cl_value(e, v)) return;
+  if (e->ncl < (int)(sizeof e->cl_values / sizeof e->cl_values[0])) e->cl_values[e->ncl++] = v;
+}
+
+int bi_folded_bias(const bi_emit *e, int v) {
+  for (int i = 0; i < e->nfolded; i++)
+    if (e->folded[i].value == v) return e->folded[i].bias;
+  return -1;
+}
+
+/* Logical dim at iteration position d of a rank-R stage. In channels_last
+ * order the channel dim is innermost: (0, 2, ..., R-1, 1). */
+static int iter_dim(bool cl, int R, int d) {
+  if (!cl || d == 0) return d;
+  return d == R - 1 ? 1 : d + 1;
+}
+
+static bool same_dims(const mk_value *v, const bi_stage *st) {
+  if (v->rank != st->rank) return false;
+  for (int d = 0; d < st->rank; d++)
+    if (v->shape[d] != st->shape[d]) return false;
+  return true;
+}
+
+static void leaf_pattern(const bi_emit *e, int s, bool cl, leaf *l) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
   const mk_value *v = &p->g->values[l->vid];
@@ -168,10 +200,11 @@ static void leaf_pattern(const bi_emit *e, int s, leaf *l) {
   bool real[MK_IR_MAX_RANK] = {false};
   int nreal = 0;
   for (int d = 0; d < R; d++) {
-    int j = d - (R - v->rank);
+    int L = iter_dim(cl, R, d);
+    int j = L - (R - v->rank);
     if (j < 0) continue;
-    if (v->shape[j] == 1 && st->shape[d] != 1) continue;
-    if (st->shape[d] == 1) continue; /* index is always 0 */
+    if (v->shape[j] == 1 && st->shape[L] != 1) continue;
+    if (st->shape[L] == 1) continue; /* index is always 0 */
     real[d] = true;
     nreal++;
   }
@@ -187,14 +220,17 @@ static void leaf_pattern(const bi_emit *e, int s, leaf *l) {
       l->scalar = false;
     }
   }
-  for (int d = 0; d < R && l->full; d++) l->full = v->shape[d] == st->shape[d];
-  bool strided = strided_value(e, l->vid);
-  if (strided) l->full = false;
+  l->full = l->full && same_dims(v, st);
+  /* Is the leaf dense in the iteration order? Contiguous tensors are in the
+   * default order, the module's channels_last values in channels_last order;
+   * any other leaf is read through the stride of every real dim. */
+  bool dense = cl == bi_is_cl_value(e, l->vid);
+  if (!dense) l->full = false;
   l->nruns = 0;
   for (int d = 0; d < R; d++) {
     if (!real[d]) continue;
-    /* Merge consecutive real dims (valid on a contiguous leaf). */
-    if (!strided && l->nruns > 0 && l->run_hi[l->nruns - 1] == d - 1) {
+    /* Merge consecutive real dims (valid on a leaf dense in this order). */
+    if (dense && l->nruns > 0 && l->run_hi[l->nruns - 1] == d - 1) {
       l->run_hi[l->nruns - 1] = d;
       continue;
     }
@@ -204,17 +240,11 @@ static void leaf_pattern(const bi_emit *e, int s, leaf *l) {
   }
 }
 
-static bool strided_value(const bi_emit *e, int vid) {
-  for (int i = 0; i < e->nstrided; i++)
-    if (e->strided[i] == vid) return true;
-  return false;
-}
-
 static void add_leaf(leaf *ls, int *nl, int vid, bi_ew_bind bind) {
   for (int i = 0; i < *nl; i++)
     if (ls[i].vid == vid) return;
   if (*nl >= MAX_LEAVES) return;
-  ls[*nl] = (leaf){.vid = vid, .bound = vid == bind.value};
+  ls[*nl] = (leaf){.vid = vid, .bound = vid == bind.value, .bias = -1};
   (*nl)++;
 }
 
@@ -229,9 +259,9 @@ static void collect_tensors(const cJSON *a, int *ids, int *n, int max) {
     for (const cJSON *c = a->child; c; c = c->next) collect_tensors(c, ids, n, max);
 }
 
-static int stage_leaves(const bi_emit *e, int s, bi_ew_bind bind, leaf *ls, int *nl,
-                        mk_errmsg *err) {
-  const bi_plan *p = e->p;
+/* The tensors stage s reads from outside itself, in first-use order. */
+static int collect_leaves(const bi_plan *p, int s, bi_ew_bind bind, leaf *ls, int *nl,
+                          mk_errmsg *err) {
   const bi_stage *st = &p->st[s];
   *nl = 0;
   for (int i = 0; i < st->nnodes; i++) {
@@ -246,14 +276,51 @@ static int stage_leaves(const bi_emit *e, int s, bi_ew_bind bind, leaf *ls, int 
     }
   }
   if (*nl >= MAX_LEAVES) return mk_errf(err, MK_EUNSUPPORTED, "elementwise run reads too many tensors");
-  for (int i = 0; i < *nl; i++) {
-    leaf_pattern(e, s, &ls[i]);
+  for (int i = 0; i < *nl; i++)
     for (int k = 0; k < st->nnodes; k++) {
       const mk_node *n = &p->g->nodes[st->nodes[k]];
       for (int m = 0; m < n->nmutates; m++) ls[i].mutated |= n->mutates[m] == ls[i].vid;
     }
+  return 0;
+}
+
+static bool leaves_allow_cl(const bi_emit *e, int s, const leaf *ls, int nl) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  if (st->fused_into >= 0 || (st->rank != 4 && st->rank != 5)) return false;
+  bool lead = false;
+  for (int i = 0; i < nl; i++) {
+    bool cl = bi_is_cl_value(e, ls[i].vid);
+    if (ls[i].mutated && !cl) return false;
+    lead |= cl && same_dims(&p->g->values[ls[i].vid], st);
+  }
+  return lead;
+}
+
+bool bi_ew_channels_last(const bi_emit *e, int s) {
+  leaf ls[MAX_LEAVES];
+  int nl = 0;
+  mk_errmsg ignored = {{0}};
+  bi_ew_bind nobind = {.value = -1, .var = NULL};
+  if (collect_leaves(e->p, s, nobind, ls, &nl, &ignored)) return false;
+  return leaves_allow_cl(e, s, ls, nl);
+}
+
+static int stage_leaves(const bi_emit *e, int s, bi_ew_bind bind, leaf *ls, int *nl,
+                        mk_errmsg *err) {
+  int rc = collect_leaves(e->p, s, bind, ls, nl, err);
+  if (rc) return rc;
+  bool cl = bind.value < 0 && leaves_allow_cl(e, s, ls, *nl);
+  int R = e->p->st[s].rank;
+  for (int i = 0; i < *nl; i++) {
+    ls[i].cl = cl;
+    ls[i].cdim = cl ? R - 1 : 1;
+    leaf_pattern(e, s, cl, &ls[i]);
     if (ls[i].mutated && !ls[i].full && !ls[i].bound)
       return mk_errf(err, MK_EUNSUPPORTED, "an in-place op writes a tensor of another shape");
+    /* A folded bias needs the channel index of a full-shape leaf. */
+    if (!ls[i].bound && same_dims(&e->p->g->values[ls[i].vid], &e->p->st[s]))
+      ls[i].bias = bi_folded_bias(e, ls[i].vid);
   }
   return 0;
 }
@@ -580,6 +647,21 @@ static int dims_product(const char *pfx, int lo, int hi, mk_buf *out) {
   return out->err;
 }
 
+/* What the launcher appends to a leaf's name when it passes it (and takes its
+ * strides): the leaf must be in the layout its kernel code reads. In place
+ * targets and leaves read through their strides are passed as they are;
+ * channels_last leaves of a channels_last stage are made so (a no-op for the
+ * conv outputs they come from); other dense leaves are made contiguous. */
+static const char *leaf_layout(const bi_emit *e, const leaf *l, int R) {
+  bool cl_value = bi_is_cl_value(e, l->vid);
+  if (l->mutated) return "";
+  if (l->cl && cl_value && l->full)
+    return R == 5 ? ".contiguous(memory_format=torch.channels_last_3d)"
+                  : ".contiguous(memory_format=torch.channels_last)";
+  if (l->cl || cl_value) return "";
+  return ".contiguous()";
+}
+
 int bi_ew_params(bi_emit *e, int s, const char *pfx, const char *shape_var, bi_ew_bind bind,
                  mk_buf *sig, mk_buf *call, mk_errmsg *err) {
   leaf ls[MAX_LEAVES];
@@ -587,13 +669,23 @@ int bi_ew_params(bi_emit *e, int s, const char *pfx, const char *shape_var, bi_e
   int rc = stage_leaves(e, s, bind, ls, &nl, err);
   if (rc) return rc;
   const bi_plan *p = e->p;
+  int R = p->st[s].rank;
+  bool cl = nl > 0 && ls[0].cl;
   for (int i = 0; i < nl; i++) {
     if (ls[i].bound) continue;
     mk_buf_printf(sig, "%s", pfx);
     bi_run_name(p, ls[i].vid, sig);
     mk_buf_puts(sig, "_ptr, ");
     bi_run_name(p, ls[i].vid, call);
-    mk_buf_puts(call, ls[i].mutated || strided_value(e, ls[i].vid) ? ", " : ".contiguous(), ");
+    mk_buf_puts(call, leaf_layout(e, &ls[i], R));
+    mk_buf_puts(call, ", ");
+    if (ls[i].bias >= 0) {
+      mk_buf_printf(sig, "%s", pfx);
+      bi_run_name(p, ls[i].vid, sig);
+      mk_buf_puts(sig, "_bias_ptr, ");
+      bi_run_name(p, ls[i].bias, call);
+      mk_buf_puts(call, ".contiguous(), ");
+    }
   }
   /* Outputs that are not written back into a leaf. */
   int stored[64];
@@ -612,10 +704,9 @@ int bi_ew_params(bi_emit *e, int s, const char *pfx, const char *shape_var, bi_e
     bi_run_name(p, stored[i], call);
     mk_buf_puts(call, ", ");
   }
-  int R = p->st[s].rank;
   for (int d = 0; d < R; d++) {
     mk_buf_printf(sig, "%sD%d, ", pfx, d);
-    mk_buf_printf(call, "%s[%d], ", shape_var, d);
+    mk_buf_printf(call, "%s[%d], ", shape_var, iter_dim(cl, R, d));
   }
   for (int i = 0; i < nl; i++) {
     if (ls[i].bound || ls[i].scalar || ls[i].full) continue;
@@ -627,12 +718,19 @@ int bi_ew_params(bi_emit *e, int s, const char *pfx, const char *shape_var, bi_e
     if (ls[i].nruns == 0) continue;
     /* Strides of the run ends, checked against the captured broadcast pattern. */
     mk_buf_puts(call, "*_bcast_strides(");
-    bi_run_name(p, ls[i].vid, call);
-    mk_buf_printf(call, "%s, %s, (", strided_value(e, ls[i].vid) ? "" : ".contiguous()", shape_var);
+    if (cl) {
+      mk_buf_puts(call, "_mk_cl_view(");
+      bi_run_name(p, ls[i].vid, call);
+      mk_buf_printf(call, ", %d), _mk_cl_order(%s), (", R, shape_var);
+    } else {
+      bi_run_name(p, ls[i].vid, call);
+      mk_buf_printf(call, "%s, %s, (", leaf_layout(e, &ls[i], R), shape_var);
+    }
     for (int r = 0; r < ls[i].nruns; r++)
       mk_buf_printf(call, "(%d, %d), ", ls[i].run_lo[r], ls[i].run_hi[r]);
     mk_buf_puts(call, ")), ");
     e->need_bcast = true;
+    e->need_cl_helpers |= cl;
   }
   return sig->err ? sig->err : call->err;
 }
@@ -663,6 +761,26 @@ static int leaf_index(const bi_plan *p, const leaf *l, int R, const char *pfx, c
   return out->err;
 }
 
+/* The conv bias left out of the conv call, added to the leaf once loaded: its
+ * channel index is the leaf's channel dim in the iteration order. */
+static int load_folded_bias(const ew_ctx *c, const leaf *l, int R, const char *offs,
+                            const char *mask, int indent, mk_buf *out) {
+  mk_buf_indent(out, indent);
+  reg_name(c, l->vid, out);
+  mk_buf_puts(out, " += tl.load(");
+  mk_buf_puts(out, c->pfx);
+  bi_run_name(c->e->p, l->vid, out);
+  mk_buf_printf(out, "_bias_ptr + ((%s", offs);
+  if (l->cdim < R - 1) {
+    mk_buf_puts(out, " // (");
+    dims_product(c->pfx, l->cdim + 1, R - 1, out);
+    mk_buf_puts(out, ")");
+  }
+  mk_buf_printf(out, ") %% %sD%d), mask=%s, other=0)  # conv bias, folded\n", c->pfx, l->cdim,
+                mask);
+  return out->err;
+}
+
 int bi_ew_body(bi_emit *e, int s, const char *pfx, const char *offs, const char *mask,
                bi_ew_bind bind, bool store, int indent, mk_buf *out, mk_errmsg *err) {
   leaf ls[MAX_LEAVES];
@@ -686,6 +804,7 @@ int bi_ew_body(bi_emit *e, int s, const char *pfx, const char *offs, const char 
     mk_buf_puts(out, "_ptr + ");
     leaf_index(p, &ls[i], st->rank, pfx, offs, out);
     mk_buf_printf(out, ", mask=%s, other=0)\n", mask);
+    if (ls[i].bias >= 0) load_folded_bias(&c, &ls[i], st->rank, offs, mask, indent, out);
   }
   for (int i = 0; i < st->nnodes; i++) {
     const mk_node *n = &p->g->nodes[st->nodes[i]];
@@ -748,6 +867,7 @@ static int device_of(bi_emit *e, int s, bi_ew_bind bind, mk_buf *out, mk_errmsg 
 int bi_ew_alloc_lines(bi_emit *e, int s, const char *shape_var, const char *like, mk_buf *out,
                       mk_errmsg *err) {
   const bi_plan *p = e->p;
+  bool cl = bi_ew_channels_last(e, s);
   int stored[64];
   int ns = bi_stage_stored(p, s, stored, 64);
   for (int i = 0; i < ns; i++) {
@@ -766,7 +886,9 @@ int bi_ew_alloc_lines(bi_emit *e, int s, const char *shape_var, const char *like
     if (dt == NULL) return mk_errf(err, MK_EUNSUPPORTED, "value %d has an unknown dtype", stored[i]);
     mk_buf_indent(out, 4);
     bi_run_name(p, stored[i], out);
-    mk_buf_printf(out, " = torch.empty(%s, device=%s, dtype=torch.%s)\n", shape_var, like, dt);
+    mk_buf_printf(out, " = torch.empty(%s, device=%s, dtype=torch.%s%s)\n", shape_var, like, dt,
+                  !cl ? "" : p->st[s].rank == 5 ? ", memory_format=torch.channels_last_3d"
+                                                : ", memory_format=torch.channels_last");
   }
   return out->err;
 }
@@ -830,6 +952,9 @@ int bi_emit_ew_stage(bi_emit *e, int s, mk_errmsg *err) {
     }
   }
   (void)st;
+  /* Its outputs are channels_last too: the next stages read them in that order. */
+  if (!rc && bi_ew_channels_last(e, s))
+    for (int i = 0; i < ns; i++) bi_add_cl_value(e, stored[i]);
   mk_buf_free(&kname);
   mk_buf_free(&sig);
   mk_buf_free(&call);

@@ -140,9 +140,37 @@ typedef struct bi_emit {
   bool need_bcast;  /* the _bcast_strides helper is used */
   bool need_pool;   /* the _pool_out_size helper is used */
   int kcount;       /* kernels emitted so far (unique names) */
-  int strided[16];  /* values read through their own strides (channels_last conv outputs) */
-  int nstrided;
+  /* Values this module makes in channels_last (conv outputs, elementwise
+   * stages run in that memory order): readers use their strides or run in
+   * their order (bi_ew_channels_last). */
+  int cl_values[32];
+  int ncl;
+  /* Convolution outputs computed without their bias, which the one
+   * elementwise stage reading them adds while loading (per channel). */
+  struct {
+    int value, bias;
+  } folded[8];
+  int nfolded;
+  bool need_channel_bias; /* the _mk_add_channel_bias helper is used */
+  bool need_cl_helpers;   /* _mk_cl_view and _mk_cl_order are used */
+  /* run(...) parameters the module wants in channels_last (conv weights):
+   * listed in MK_CHANNELS_LAST so ModelNew converts them once. */
+  mk_buf *cl_params;
 } bi_emit;
+
+/* True if value v is one this module makes in channels_last. */
+bool bi_is_cl_value(const bi_emit *e, int v);
+/* Records v as made in channels_last (no-op when the table is full: readers
+ * then take the general strided path, which is correct for any layout). */
+void bi_add_cl_value(bi_emit *e, int v);
+/* The bias value folded into the loads of v, or -1. */
+int bi_folded_bias(const bi_emit *e, int v);
+/* True if EW stage s runs in channels_last memory order: it is not fused
+ * into an anchor, has rank 4 or 5, reads a full-shape operand this module
+ * made in channels_last, and writes in place only into such operands. Its
+ * outputs are then allocated channels_last and every other operand is read
+ * through its strides. */
+bool bi_ew_channels_last(const bi_emit *e, int s);
 
 /* The Python name a value has inside run(...). */
 int bi_run_name(const bi_plan *p, int vid, mk_buf *out);

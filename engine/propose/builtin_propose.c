@@ -106,6 +106,40 @@ static const char bcast_helper[] =
     "            raise ValueError(\"operand broadcast pattern differs from the captured one\")\n"
     "    return [st[hi] for lo, hi in runs]\n";
 
+/* Adds a conv bias left out of the cuDNN call when no elementwise stage reads
+ * the output (builtin_torch.c): in place, in the output's memory order. */
+static const char channel_bias_helper[] =
+    "\n\n@triton.jit\n"
+    "def _mk_channel_bias_kernel(y_ptr, b_ptr, numel, C, INNER, BLOCK: tl.constexpr):\n"
+    "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)\n"
+    "    mask = offs < numel\n"
+    "    c = (offs // INNER) % C\n"
+    "    y = tl.load(y_ptr + offs, mask=mask, other=0)\n"
+    "    tl.store(y_ptr + offs, y + tl.load(b_ptr + c, mask=mask, other=0), mask=mask)\n"
+    "\n\ndef _mk_add_channel_bias(y, bias):\n"
+    "    \"\"\"y + bias over dim 1, in place, in y's memory order (contiguous or channels_last).\"\"\"\n"
+    "    cl = {4: torch.channels_last, 5: torch.channels_last_3d}.get(y.dim())\n"
+    "    if cl is not None and y.is_contiguous(memory_format=cl) and not y.is_contiguous():\n"
+    "        inner = 1\n"
+    "    else:\n"
+    "        y = y.contiguous()\n"
+    "        inner = math.prod(y.shape[2:])\n"
+    "    n = y.numel()\n"
+    "    if n > 0:\n"
+    "        _mk_channel_bias_kernel[(triton.cdiv(n, 1024),)](\n"
+    "            y, bias.contiguous(), n, y.shape[1], inner, BLOCK=1024)\n"
+    "    return y\n";
+
+/* Elementwise stages run in channels_last memory order (builtin_ew.c). */
+static const char cl_helpers[] =
+    "\n\ndef _mk_cl_order(shape):\n"
+    "    \"\"\"A 4-d or 5-d shape in channels_last memory order: (N, *spatial, C).\"\"\"\n"
+    "    return (shape[0], *shape[2:], shape[1])\n"
+    "\n\ndef _mk_cl_view(t, rank):\n"
+    "    \"\"\"`t` aligned to `rank` dims and viewed in channels_last order (no copy).\"\"\"\n"
+    "    t = t[(None,) * (rank - t.dim())]\n"
+    "    return t.permute(0, *range(2, rank), 1)\n";
+
 static int emit_stage(bi_emit *e, int s, mk_errmsg *err) {
   const bi_stage *st = &e->p->st[s];
   if (st->fused_into >= 0) return 0; /* emitted by its anchor */
@@ -129,12 +163,14 @@ static int emit_stage(bi_emit *e, int s, mk_errmsg *err) {
 /* Emits one module for configuration c. */
 static int emit_module(const bi_plan *p, const bi_config *c, const char *vname, char **out,
                        mk_errmsg *err) {
-  mk_buf kernels, body, uses, mod;
+  mk_buf kernels, body, uses, mod, clp;
   mk_buf_init(&kernels, 0);
   mk_buf_init(&body, 0);
   mk_buf_init(&uses, 4096);
   mk_buf_init(&mod, 0);
-  bi_emit e = {.p = p, .cfg = c, .kernels = &kernels, .body = &body, .uses_torch = &uses};
+  mk_buf_init(&clp, 8192);
+  bi_emit e = {.p = p, .cfg = c, .kernels = &kernels, .body = &body, .uses_torch = &uses,
+               .cl_params = &clp};
   int rc = 0;
   for (int s = 0; s < p->nst && rc == 0; s++) rc = emit_stage(&e, s, err);
   if (rc == 0) {
@@ -148,8 +184,13 @@ static int emit_module(const bi_plan *p, const bi_config *c, const char *vname, 
     mk_buf_printf(&mod, "import math\n\nimport torch\n%simport triton\nimport triton.language as tl\n",
                   uses_f ? "import torch.nn.functional as F\n" : "");
     if (uses.len) mk_buf_printf(&mod, "\nMK_USES_TORCH = (%s)\n", mk_buf_cstr(&uses));
+    if (clp.len)
+      mk_buf_printf(&mod, "# Parameters ModelNew keeps in channels_last (converted once, not per call).\n"
+                          "MK_CHANNELS_LAST = (%s)\n", mk_buf_cstr(&clp));
     mk_buf_puts(&mod, mk_buf_cstr(&kernels));
     if (e.need_bcast) mk_buf_puts(&mod, bcast_helper);
+    if (e.need_cl_helpers) mk_buf_puts(&mod, cl_helpers);
+    if (e.need_channel_bias) mk_buf_puts(&mod, channel_bias_helper);
     if (e.need_pool) mk_buf_puts(&mod, bi_pool_helper());
     mk_buf_puts(&mod, "\n\n");
     bi_emit_run_signature(p->g, sk, &mod);
@@ -165,6 +206,7 @@ static int emit_module(const bi_plan *p, const bi_config *c, const char *vname, 
   mk_buf_free(&body);
   mk_buf_free(&uses);
   mk_buf_free(&mod);
+  mk_buf_free(&clp);
   return rc;
 }
 
@@ -172,7 +214,9 @@ static int cmp_variant(const void *a, const void *b) {
   const variant *x = a, *y = b;
   if (x->dist != y->dist) return x->dist - y->dist;
   if (x->gemm != y->gemm) return x->gemm - y->gemm;
-  if (x->cl != y->cl) return x->cl - y->cl;
+  /* channels_last convolutions first: with the bias folded and the tail run
+   * in memory order they are the likelier winners (docs/builtin-proposer.md). */
+  if (x->cl != y->cl) return y->cl - x->cl;
   if (x->split != y->split) return x->split - y->split;
   return x->base - y->base;
 }

@@ -3,11 +3,16 @@
  * run as one Triton kernel. The candidate declares the delegated ops in
  * MK_USES_TORCH (docs/candidates.md).
  *
- * channels_last variant: the convolution's input and weight are converted to
- * channels_last (1.3-1.65x faster convolutions on H200, bit-identical, see
- * /work/shared/PERF-NOTES.md); the epilogue kernel then reads the conv output
- * through its strides and writes the usual contiguous layout, so nothing
- * downstream sees a different memory format. */
+ * Convolutions are called without their bias whenever something else can add
+ * it: the elementwise stage that is the output's only reader adds it while
+ * loading (one pass fewer than eager, whose cuDNN path adds it separately).
+ *
+ * channels_last variant: input and weight in channels_last (the weight kept
+ * so by ModelNew through MK_CHANNELS_LAST, so converted once), the bias never
+ * inside the call, the output left channels_last for the elementwise stages
+ * after it (which then run in that memory order, builtin_ew.c) and for the
+ * subkernels after this one; only non-elementwise readers get a contiguous
+ * copy. See docs/builtin-proposer.md, "Layouts". */
 #include "builtin_internal.h"
 
 #include <stdio.h>
@@ -16,10 +21,12 @@
 typedef struct cl_namer {
   const mk_graph *g;
   int in, weight;   /* value ids renamed to their channels_last copies */
+  int bias;         /* value id spelled None (added elsewhere), or -1 */
 } cl_namer;
 
 static int cl_name(void *ctx, int vid, mk_buf *out) {
   cl_namer *c = ctx;
+  if (vid == c->bias) return mk_buf_puts(out, "None");
   bi_value_name(c->g, vid, out);
   if (vid == c->in || vid == c->weight) mk_buf_puts(out, "_cl");
   return out->err;
@@ -34,9 +41,8 @@ static bool is_conv_nd(const char *s, int *nd) {
 }
 
 /* True if a reader of v inside the subkernel is not an elementwise run (a
- * view, another anchor) or v leaves the subkernel: then it must be contiguous. */
-static bool needs_contiguous(const bi_plan *p, int s, int v) {
-  if (p->is_output[v]) return true;
+ * view, another anchor): it reads a contiguous tensor. */
+static bool read_by_non_ew(const bi_plan *p, int s, int v) {
   const mk_value *val = &p->g->values[v];
   for (int u = 0; u < val->nusers; u++) {
     int nid = val->users[u];
@@ -47,11 +53,114 @@ static bool needs_contiguous(const bi_plan *p, int s, int v) {
   return false;
 }
 
+/* The elementwise stage that can add the conv's bias while it loads the conv
+ * output, or -1. That stage must be the output's only reader (the output
+ * without bias is never seen elsewhere) and have the output's shape (the
+ * channel index is taken from its iteration). */
+static int bias_fold_stage(const bi_plan *p, int out) {
+  if (p->is_output[out]) return -1;
+  const mk_value *v = &p->g->values[out];
+  int target = -1;
+  for (int u = 0; u < v->nusers; u++) {
+    int nid = v->users[u];
+    if (nid < 0 || nid >= p->g->nnodes || p->stage_of[nid] < 0) return -1;
+    int us = p->stage_of[nid];
+    if (p->st[us].kind != BI_EW || (target >= 0 && target != us)) return -1;
+    target = us;
+  }
+  if (target < 0) return -1;
+  const bi_stage *st = &p->st[target];
+  if (st->rank != v->rank) return -1;
+  for (int d = 0; d < v->rank; d++)
+    if (st->shape[d] != v->shape[d]) return -1;
+  return target;
+}
+
 static int add_uses_torch(bi_emit *e, const char *name) {
   char quoted[80];
   snprintf(quoted, sizeof quoted, "\"%s\", ", name);
   if (strstr(mk_buf_cstr(e->uses_torch), quoted)) return 0;
   return mk_buf_puts(e->uses_torch, quoted);
+}
+
+/* Names a parameter for MK_CHANNELS_LAST: ModelNew keeps it channels_last, so
+ * the per-call conversion below becomes a no-op. */
+static void want_cl_param(bi_emit *e, int w) {
+  const mk_value *v = &e->p->g->values[w];
+  if (v->kind != MK_VALUE_PARAM || v->name == NULL || e->cl_params == NULL) return;
+  for (const char *c = v->name; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+          *c == '_' || *c == '.'))
+      return;
+  char quoted[512];
+  snprintf(quoted, sizeof quoted, "\"%s\", ", v->name);
+  if (strstr(mk_buf_cstr(e->cl_params), quoted) == NULL) mk_buf_puts(e->cl_params, quoted);
+}
+
+/* `out = fn(out<arg_suffix>[, extra])`, or `out = out<arg_suffix>` when fn is "". */
+static void line_assign_call(bi_emit *e, int out, const char *fn, const char *arg_suffix,
+                             int extra) {
+  mk_buf *b = e->body;
+  mk_buf_indent(b, 4);
+  bi_run_name(e->p, out, b);
+  mk_buf_printf(b, " = %s%s", fn, *fn ? "(" : "");
+  bi_run_name(e->p, out, b);
+  mk_buf_puts(b, arg_suffix);
+  if (extra >= 0) {
+    mk_buf_puts(b, ", ");
+    bi_run_name(e->p, extra, b);
+  }
+  mk_buf_puts(b, *fn ? ")\n" : "\n");
+}
+
+/* conv in channels_last: input and weight converted (the weight once, by
+ * ModelNew), the bias left out of the call. cuDNN picks slower kernels when
+ * it must add the bias itself (2.4x on a conv + avg-pool, H200 profiles);
+ * the elementwise stage reading the output adds it while loading, or a
+ * per-channel kernel does when no such stage exists. */
+static int emit_conv(bi_emit *e, int s, const mk_node *n, int nd, bool cl, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  mk_buf *b = e->body;
+  int in = bi_arg_tensor(bi_arg(n, 0, "input"));
+  int w = bi_arg_tensor(bi_arg(n, 1, "weight"));
+  int bias = bi_arg_tensor(bi_arg(n, 2, "bias"));
+  int out = n->outputs[0];
+  int fold = bias >= 0 ? bias_fold_stage(p, out) : -1;
+  bool drop_bias = bias >= 0 && (fold >= 0 || cl);
+  cl_namer c = {.g = p->g, .in = cl ? in : -1, .weight = cl ? w : -1,
+                .bias = drop_bias ? bias : -1};
+  if (cl) {
+    const char *fmt = nd == 2 ? "torch.channels_last" : "torch.channels_last_3d";
+    mk_buf_puts(b, "    # channels_last convolution: faster cuDNN kernels, same values\n");
+    const int ids[2] = {in, w};
+    for (int i = 0; i < 2; i++) {
+      mk_buf_indent(b, 4);
+      bi_run_name(p, ids[i], b);
+      mk_buf_puts(b, "_cl = ");
+      bi_run_name(p, ids[i], b);
+      mk_buf_printf(b, ".contiguous(memory_format=%s)\n", fmt);
+    }
+    want_cl_param(e, w);
+  }
+  if (fold >= 0)
+    mk_buf_puts(b, "    # the bias is added by the elementwise kernel that reads the output\n");
+  int rc = mk_pyemit_node(p->g, n, cl_name, &c, 4, b, err);
+  if (rc) return rc;
+  if (cl) {
+    /* Readers that are not elementwise runs take contiguous tensors; other
+     * readers, and the subkernels after this one, read channels_last. */
+    if (read_by_non_ew(p, s, out)) line_assign_call(e, out, "", ".contiguous()", -1);
+    else bi_add_cl_value(e, out);
+  }
+  if (fold >= 0 && e->nfolded < (int)(sizeof e->folded / sizeof e->folded[0])) {
+    e->folded[e->nfolded].value = out;
+    e->folded[e->nfolded].bias = bias;
+    e->nfolded++;
+  } else if (drop_bias) {
+    line_assign_call(e, out, "_mk_add_channel_bias", "", bias);
+    e->need_channel_bias = true;
+  }
+  return b->err;
 }
 
 int bi_emit_torch_stage(bi_emit *e, int s, mk_errmsg *err) {
@@ -64,36 +173,13 @@ int bi_emit_torch_stage(bi_emit *e, int s, mk_errmsg *err) {
   mk_buf *b = e->body;
   bi_stage_comment(p, s, 4, b);
   int nd = 0;
-  int in = bi_arg_tensor(bi_arg(n, 0, "input"));
-  int w = bi_arg_tensor(bi_arg(n, 1, "weight"));
-  bool cl = e->cfg->channels_last && is_conv_nd(sn, &nd) && nd >= 2 && in >= 0 && w >= 0 &&
-            p->g->values[in].rank == nd + 2;
   int rc;
-  if (cl) {
-    const char *fmt = nd == 2 ? "torch.channels_last" : "torch.channels_last_3d";
-    mk_buf_puts(b, "    # channels_last convolution: faster cuDNN kernels, same values\n");
-    const int ids[2] = {in, w};
-    for (int i = 0; i < 2; i++) {
-      mk_buf_indent(b, 4);
-      bi_run_name(p, ids[i], b);
-      mk_buf_puts(b, "_cl = ");
-      bi_run_name(p, ids[i], b);
-      mk_buf_printf(b, ".contiguous(memory_format=%s)\n", fmt);
-    }
-    cl_namer c = {.g = p->g, .in = in, .weight = w};
-    rc = mk_pyemit_node(p->g, n, cl_name, &c, 4, b, err);
-    if (!rc) {
-      int out = n->outputs[0];
-      if (needs_contiguous(p, s, out)) {
-        mk_buf_indent(b, 4);
-        bi_run_name(p, out, b);
-        mk_buf_puts(b, " = ");
-        bi_run_name(p, out, b);
-        mk_buf_puts(b, ".contiguous()\n");
-      } else if (e->nstrided < (int)(sizeof e->strided / sizeof e->strided[0])) {
-        e->strided[e->nstrided++] = out;
-      }
-    }
+  if (is_conv_nd(sn, &nd)) {
+    int in = bi_arg_tensor(bi_arg(n, 0, "input"));
+    int w = bi_arg_tensor(bi_arg(n, 1, "weight"));
+    bool cl = e->cfg->channels_last && nd >= 2 && in >= 0 && w >= 0 &&
+              p->g->values[in].rank == nd + 2 && n->noutputs == 1;
+    rc = emit_conv(e, s, n, nd, cl, err);
   } else {
     rc = mk_pyemit_node(p->g, n, bi_graph_namer, (void *)p->g, 4, b, err);
   }

@@ -224,13 +224,27 @@ MK_TEST(propose, elementwise_broadcast_loads_by_pattern) {
   mk_candidate_list l = {0};
   mk_propose_request req = {.graph = g, .subkernel = sk};
   MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
-  const char *src = l.items[0].source;
+  /* The channels_last variant comes first, the default layout right after. */
+  MK_REQUIRE(l.n >= 2);
+  MK_CHECK(strncmp(l.items[0].name, "triton_convcl_", 14) == 0);
+  MK_CHECK(strncmp(l.items[1].name, "triton_conv_", 12) == 0);
+  const char *src = l.items[1].source;
   /* The [8, 1, 1] bias is read per channel: ((offs // (D2 * D3)) % (D1)) * stride. */
   MK_CHECK(strstr(src, "bias = tl.load(bias_ptr + ((offs // (D2 * D3)) % (D1)) * bias_stride1") != NULL);
   MK_CHECK(strstr(src, "MK_USES_TORCH = (\"conv2d\", )") != NULL);
-  bool cl = false;
-  for (int i = 0; i < l.n; i++) cl |= strstr(l.items[i].source, "torch.channels_last)") != NULL;
-  MK_CHECK(cl);
+  /* The conv runs without its bias, which the elementwise kernel adds on load. */
+  MK_CHECK(strstr(src, "(x0, conv_weight, None, ") != NULL);
+  MK_CHECK(strstr(src, "v6 += tl.load(v6_bias_ptr + ((offs // (D2 * D3)) % D1)") != NULL);
+  /* channels_last: the tail runs in memory order (channel innermost), writes
+   * channels_last, and the weight is one ModelNew keeps channels_last. */
+  const char *cl = l.items[0].source;
+  MK_CHECK(strstr(cl, "(x0_cl, conv_weight_cl, None, ") != NULL);
+  MK_CHECK(strstr(cl, "v6 += tl.load(v6_bias_ptr + ((offs) % D3)") != NULL);
+  MK_CHECK(strstr(cl, "bias = tl.load(bias_ptr + (offs % (D3)) * bias_stride3") != NULL);
+  MK_CHECK(strstr(cl, "shape9[0], shape9[2], shape9[3], shape9[1]") != NULL);
+  MK_CHECK(strstr(cl, "memory_format=torch.channels_last)\n") != NULL);
+  MK_CHECK(strstr(cl, "_mk_cl_view(bias, 4), _mk_cl_order(shape9)") != NULL);
+  MK_CHECK(strstr(cl, "MK_CHANNELS_LAST = (\"conv.weight\", )") != NULL);
   mk_candidate_list_free(&l);
   mk_partition_free(&p);
   mk_graph_free(g);
@@ -312,10 +326,15 @@ MK_TEST(propose, lone_conv_gets_channels_last_variant) {
     MK_CHECK_STR(l.items[0].name, "triton_convcl");
     MK_CHECK(strstr(l.items[0].source, ".contiguous(memory_format=torch.channels_last)") != NULL);
     MK_CHECK(strstr(l.items[0].source, "MK_USES_TORCH = (\"conv2d\", )") != NULL);
-    /* The subkernel's output leaves in the default layout. */
-    char want[64];
-    snprintf(want, sizeof want, "v%d = v%d.contiguous()", outs[0], outs[0]);
+    /* The bias leaves the cuDNN call (which then picks faster kernels) and
+     * is added in place; the output stays channels_last for what follows. */
+    char want[128];
+    snprintf(want, sizeof want, "v%d = _mk_add_channel_bias(v%d, conv_bias)", outs[0], outs[0]);
     MK_CHECK(strstr(l.items[0].source, want) != NULL);
+    MK_CHECK(strstr(l.items[0].source, "conv_weight_cl, None, ") != NULL);
+    snprintf(want, sizeof want, "v%d = v%d.contiguous()", outs[0], outs[0]);
+    MK_CHECK(strstr(l.items[0].source, want) == NULL);
+    MK_CHECK(strstr(l.items[0].source, "MK_CHANNELS_LAST = (\"conv.weight\", )") != NULL);
   }
   mk_candidate_list_free(&l);
   mk_graph_free(g);

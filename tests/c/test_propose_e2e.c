@@ -241,6 +241,10 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
   run_fixture("matmul_bmm.json", 2);
   run_fixture("reductions.json", 0);
   run_fixture("conv_chain.json", 0);
+  /* Every layout situation of a conv: folded bias, channels_last tails with
+   * a default-layout residual, conv3d, conv -> pool, in place on the output. */
+  run_fixture("conv_layouts.json", 0);
+  run_fixture_as("conv_layouts.json", 2, true);
 }
 
 MK_TEST(propose_e2e, norms_match_reference) {
