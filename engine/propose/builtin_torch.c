@@ -40,23 +40,39 @@ static bool is_conv_nd(const char *s, int *nd) {
   return *nd >= 1 && *nd <= 3;
 }
 
-/* True if a reader of v inside the subkernel is not an elementwise run (a
- * view, another anchor): it reads a contiguous tensor. */
-static bool read_by_non_ew(const bi_plan *p, int s, int v) {
+/* True if stage us is an anchor that loads value v as its input itself (no
+ * prologue; builtin_ew.c's direct input load): it reads any layout through
+ * strides and can add a folded bias while loading. */
+static bool anchor_loads(const bi_plan *p, int us, int v) {
+  const bi_stage *st = &p->st[us];
+  bool family = st->kind == BI_REDUCE || st->kind == BI_SOFTMAX || st->kind == BI_NORM ||
+                st->kind == BI_POOL;
+  if (!family || st->pro >= 0) return false;
+  const mk_node *n = &p->g->nodes[st->nodes[0]];
+  int in = bi_arg_tensor(bi_arg(n, 0, "input"));
+  if (in < 0) in = bi_arg_tensor(bi_arg(n, 0, "self"));
+  int uses = 0;
+  for (int k = 0; k < n->ninputs; k++) uses += n->inputs[k] == v;
+  return in == v && uses == 1;
+}
+
+/* True if a reader of v inside the subkernel needs it contiguous: views,
+ * GEMMs, delegated ops (elementwise runs and loading anchors read strides). */
+static bool needs_contiguous(const bi_plan *p, int s, int v) {
   const mk_value *val = &p->g->values[v];
   for (int u = 0; u < val->nusers; u++) {
     int nid = val->users[u];
     if (nid < 0 || nid >= p->g->nnodes || p->stage_of[nid] < 0) continue;
     int us = p->stage_of[nid];
-    if (us != s && p->st[us].kind != BI_EW) return true;
+    if (us != s && p->st[us].kind != BI_EW && !anchor_loads(p, us, v)) return true;
   }
   return false;
 }
 
-/* The elementwise stage that can add the conv's bias while it loads the conv
- * output, or -1. That stage must be the output's only reader (the output
- * without bias is never seen elsewhere) and have the output's shape (the
- * channel index is taken from its iteration). */
+/* The stage that can add the conv's bias while it loads the conv output, or
+ * -1: it must be the output's only reader (the output without bias is never
+ * seen elsewhere) and either an elementwise stage of the output's shape (the
+ * channel index comes from its iteration) or an anchor loading it directly. */
 static int bias_fold_stage(const bi_plan *p, int out) {
   if (p->is_output[out]) return -1;
   const mk_value *v = &p->g->values[out];
@@ -65,12 +81,13 @@ static int bias_fold_stage(const bi_plan *p, int out) {
     int nid = v->users[u];
     if (nid < 0 || nid >= p->g->nnodes || p->stage_of[nid] < 0) return -1;
     int us = p->stage_of[nid];
-    if (p->st[us].kind != BI_EW || (target >= 0 && target != us)) return -1;
+    if (target >= 0 && target != us) return -1;
     target = us;
   }
   if (target < 0) return -1;
   const bi_stage *st = &p->st[target];
-  if (st->rank != v->rank) return -1;
+  if (anchor_loads(p, target, out)) return target;
+  if (st->kind != BI_EW || st->rank != v->rank) return -1;
   for (int d = 0; d < v->rank; d++)
     if (st->shape[d] != v->shape[d]) return -1;
   return target;
@@ -143,13 +160,13 @@ static int emit_conv(bi_emit *e, int s, const mk_node *n, int nd, bool cl, mk_er
     want_cl_param(e, w);
   }
   if (fold >= 0)
-    mk_buf_puts(b, "    # the bias is added by the elementwise kernel that reads the output\n");
+    mk_buf_puts(b, "    # the bias is added by the kernel that reads the output, while loading\n");
   int rc = mk_pyemit_node(p->g, n, cl_name, &c, 4, b, err);
   if (rc) return rc;
   if (cl) {
-    /* Readers that are not elementwise runs take contiguous tensors; other
+    /* Views, GEMMs and delegated ops take contiguous tensors; the other
      * readers, and the subkernels after this one, read channels_last. */
-    if (read_by_non_ew(p, s, out)) line_assign_call(e, out, "", ".contiguous()", -1);
+    if (needs_contiguous(p, s, out)) line_assign_call(e, out, "", ".contiguous()", -1);
     else bi_add_cl_value(e, out);
   }
   if (fold >= 0 && e->nfolded < (int)(sizeof e->folded / sizeof e->folded[0])) {
