@@ -288,6 +288,11 @@ static bool leaves_allow_cl(const bi_emit *e, int s, const leaf *ls, int nl) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
   if (st->fused_into >= 0 || (st->rank != 4 && st->rank != 5)) return false;
+  /* What another subkernel reads is written in the default layout. */
+  int stored[64];
+  int ns = bi_stage_stored(p, s, stored, 64);
+  for (int i = 0; i < ns; i++)
+    if (bi_feeds_other_subkernel(p, stored[i])) return false;
   bool lead = false;
   for (int i = 0; i < nl; i++) {
     bool cl = bi_is_cl_value(e, ls[i].vid);

@@ -109,6 +109,13 @@ int bi_stage_stored(const bi_plan *p, int s, int *out, int max);
 /* True if value v is read by any node of the subkernel outside stage s (and
  * outside the stages fused with s), or is a subkernel output. */
 bool bi_value_escapes(const bi_plan *p, int s, int v);
+/* True if value v is a subkernel output that another subkernel reads. Such
+ * values leave in the default (contiguous) layout: the reader was verified
+ * and timed on contiguous inputs, so a channels_last value would make the
+ * composed program slower than the sum of its measured parts (H200: the
+ * whole program lost to eager on two problems where every part won). Values
+ * only returned by the program may leave channels_last. */
+bool bi_feeds_other_subkernel(const bi_plan *p, int v);
 /* The value id a stage produces as its main result. */
 int bi_stage_result(const bi_plan *p, int s);
 /* Readable short name of a stage from its op names ("relu_add"). */

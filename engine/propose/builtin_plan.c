@@ -205,6 +205,14 @@ static int add_ew_runs(bi_plan *p, const int *q, int nq) {
   return 0;
 }
 
+bool bi_feeds_other_subkernel(const bi_plan *p, int v) {
+  if (v < 0 || v >= p->g->nvalues || !p->is_output[v]) return false;
+  const mk_value *val = &p->g->values[v];
+  for (int u = 0; u < val->nusers; u++)
+    if (!node_in_sk(p, val->users[u])) return true;
+  return false;
+}
+
 int bi_stage_result(const bi_plan *p, int s) {
   const bi_stage *st = &p->st[s];
   const mk_node *n = &p->g->nodes[st->nodes[st->nnodes - 1]];

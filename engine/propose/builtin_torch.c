@@ -10,9 +10,9 @@
  * channels_last variant: input and weight in channels_last (the weight kept
  * so by ModelNew through MK_CHANNELS_LAST, so converted once), the bias never
  * inside the call, the output left channels_last for the elementwise stages
- * after it (which then run in that memory order, builtin_ew.c) and for the
- * subkernels after this one; only non-elementwise readers get a contiguous
- * copy. See docs/builtin-proposer.md, "Layouts". */
+ * and anchors after it in the subkernel (which then run in that memory order
+ * or load through strides, builtin_ew.c); views, GEMMs and later subkernels
+ * get a contiguous copy (bi_feeds_other_subkernel). See docs/builtin-proposer.md, "Layouts". */
 #include "builtin_internal.h"
 
 #include <stdio.h>
@@ -56,9 +56,10 @@ static bool anchor_loads(const bi_plan *p, int us, int v) {
   return in == v && uses == 1;
 }
 
-/* True if a reader of v inside the subkernel needs it contiguous: views,
- * GEMMs, delegated ops (elementwise runs and loading anchors read strides). */
+/* True if a reader of v needs it contiguous: views, GEMMs, delegated ops and
+ * other subkernels (elementwise runs and loading anchors read strides). */
 static bool needs_contiguous(const bi_plan *p, int s, int v) {
+  if (bi_feeds_other_subkernel(p, v)) return true;
   const mk_value *val = &p->g->values[v];
   for (int u = 0; u < val->nusers; u++) {
     int nid = val->users[u];
@@ -164,8 +165,8 @@ static int emit_conv(bi_emit *e, int s, const mk_node *n, int nd, bool cl, mk_er
   int rc = mk_pyemit_node(p->g, n, cl_name, &c, 4, b, err);
   if (rc) return rc;
   if (cl) {
-    /* Views, GEMMs and delegated ops take contiguous tensors; the other
-     * readers, and the subkernels after this one, read channels_last. */
+    /* Views, GEMMs, delegated ops and later subkernels take contiguous
+     * tensors; the other readers read channels_last. */
     if (needs_contiguous(p, s, out)) line_assign_call(e, out, "", ".contiguous()", -1);
     else bi_add_cl_value(e, out);
   }

@@ -235,15 +235,14 @@ MK_TEST(propose, elementwise_broadcast_loads_by_pattern) {
   /* The conv runs without its bias, which the elementwise kernel adds on load. */
   MK_CHECK(strstr(src, "(x0, conv_weight, None, ") != NULL);
   MK_CHECK(strstr(src, "v6 += tl.load(v6_bias_ptr + ((offs // (D2 * D3)) % D1)") != NULL);
-  /* channels_last: the tail runs in memory order (channel innermost), writes
-   * channels_last, and the weight is one ModelNew keeps channels_last. */
+  /* channels_last: the output feeds the next subkernel, so the tail reads
+   * the conv output through its strides and writes the default layout; the
+   * weight is one ModelNew keeps channels_last. */
   const char *cl = l.items[0].source;
   MK_CHECK(strstr(cl, "(x0_cl, conv_weight_cl, None, ") != NULL);
-  MK_CHECK(strstr(cl, "v6 += tl.load(v6_bias_ptr + ((offs) % D3)") != NULL);
-  MK_CHECK(strstr(cl, "bias = tl.load(bias_ptr + (offs % (D3)) * bias_stride3") != NULL);
-  MK_CHECK(strstr(cl, "shape9[0], shape9[2], shape9[3], shape9[1]") != NULL);
-  MK_CHECK(strstr(cl, "memory_format=torch.channels_last)\n") != NULL);
-  MK_CHECK(strstr(cl, "_mk_cl_view(bias, 4), _mk_cl_order(shape9)") != NULL);
+  MK_CHECK(strstr(cl, "v6 += tl.load(v6_bias_ptr + ((offs // (D2 * D3)) % D1)") != NULL);
+  MK_CHECK(strstr(cl, "v6_stride0, v6_stride1, v6_stride2, v6_stride3") != NULL);
+  MK_CHECK(strstr(cl, "v9 = torch.empty(shape9, device=v6.device, dtype=torch.float32)\n") != NULL);
   MK_CHECK(strstr(cl, "MK_CHANNELS_LAST = (\"conv.weight\", )") != NULL);
   mk_candidate_list_free(&l);
   mk_partition_free(&p);
@@ -327,13 +326,14 @@ MK_TEST(propose, lone_conv_gets_channels_last_variant) {
     MK_CHECK(strstr(l.items[0].source, ".contiguous(memory_format=torch.channels_last)") != NULL);
     MK_CHECK(strstr(l.items[0].source, "MK_USES_TORCH = (\"conv2d\", )") != NULL);
     /* The bias leaves the cuDNN call (which then picks faster kernels) and
-     * is added in place; the output stays channels_last for what follows. */
+     * is added in place. */
     char want[128];
     snprintf(want, sizeof want, "v%d = _mk_add_channel_bias(v%d, conv_bias)", outs[0], outs[0]);
     MK_CHECK(strstr(l.items[0].source, want) != NULL);
     MK_CHECK(strstr(l.items[0].source, "conv_weight_cl, None, ") != NULL);
+    /* Later subkernels read it: it leaves in the default layout. */
     snprintf(want, sizeof want, "v%d = v%d.contiguous()", outs[0], outs[0]);
-    MK_CHECK(strstr(l.items[0].source, want) == NULL);
+    MK_CHECK(strstr(l.items[0].source, want) != NULL);
     MK_CHECK(strstr(l.items[0].source, "MK_CHANNELS_LAST = (\"conv.weight\", )") != NULL);
   }
   mk_candidate_list_free(&l);
@@ -366,6 +366,31 @@ MK_TEST(propose, device_picks_configuration_table) {
     if (l.n > 0 && cpu) MK_CHECK(strstr(l.items[0].name, "_b16384_w4") != NULL);
     mk_candidate_list_free(&l);
   }
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+/* A tail whose result only the program returns runs in channels_last memory
+ * order (channel innermost) and writes channels_last; a conv3d's too. */
+MK_TEST(propose, channels_last_tail_runs_in_memory_order) {
+  mk_graph *g = load("propose", "conv_layouts.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  const mk_subkernel *sk = find_sk(&p, "conv3d");
+  MK_REQUIRE(sk != NULL);
+  mk_candidate_list l = {0};
+  mk_propose_request req = {.graph = g, .subkernel = sk};
+  MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
+  MK_REQUIRE(l.n >= 2);
+  const char *cl = l.items[0].source;
+  MK_CHECK(strstr(cl, "channels_last_3d)\n") != NULL);
+  /* channel innermost: the folded bias is indexed by offs % D4 */
+  MK_CHECK(strstr(cl, "+= tl.load(v27_bias_ptr + ((offs) % D4), mask=mask, other=0)") != NULL);
+  MK_CHECK(strstr(cl, "shape29[0], shape29[2], shape29[3], shape29[4], shape29[1]") != NULL);
+  MK_CHECK(strstr(cl, "memory_format=torch.channels_last_3d)\n    n") != NULL);
+  mk_candidate_list_free(&l);
   mk_partition_free(&p);
   mk_graph_free(g);
 }
