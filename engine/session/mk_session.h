@@ -14,6 +14,8 @@
 #define MK_SESSION_H
 
 #include "mk_err.h"
+#include "mk_search.h"
+#include "mk_verify.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -21,18 +23,29 @@
 
 typedef struct mk_session mk_session;
 
+/* The session's settings. Every default lives in the *_defaults/_init of
+ * the layer that owns the setting (mk_search_config_defaults,
+ * mk_verify_options_init, mk_session_config_defaults); the CLI, the
+ * language server and the editors only override what the user gave, so
+ * the same candidate gets the same verdict whichever door it came in by.
+ * "Unset" is never a magic value here: a field holds the value in force
+ * (atol 0 means exact within rtol, depth 0 means no beam steps). */
 typedef struct mk_session_config {
+  /* The search's settings: beam_width, depth, max_proposals (candidates
+   * per evolve run, all subkernels together), max_seconds, max_tokens,
+   * seed, try_*. Its per-run fields (device, workdir, source_path,
+   * only_subkernel, input_names, log, prior) are filled by the session. */
+  mk_search_config search;
+  /* The verifier's settings: trials, atol, rtol. Every verification of
+   * the session (candidates, the composed program, mk_session_check) uses
+   * them; seed is search.seed, timeout_s is job_timeout_s, and device,
+   * timing and batch are decided per module by the session. */
+  mk_verify_options verify;
   const char *python;          /* interpreter for workers; NULL: $MKEVOLVE_PYTHON or built-in */
   const char *device;          /* "auto" (GPU if any), "cpu", "cuda" */
   const char *proposer;        /* "builtin" or "llm" */
   const char *llm_config_json; /* provider, model, base_url, api_key_env, prices... (docs/llm.md) */
-  int beam_width, depth, max_proposals;
-  double max_seconds;          /* wall budget per evolve, 0 = none */
-  long max_tokens;             /* LLM token budget per evolve, 0 = none */
-  double atol, rtol;
-  int trials;
   int batch;                   /* 0: auto (reduced on CPU when shapes are large); -1: full; n: n */
-  unsigned long long seed;
   double job_timeout_s;        /* per verification job */
   double capture_timeout_s;    /* per capture job (imports the user's module); 0: job_timeout_s */
   const char *cache_dir;       /* NULL: $MKEVOLVE_CACHE_DIR or ~/.cache/mkevolve */
@@ -43,6 +56,8 @@ typedef struct mk_session_config {
   bool monolithic;             /* direct synthesis: the whole module as one subkernel, no split/merge */
 } mk_session_config;
 
+/* The defaults of every setting: the search's and the verifier's own,
+ * plus the session's (device auto, builtin proposer, 300 s per job). */
 void mk_session_config_defaults(mk_session_config *c);
 
 typedef enum mk_sk_state {

@@ -271,11 +271,9 @@ static void on_verified(void *data, const mk_verify_result *v) {
 }
 
 static void options_for(mk_session *s, const module_state *m, mk_verify_options *o) {
-  mk_verify_options_init(o);
-  o->trials = s->cfg.trials > 0 ? s->cfg.trials : o->trials;
-  o->atol = s->cfg.atol > 0 ? s->cfg.atol : o->atol;
-  o->rtol = s->cfg.rtol > 0 ? s->cfg.rtol : o->rtol;
-  o->seed = (int64_t)s->cfg.seed;
+  /* The user's settings as given: an explicit atol 0 stays 0. */
+  *o = s->cfg.verify;
+  o->seed = (int64_t)s->cfg.search.seed;
   o->device = s->rt->gpu ? MK_VERIFY_DEVICE_CUDA : MK_VERIFY_DEVICE_CPU;
   o->timing = s->rt->gpu;
   o->batch = m->batch;
@@ -380,7 +378,8 @@ static int open_llm(mk_session *s, mk_errmsg *err) {
     else rc = mk_llm_config_from_json(&cfg, j, err);
     cJSON_Delete(j);
   }
-  if (!rc && cfg.budget_tokens <= 0 && s->cfg.max_tokens > 0) cfg.budget_tokens = s->cfg.max_tokens;
+  if (!rc && cfg.budget_tokens <= 0 && s->cfg.search.max_tokens > 0)
+    cfg.budget_tokens = s->cfg.search.max_tokens;
   if (!rc) rc = mk_llm_new(s->loop, &cfg, &rt->llm, err);
   mk_llm_config_free(&cfg);
   if (rc) return rc;

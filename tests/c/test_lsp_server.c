@@ -607,16 +607,16 @@ MK_TEST(lsp_server, configuration) {
   CHECK_S(cfg->proposer, "llm");
   CHECK_S(cfg->llm_provider, "anthropic");
   CHECK_S(cfg->llm_key_env, "MY_KEY");
-  CHECK_I(cfg->budget_proposals, ==, 8);
-  CHECK_I(cfg->budget_tokens, ==, 100000);
-  MK_CHECK(cfg->atol == 0.001 && cfg->rtol == 0.002);
+  CHECK_I(cfg->session.search.max_proposals, ==, 8);
+  CHECK_I(cfg->session.search.max_tokens, ==, 100000);
+  MK_CHECK(cfg->session.verify.atol == 0.001 && cfg->session.verify.rtol == 0.002);
   int before = c.n, configured = f.configured;
   c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"workspace/didChangeConfiguration\",\"params\":{\"settings\":"
           "{\"mkevolve\":{\"backend\":\"tpu\",\"budget\":4,\"tolerance\":\"loose\",\"pythonPath\":\"/opt/py\"}}}}");
   CHECK_S(cfg->backend, "cpu"); /* refused, kept */
-  CHECK_I(cfg->budget_proposals, ==, 4);
+  CHECK_I(cfg->session.search.max_proposals, ==, 4);
   CHECK_S(cfg->python, "/opt/py");
-  MK_CHECK(cfg->atol == 0.001);
+  MK_CHECK(cfg->session.verify.atol == 0.001);
   cJSON *msg = last_with(&c, "window/showMessage", before);
   MK_REQUIRE(msg != NULL);
   const char *text = cJSON_GetObjectItem(cJSON_GetObjectItem(msg, "params"), "message")->valuestring;
@@ -834,21 +834,21 @@ MK_TEST(lsp_server, job_timeouts_are_settings) {
   mk_lsp_config c;
   mk_lsp_config_defaults(&c);
   /* a shorter default for capture (an import-time hang) than for verification */
-  MK_CHECK(c.capture_timeout_s == 60 && c.verify_timeout_s == 300);
-  MK_CHECK(c.capture_timeout_s < c.verify_timeout_s);
+  MK_CHECK(c.session.capture_timeout_s == 60 && c.session.job_timeout_s == 300);
+  MK_CHECK(c.session.capture_timeout_s < c.session.job_timeout_s);
   mk_errmsg err;
   cJSON *s = cJSON_Parse("{\"mkevolve\": {\"timeout\": {\"capture\": 15, \"verify\": 900}}}");
   MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, 0);
-  MK_CHECK(c.capture_timeout_s == 15 && c.verify_timeout_s == 900);
+  MK_CHECK(c.session.capture_timeout_s == 15 && c.session.job_timeout_s == 900);
   cJSON_Delete(s);
   s = cJSON_Parse("{\"timeout\": 42}");
   MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, 0);
-  MK_CHECK(c.capture_timeout_s == 42 && c.verify_timeout_s == 42);
+  MK_CHECK(c.session.capture_timeout_s == 42 && c.session.job_timeout_s == 42);
   cJSON_Delete(s);
   s = cJSON_Parse("{\"timeout\": {\"capture\": 0, \"verify\": 1e300}}");
   MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, MK_EINVAL);
   MK_CHECK(strstr(err.text, "capture") != NULL);
-  MK_CHECK(c.capture_timeout_s == 42 && c.verify_timeout_s == 42); /* refused: unchanged */
+  MK_CHECK(c.session.capture_timeout_s == 42 && c.session.job_timeout_s == 42); /* refused: unchanged */
   cJSON_Delete(s);
   cJSON *j = mk_lsp_config_to_json(&c);
   const cJSON *t = cJSON_GetObjectItem(j, "timeout");
