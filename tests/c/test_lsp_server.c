@@ -830,6 +830,60 @@ MK_TEST(lsp_server, engine_session_end_to_end) {
   mk_buf_free(&rm);
 }
 
+/* Nothing set: the session the editor starts verifies and searches exactly
+ * like `mkevolve evolve` with no options (mk_session_config_defaults); the
+ * server only adds its own capture limit. */
+MK_TEST(lsp_server, no_settings_mean_the_engine_defaults) {
+  mk_lsp_config c;
+  mk_lsp_config_defaults(&c);
+  mk_session_config got, want;
+  char *json = NULL;
+  mk_lsp_config_session(&c, &got, &json);
+  mk_session_config_defaults(&want);
+  MK_CHECK(got.verify.atol == want.verify.atol && got.verify.rtol == want.verify.rtol);
+  MK_CHECK_INT(got.verify.trials, ==, want.verify.trials);
+  MK_CHECK_INT(got.search.max_proposals, ==, want.search.max_proposals);
+  MK_CHECK_INT(got.search.beam_width, ==, want.search.beam_width);
+  MK_CHECK_INT(got.search.depth, ==, want.search.depth);
+  MK_CHECK(got.search.max_seconds == want.search.max_seconds);
+  MK_CHECK(got.search.max_tokens == want.search.max_tokens);
+  MK_CHECK(got.job_timeout_s == want.job_timeout_s);
+  MK_CHECK_STR(got.device, want.device);
+  MK_CHECK_STR(got.proposer, want.proposer);
+  MK_CHECK(got.python == NULL); /* the engine finds its Python itself */
+  MK_CHECK_STR(json, "{}");     /* the LLM configuration's own defaults */
+  free(json);
+}
+
+/* The beam and trials are settings; an explicit 0 tolerance stays 0. */
+MK_TEST(lsp_server, beam_trials_and_zero_tolerance) {
+  mk_lsp_config c;
+  mk_lsp_config_defaults(&c);
+  mk_errmsg err;
+  cJSON *s = cJSON_Parse("{\"mkevolve\": {\"beam\": {\"width\": 7, \"depth\": 0}, \"trials\": 3, "
+                         "\"tolerance\": 0, \"budget\": 9}}");
+  MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, 0);
+  cJSON_Delete(s);
+  mk_session_config sc;
+  char *json = NULL;
+  mk_lsp_config_session(&c, &sc, &json);
+  free(json);
+  MK_CHECK_INT(sc.search.beam_width, ==, 7);
+  MK_CHECK_INT(sc.search.depth, ==, 0);
+  MK_CHECK_INT(sc.verify.trials, ==, 3);
+  MK_CHECK(sc.verify.atol == 0 && sc.verify.rtol == 0);
+  MK_CHECK_INT(sc.search.max_proposals, ==, 9);
+  s = cJSON_Parse("{\"beam\": {\"width\": 0, \"depth\": 65}, \"trials\": 0}");
+  MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, MK_EINVAL);
+  MK_CHECK(strstr(err.text, "width") && strstr(err.text, "depth") && strstr(err.text, "trials"));
+  MK_CHECK_INT(c.session.search.beam_width, ==, 7); /* refused: unchanged */
+  cJSON_Delete(s);
+  cJSON *j = mk_lsp_config_to_json(&c);
+  MK_CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "beam"), "width")->valuedouble == 7);
+  MK_CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "tolerance"), "atol")->valuedouble == 0);
+  cJSON_Delete(j);
+}
+
 MK_TEST(lsp_server, job_timeouts_are_settings) {
   mk_lsp_config c;
   mk_lsp_config_defaults(&c);
