@@ -48,6 +48,8 @@ typedef struct mk_session_config {
   int batch;                   /* 0: auto (reduced on CPU when shapes are large); -1: full; n: n */
   double job_timeout_s;        /* per verification job */
   double capture_timeout_s;    /* per capture job (imports the user's module); 0: job_timeout_s */
+  double start_timeout_s;      /* a worker's start and handshake (the worker pool's default) */
+  bool no_cache;               /* run without the result cache: no lookup, no store */
   const char *cache_dir;       /* NULL: $MKEVOLVE_CACHE_DIR or ~/.cache/mkevolve */
   const char *workdir;         /* run files (logs, composed files), one folder per module stem
                                   inside; NULL: .mkevolve beside the module (the editor's
@@ -178,6 +180,29 @@ typedef void (*mk_session_json_cb)(void *data, int status, const cJSON *result, 
 int mk_session_kernelbench_check(mk_session *s, const char *ref_path, const char *new_path,
                                  const mk_session_kbcheck_opts *opts, mk_session_json_cb cb,
                                  void *data, mk_errmsg *err);
+
+/* ---- one-shot doors (session_check.c): the CLI's `analyze` and `check`
+ * use the session's runtime like everyone else, and keep no state in it. */
+
+/* Captures class `class_name` (NULL: "Model") of `path` (absolute) with
+ * batch `batch` (0: the problem's own) and nothing more: no decomposition,
+ * no module state (`mkevolve analyze`). `r` is the verifier's, valid during
+ * the callback; the callback owns r->graph. */
+typedef void (*mk_session_capture_cb)(void *data, mk_verify_capture_result *r);
+int mk_session_capture(mk_session *s, const char *path, const char *class_name, int batch,
+                       mk_session_capture_cb cb, void *data, mk_errmsg *err);
+
+/* Verifies class `new_class` (NULL: "ModelNew") of `new_path` against
+ * `ref_class` (NULL: "Model") of `ref_path` (absolute paths) with the
+ * session's verification settings (cfg.verify, the seed, job_timeout_s,
+ * the device) — the check the evolve's composed program gets, so a
+ * candidate has one verdict whichever door it came in by (`mkevolve
+ * check`, an editor). batch: 0 for the problem's own. `r` is valid during
+ * the callback; `status` is its status's name. */
+typedef void (*mk_session_check_cb)(void *data, const mk_verify_result *r, const char *status);
+int mk_session_check(mk_session *s, const char *new_path, const char *new_class,
+                     const char *ref_path, const char *ref_class, int batch,
+                     mk_session_check_cb cb, void *data, mk_errmsg *err);
 
 /* Drops what the session knows about a module (on close or delete). */
 void mk_session_forget(mk_session *s, const char *path);

@@ -7,6 +7,7 @@
 #include "mk_compose.h"
 #include "mk_frontend.h"
 #include "mk_sha256.h"
+#include "mk_worker.h"
 #include "session_internal.h"
 
 #include <errno.h>
@@ -25,6 +26,9 @@ void mk_session_config_defaults(mk_session_config *c) {
   c->proposer = "builtin";
   c->batch = 0;
   c->job_timeout_s = 300;
+  mk_worker_config wc; /* the pool's own default, not a copy of it */
+  mk_worker_config_init(&wc);
+  c->start_timeout_s = wc.hello_timeout_s;
 }
 
 /* Copies the config's strings so callers may free theirs. */

@@ -1,5 +1,6 @@
-/* main.c — the `mkevolve` executable: `lsp` starts the language server,
- * every other subcommand is the engine's headless CLI. */
+/* main.c — the `mkevolve` executable: `lsp` starts the language server
+ * (lsp/), every other subcommand is the engine's headless CLI
+ * (engine/cli). The only file that knows both. */
 #include "cli_signals.h"
 #include "mk_cli.h"
 #include "mk_lsp_server.h"
