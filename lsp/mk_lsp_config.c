@@ -3,26 +3,46 @@
 
 #include "mk_buf.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 void mk_lsp_config_defaults(mk_lsp_config *c) {
   memset(c, 0, sizeof *c);
-  const char *py = getenv("MKEVOLVE_PYTHON");
-  mk_strlcpy(c->python, py && *py ? py : MK_DEFAULT_PYTHON, sizeof c->python);
-  mk_strlcpy(c->backend, "auto", sizeof c->backend);
-  mk_strlcpy(c->proposer, "builtin", sizeof c->proposer);
-  mk_strlcpy(c->llm_provider, "openai", sizeof c->llm_provider);
-  mk_strlcpy(c->llm_key_env, "OPENAI_API_KEY", sizeof c->llm_key_env);
-  c->budget_proposals = 16;
-  c->capture_timeout_s = 60;
-  c->verify_timeout_s = 300;
-  c->atol = 1e-2;
-  c->rtol = 1e-2;
+  mk_session_config_defaults(&c->session);
+  /* An import-time hang should not hold a worker for minutes while the
+   * user types: the editor's captures get a limit of their own. */
+  c->session.capture_timeout_s = 60;
+  if (c->session.device) mk_strlcpy(c->backend, c->session.device, sizeof c->backend);
+  if (c->session.proposer) mk_strlcpy(c->proposer, c->session.proposer, sizeof c->proposer);
   c->debounce_ms = 400;
   mk_strlcpy(c->compose_mode, "file", sizeof c->compose_mode);
   c->code_lens = true;
+}
+
+/* The LLM part of the configuration as the engine's JSON (docs/llm.md):
+ * only the keys the user set, so the LLM configuration's defaults apply. */
+static char *llm_json(const mk_lsp_config *c) {
+  cJSON *o = cJSON_CreateObject();
+  if (o == NULL) return NULL;
+  if (c->llm_provider[0]) cJSON_AddStringToObject(o, "provider", c->llm_provider);
+  if (c->llm_model[0]) cJSON_AddStringToObject(o, "model", c->llm_model);
+  if (c->llm_base_url[0]) cJSON_AddStringToObject(o, "base_url", c->llm_base_url);
+  if (c->llm_key_env[0]) cJSON_AddStringToObject(o, "api_key_env", c->llm_key_env);
+  char *s = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  return s;
+}
+
+void mk_lsp_config_session(const mk_lsp_config *c, mk_session_config *out, char **json) {
+  *out = c->session;
+  out->python = c->python[0] ? c->python : NULL;
+  out->device = c->backend[0] ? c->backend : NULL; /* NULL: the session's default */
+  out->proposer = c->proposer[0] ? c->proposer : NULL;
+  out->cache_dir = out->workdir = NULL;
+  *json = llm_json(c);
+  out->llm_config_json = *json;
 }
 
 /* Collects the names of refused keys into one message. */
@@ -84,31 +104,40 @@ int mk_lsp_config_apply(mk_lsp_config *c, const cJSON *settings, mk_errmsg *err)
     refuse(&r, "llm", "expected an object");
   }
   double x;
+  mk_session_config *e = &c->session;
   const cJSON *b = cJSON_GetObjectItemCaseSensitive(s, "budget");
   if (cJSON_IsNumber(b)) {
-    if (get_num(&r, s, "budget", 1, 1e6, &x)) c->budget_proposals = (int)x;
+    if (get_num(&r, s, "budget", 1, 1e6, &x)) e->search.max_proposals = (int)x;
   } else if (cJSON_IsObject(b)) {
-    if (get_num(&r, b, "proposals", 1, 1e6, &x)) c->budget_proposals = (int)x;
-    if (get_num(&r, b, "tokens", 0, 1e15, &x)) c->budget_tokens = (long long)x;
-    if (get_num(&r, b, "seconds", 0, 1e9, &x)) c->budget_seconds = x;
+    if (get_num(&r, b, "proposals", 1, 1e6, &x)) e->search.max_proposals = (int)x;
+    if (get_num(&r, b, "tokens", 0, 1e15, &x)) e->search.max_tokens = (long)x;
+    if (get_num(&r, b, "seconds", 0, 1e9, &x)) e->search.max_seconds = x;
   } else if (b && !cJSON_IsNull(b)) {
     refuse(&r, "budget", "expected a number or an object");
   }
+  const cJSON *beam = cJSON_GetObjectItemCaseSensitive(s, "beam");
+  if (cJSON_IsObject(beam)) { /* the same bounds as --beam and --depth */
+    if (get_num(&r, beam, "width", 1, 64, &x)) e->search.beam_width = (int)x;
+    if (get_num(&r, beam, "depth", 0, 64, &x)) e->search.depth = (int)x;
+  } else if (beam && !cJSON_IsNull(beam)) {
+    refuse(&r, "beam", "expected an object { width, depth }");
+  }
+  if (get_num(&r, s, "trials", 1, 1000, &x)) e->verify.trials = (int)x;
   const cJSON *to = cJSON_GetObjectItemCaseSensitive(s, "timeout");
   if (cJSON_IsNumber(to)) {
-    if (get_num(&r, s, "timeout", 1, 86400, &x)) c->capture_timeout_s = c->verify_timeout_s = x;
+    if (get_num(&r, s, "timeout", 1, 86400, &x)) e->capture_timeout_s = e->job_timeout_s = x;
   } else if (cJSON_IsObject(to)) {
-    if (get_num(&r, to, "capture", 1, 86400, &x)) c->capture_timeout_s = x;
-    if (get_num(&r, to, "verify", 1, 86400, &x)) c->verify_timeout_s = x;
+    if (get_num(&r, to, "capture", 1, 86400, &x)) e->capture_timeout_s = x;
+    if (get_num(&r, to, "verify", 1, 86400, &x)) e->job_timeout_s = x;
   } else if (to) {
     refuse(&r, "timeout", "expected a number or an object");
   }
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "tolerance");
   if (cJSON_IsNumber(t)) {
-    if (get_num(&r, s, "tolerance", 0, 1e3, &x)) c->atol = c->rtol = x;
+    if (get_num(&r, s, "tolerance", 0, 1e3, &x)) e->verify.atol = e->verify.rtol = x;
   } else if (cJSON_IsObject(t)) {
-    if (get_num(&r, t, "atol", 0, 1e3, &x)) c->atol = x;
-    if (get_num(&r, t, "rtol", 0, 1e3, &x)) c->rtol = x;
+    if (get_num(&r, t, "atol", 0, 1e3, &x)) e->verify.atol = x;
+    if (get_num(&r, t, "rtol", 0, 1e3, &x)) e->verify.rtol = x;
   } else if (t && !cJSON_IsNull(t)) {
     refuse(&r, "tolerance", "expected a number or an object");
   }
@@ -135,21 +164,28 @@ cJSON *mk_lsp_config_to_json(const mk_lsp_config *c) {
     cJSON_AddStringToObject(llm, "baseUrl", c->llm_base_url);
     cJSON_AddStringToObject(llm, "apiKeyEnv", c->llm_key_env);
   }
+  const mk_session_config *e = &c->session;
   cJSON *to = cJSON_AddObjectToObject(o, "timeout");
   if (to) {
-    cJSON_AddNumberToObject(to, "capture", c->capture_timeout_s);
-    cJSON_AddNumberToObject(to, "verify", c->verify_timeout_s);
+    cJSON_AddNumberToObject(to, "capture", e->capture_timeout_s);
+    cJSON_AddNumberToObject(to, "verify", e->job_timeout_s);
   }
   cJSON *b = cJSON_AddObjectToObject(o, "budget");
   if (b) {
-    cJSON_AddNumberToObject(b, "proposals", c->budget_proposals);
-    cJSON_AddNumberToObject(b, "tokens", (double)c->budget_tokens);
-    cJSON_AddNumberToObject(b, "seconds", c->budget_seconds);
+    cJSON_AddNumberToObject(b, "proposals", e->search.max_proposals);
+    cJSON_AddNumberToObject(b, "tokens", (double)e->search.max_tokens);
+    cJSON_AddNumberToObject(b, "seconds", e->search.max_seconds);
   }
+  cJSON *bm = cJSON_AddObjectToObject(o, "beam");
+  if (bm) {
+    cJSON_AddNumberToObject(bm, "width", e->search.beam_width);
+    cJSON_AddNumberToObject(bm, "depth", e->search.depth);
+  }
+  cJSON_AddNumberToObject(o, "trials", e->verify.trials);
   cJSON *t = cJSON_AddObjectToObject(o, "tolerance");
   if (t) {
-    cJSON_AddNumberToObject(t, "atol", c->atol);
-    cJSON_AddNumberToObject(t, "rtol", c->rtol);
+    cJSON_AddNumberToObject(t, "atol", e->verify.atol);
+    cJSON_AddNumberToObject(t, "rtol", e->verify.rtol);
   }
   cJSON_AddNumberToObject(o, "debounceMs", c->debounce_ms);
   cJSON_AddStringToObject(o, "composeMode", c->compose_mode);

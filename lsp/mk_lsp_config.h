@@ -6,16 +6,22 @@
  *   backend         "auto" | "cuda" | "cpu"
  *   proposer        "builtin" | "llm"
  *   llm             { provider, model, baseUrl, apiKeyEnv }
- *   budget          number (proposals per subkernel) or
- *                   { proposals, tokens, seconds }
- *   tolerance       number (atol = rtol) or { atol, rtol }
+ *   budget          number (candidates per evolve run, all subkernels
+ *                   together: the same budget as `mkevolve evolve --budget`)
+ *                   or { proposals, tokens, seconds }
+ *   beam            { width, depth }: the search's beam (--beam, --depth)
+ *   tolerance       number (atol = rtol) or { atol, rtol }; 0 is honoured
+ *   trials          seeded trials per verification (--trials)
  *   debounceMs      delay between the last edit and re-analysis
  *   composeMode     "file" (write <stem>_new.py) | "inplace"
  *   codeLens        bool
  *   timeout         number (seconds, both) or { capture, verify }: the
- *                   limit of one capture job (60 s: an import-time hang
- *                   should not hold a worker for minutes) and of one
- *                   verification job (300 s)
+ *                   limit of one capture job and of one verification job
+ * Every engine setting left out keeps the engine's default
+ * (mk_session_config_defaults): the editor and `mkevolve evolve` / `check`
+ * with no settings verify the same way. The one default of the server's
+ * own is the capture limit: 60 s, so an import-time hang does not hold a
+ * worker for minutes while the user types.
  * Updates are partial: keys that are absent keep their value; a key with
  * a bad value keeps its value and is named in the returned message, so a
  * typo never resets the rest. Fixed-size fields: values that do not fit
@@ -24,30 +30,36 @@
 #define MK_LSP_CONFIG_H
 
 #include "mk_err.h"
+#include "mk_session.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 
 typedef struct mk_lsp_config {
-  char python[1024];
+  /* The engine's settings (budget, beam, tolerance, trials, timeouts):
+   * the session's defaults, overridden by the user's settings. Its string
+   * fields are unused here: the strings below are carried instead and
+   * lent to the session by mk_lsp_config_session. */
+  mk_session_config session;
+  char python[1024];       /* "": the engine's default ($MKEVOLVE_PYTHON or the build's) */
   char backend[16];
   char proposer[16];
-  char llm_provider[64];
+  char llm_provider[64];   /* the LLM strings: "" is the LLM configuration's default */
   char llm_model[256];
   char llm_base_url[1024];
   char llm_key_env[128];   /* name of the environment variable, never the key */
-  int budget_proposals;
-  long long budget_tokens;  /* 0: unlimited */
-  double budget_seconds;    /* 0: unlimited */
-  double atol, rtol;
   int debounce_ms;
   char compose_mode[16];
   bool code_lens;
-  double capture_timeout_s, verify_timeout_s;
 } mk_lsp_config;
 
-/* Fills defaults (python from $MKEVOLVE_PYTHON or the build's default). */
+/* Fills defaults: the engine's (mk_session_config_defaults) and the
+ * server's own (debounce, compose mode, code lenses, capture limit). */
 void mk_lsp_config_defaults(mk_lsp_config *c);
+/* The session configuration for `c`: c->session with the strings of `c`
+ * lent to it (valid while `c` is) and the LLM part as JSON in *llm_json
+ * (caller frees; out->llm_config_json points to it). */
+void mk_lsp_config_session(const mk_lsp_config *c, mk_session_config *out, char **llm_json);
 /* Applies settings (NULL or non-object: no change). Returns 0, or
  * MK_EINVAL with err naming every refused key (the others are applied). */
 int mk_lsp_config_apply(mk_lsp_config *c, const cJSON *settings, mk_errmsg *err);

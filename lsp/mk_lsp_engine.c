@@ -224,42 +224,12 @@ static void maybe_free_engine(engine *e) {
 
 /* ---- the session ---------------------------------------------------------------------- */
 
-/* The LLM part of the configuration as the engine's JSON (docs/llm.md). */
-static char *llm_json(const mk_lsp_config *c) {
-  cJSON *o = cJSON_CreateObject();
-  if (o == NULL) return NULL;
-  if (c->llm_provider[0]) cJSON_AddStringToObject(o, "provider", c->llm_provider);
-  if (c->llm_model[0]) cJSON_AddStringToObject(o, "model", c->llm_model);
-  if (c->llm_base_url[0]) cJSON_AddStringToObject(o, "base_url", c->llm_base_url);
-  if (c->llm_key_env[0]) cJSON_AddStringToObject(o, "api_key_env", c->llm_key_env);
-  char *s = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  return s;
-}
-
-/* Fills sc from the LSP settings; *json must be freed after use. */
-static void session_config(const mk_lsp_config *c, mk_session_config *sc, char **json) {
-  mk_session_config_defaults(sc);
-  sc->python = c->python[0] ? c->python : NULL;
-  sc->device = c->backend[0] ? c->backend : "auto";
-  sc->proposer = c->proposer[0] ? c->proposer : "builtin";
-  *json = llm_json(c);
-  sc->llm_config_json = *json;
-  if (c->budget_proposals > 0) sc->max_proposals = c->budget_proposals;
-  sc->max_tokens = (long)c->budget_tokens;
-  sc->max_seconds = c->budget_seconds;
-  if (c->atol > 0) sc->atol = c->atol;
-  if (c->rtol > 0) sc->rtol = c->rtol;
-  if (c->verify_timeout_s > 0) sc->job_timeout_s = c->verify_timeout_s;
-  if (c->capture_timeout_s > 0) sc->capture_timeout_s = c->capture_timeout_s;
-}
-
 static bool ensure_session(engine *e) {
   if (e->session) return true;
   if (e->session_error) return false;
   mk_session_config sc;
   char *json = NULL;
-  session_config(&e->config, &sc, &json);
+  mk_lsp_config_session(&e->config, &sc, &json);
   mk_errmsg err = {{0}};
   int rc = mk_session_new(e->loop, &sc, &e->session, &err);
   free(json);
@@ -997,7 +967,7 @@ static void e_configure(void *self, const mk_lsp_config *cfg) {
   }
   mk_session_config sc;
   char *json = NULL;
-  session_config(cfg, &sc, &json);
+  mk_lsp_config_session(cfg, &sc, &json);
   mk_errmsg err = {{0}};
   if (mk_session_set_config(e->session, &sc, &err)) show(e, 2, err.text);
   free(json);

@@ -7,9 +7,12 @@
  * (mk_decompose_initial) and printed as text or as the JSON schema of
  * docs/runtime.md ("mkevolve.analyze/1"). Exit status: 0 when every file
  * analysed, 1 when one failed, 2 on a usage error. */
+#include "cli_common.h"
 #include "cli_runtime.h"
 #include "mk_decompose.h"
 #include "mk_ir.h"
+#include "mk_loop.h"
+#include "mk_session.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,11 +274,12 @@ static void usage(FILE *out) {
 }
 
 /* Analyses one file; returns 0 or 1. `json_out` collects JSON objects. */
-static int analyze_one(mk_cli_rt *rt, const char *arg, const analyze_opts *o, cJSON *json_out) {
+static int analyze_one(uv_loop_t *loop, mk_session *s, const char *arg, const analyze_opts *o,
+                       cJSON *json_out) {
   char file[4096];
   mk_cli_abspath(arg, file, sizeof file);
-  mk_cli_static st;
-  if (mk_cli_static_check(file, o->class_name, true, &st) != 0) {
+  mk_frontend_static st;
+  if (mk_frontend_static_check(file, o->class_name, true, &st) != 0) {
     if (json_out) {
       cJSON_AddItemToArray(json_out, error_json(file, o->class_name, st.kind, st.message, st.line,
                                                 st.col, NULL));
@@ -291,14 +295,13 @@ static int analyze_one(mk_cli_rt *rt, const char *arg, const analyze_opts *o, cJ
   mk_buf_init(&w.message, 64 * 1024);
   mk_buf_init(&w.traceback, 64 * 1024);
   mk_errmsg err;
-  int rc = mk_verify_submit_capture(rt->verify, file, o->class_name, o->batch, o->timeout_s,
-                                    on_capture, &w, NULL, &err);
+  int rc = mk_session_capture(s, file, o->class_name, o->batch, on_capture, &w, &err);
   if (rc) {
     w.code = rc;
     mk_strlcpy(w.kind, "internal", sizeof w.kind);
     mk_buf_puts(&w.message, err.text);
   } else {
-    mk_cli_rt_wait(rt, &w.done);
+    (void)mk_loop_run_until(loop, &w.done);
   }
   int status = 0;
   if (w.code != 0 || !w.graph) {
@@ -327,6 +330,25 @@ static int analyze_one(mk_cli_rt *rt, const char *arg, const analyze_opts *o, cJ
   mk_buf_free(&w.message);
   mk_buf_free(&w.traceback);
   return status;
+}
+
+/* The session analyze captures through: the session's defaults, with
+ * --timeout for the worker's start and each capture, and no cache with
+ * --no-cache or MKEVOLVE_NO_CACHE=1. On failure the loop is closed. */
+static int open_session(uv_loop_t *loop, const analyze_opts *o, mk_session **s, mk_errmsg *err) {
+  int rc = uv_loop_init(loop);
+  if (rc) return mk_errf(err, MK_EIO, "cannot start the event loop: %s", uv_strerror(rc));
+  mk_session_config cfg;
+  mk_session_config_defaults(&cfg);
+  cfg.start_timeout_s = cfg.capture_timeout_s = o->timeout_s;
+  const char *nc = getenv("MKEVOLVE_NO_CACHE");
+  cfg.no_cache = !o->cache || (nc && nc[0] == '1');
+  rc = mk_session_new(loop, &cfg, s, err);
+  if (rc) {
+    *s = NULL;
+    mk_cli_close_session(loop, NULL);
+  }
+  return rc;
 }
 
 int mk_cli_analyze(int argc, char **argv) {
@@ -370,9 +392,10 @@ int mk_cli_analyze(int argc, char **argv) {
     free(files);
     return 2;
   }
-  mk_cli_rt rt;
-  mk_errmsg err;
-  if (mk_cli_rt_open(&rt, o.timeout_s, o.cache, &err) != 0) {
+  uv_loop_t loop;
+  mk_session *s = NULL;
+  mk_errmsg err = {{0}};
+  if (open_session(&loop, &o, &s, &err) != 0) {
     fprintf(stderr, "mkevolve analyze: %s\n", err.text);
     free(files);
     return 1;
@@ -381,10 +404,10 @@ int mk_cli_analyze(int argc, char **argv) {
   int failed = 0;
   for (int i = 0; i < nfiles; i++) {
     if (i > 0 && !o.json) putchar('\n');
-    failed |= analyze_one(&rt, files[i], &o, json);
+    failed |= analyze_one(&loop, s, files[i], &o, json);
     fflush(stdout);
   }
-  mk_cli_rt_close(&rt);
+  mk_cli_close_session(&loop, s);
   if (json) {
     /* One file: the object itself; several: an array of them. */
     const cJSON *what = nfiles == 1 ? cJSON_GetArrayItem(json, 0) : json;

@@ -564,7 +564,7 @@ int mk_cli_bench(int argc, char **argv) {
   mk_buf_printf(&sub, "%s/modelnew", b.outdir);
   mkdir(mk_buf_cstr(&sub), 0755);
   mk_buf_free(&sub);
-  b.kbopts.seed = cfg.seed;
+  b.kbopts.seed = cfg.search.seed;
   char *kb_root = b.kbopts.root ? realpath(b.kbopts.root, NULL) : NULL;
   if (kb_root) b.kbopts.root = kb_root; /* the worker runs elsewhere; a missing folder it reports */
   uv_loop_t loop;

@@ -9,7 +9,10 @@
  * says whether the ModelNew is correct, how far off it is, and (on a GPU)
  * eager / torch.compile / ModelNew times and speedups. Exit status 0 when
  * correct, 1 when not (or on any error), 2 on a usage error. */
+#include "cli_common.h"
 #include "cli_runtime.h"
+#include "mk_loop.h"
+#include "mk_session.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 typedef struct check_wait {
   bool done;
   mk_verify_status status;
+  char status_name[32];
   int code;
   mk_buf reason, traceback;
   char kind[64], device[128], timing_reason[512];
@@ -30,10 +34,11 @@ typedef struct check_wait {
   cJSON *json;
 } check_wait;
 
-static void on_checked(void *data, const mk_verify_result *r) {
+static void on_checked(void *data, const mk_verify_result *r, const char *status) {
   check_wait *w = data;
   w->done = true;
   w->status = r->status;
+  mk_strlcpy(w->status_name, status, sizeof w->status_name);
   w->code = r->code;
   mk_buf_puts(&w->reason, r->reason);
   mk_buf_puts(&w->traceback, r->traceback);
@@ -120,7 +125,7 @@ static void print_table(const char *file, const char *ref, const mk_verify_optio
          o->trials, o->atol, o->rtol, w->cached ? " (cached result)" : "");
   if (ok) printf("  %-15s yes (%d/%d trials)\n", "correct", w->trials_passed, w->trials);
   else
-    printf("  %-15s NO: %s\n", "correct", mk_verify_status_name(w->status));
+    printf("  %-15s NO: %s\n", "correct", w->status_name);
   print_errors(w);
   if (w->timing) {
     print_time("eager", &w->eager);
@@ -139,39 +144,69 @@ static void print_table(const char *file, const char *ref, const mk_verify_optio
     if (cJSON_IsString(note)) printf("  %-15s %s\n", "note", note->valuestring);
 }
 
+/* What `check` runs with: the session's defaults (the same verification
+ * settings as `evolve` and the editors), the check's own limit of 600 s
+ * for the worker's start and for the check, and the user's options. */
+static void check_config(mk_session_config *c) {
+  mk_session_config_defaults(c);
+  c->job_timeout_s = c->start_timeout_s = 600;
+  const char *nc = getenv("MKEVOLVE_NO_CACHE");
+  c->no_cache = nc && nc[0] == '1';
+}
+
+/* Runs the check through a session; 0, or 1 with the reason on stderr. */
+static int run_check(const mk_session_config *cfg, const char *file, const char *cls,
+                     const char *ref, const char *ref_cls, int batch, check_wait *w) {
+  uv_loop_t loop;
+  if (uv_loop_init(&loop)) {
+    fputs("mkevolve check: cannot start the event loop\n", stderr);
+    return 1;
+  }
+  mk_session *s = NULL;
+  mk_errmsg err = {{0}};
+  int rc = mk_session_new(&loop, cfg, &s, &err);
+  if (!rc) rc = mk_session_check(s, file, cls, ref, ref_cls, batch, on_checked, w, &err);
+  if (rc) fprintf(stderr, "mkevolve check: %s\n", err.text);
+  else (void)mk_loop_run_until(&loop, &w->done);
+  mk_cli_close_session(&loop, s);
+  return rc ? 1 : 0;
+}
+
 int mk_cli_check(int argc, char **argv) {
-  mk_verify_options o;
-  mk_verify_options_init(&o);
-  o.timeout_s = 600;
+  mk_session_config cfg;
+  check_config(&cfg);
+  int batch = 0, seed = 0;
   const char *file = NULL, *ref = NULL, *cls = "ModelNew", *ref_cls = "Model";
-  bool json = false, cache = true;
+  bool json = false;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
     int bad = 0;
     if (strcmp(a, "--json") == 0) json = true;
-    else if (strcmp(a, "--no-cache") == 0) cache = false;
+    else if (strcmp(a, "--no-cache") == 0) cfg.no_cache = true;
     else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage(stdout);
       return 0;
     } else if (val && strcmp(a, "--against") == 0) ref = argv[++i];
     else if (val && strcmp(a, "--class") == 0) cls = argv[++i];
     else if (val && strcmp(a, "--ref-class") == 0) ref_cls = argv[++i];
-    else if (val && strcmp(a, "--trials") == 0) bad = mk_cli_parse_int(argv[++i], 1, 1000, &o.trials);
-    else if (val && strcmp(a, "--atol") == 0) bad = mk_cli_parse_double(argv[++i], 0, 1e9, &o.atol);
-    else if (val && strcmp(a, "--rtol") == 0) bad = mk_cli_parse_double(argv[++i], 0, 1e9, &o.rtol);
-    else if (val && strcmp(a, "--batch") == 0) bad = mk_cli_parse_int(argv[++i], 1, 1 << 30, &o.batch);
-    else if (val && strcmp(a, "--timeout") == 0)
-      bad = mk_cli_parse_double(argv[++i], 0.1, 86400, &o.timeout_s);
-    else if (val && strcmp(a, "--seed") == 0) {
-      int s = 0;
-      bad = mk_cli_parse_int(argv[++i], 0, 0x7fffffff, &s);
-      o.seed = s;
+    else if (val && strcmp(a, "--trials") == 0)
+      bad = mk_cli_parse_int(argv[++i], 1, 1000, &cfg.verify.trials);
+    else if (val && strcmp(a, "--atol") == 0)
+      bad = mk_cli_parse_double(argv[++i], 0, 1e9, &cfg.verify.atol);
+    else if (val && strcmp(a, "--rtol") == 0)
+      bad = mk_cli_parse_double(argv[++i], 0, 1e9, &cfg.verify.rtol);
+    else if (val && strcmp(a, "--batch") == 0) bad = mk_cli_parse_int(argv[++i], 1, 1 << 30, &batch);
+    else if (val && strcmp(a, "--timeout") == 0) {
+      bad = mk_cli_parse_double(argv[++i], 0.1, 86400, &cfg.job_timeout_s);
+      cfg.start_timeout_s = cfg.job_timeout_s;
+    } else if (val && strcmp(a, "--seed") == 0) {
+      bad = mk_cli_parse_int(argv[++i], 0, 0x7fffffff, &seed);
+      cfg.search.seed = (unsigned long long)seed;
     } else if (val && strcmp(a, "--device") == 0) {
       const char *d = argv[++i];
-      if (strcmp(d, "cpu") == 0) o.device = MK_VERIFY_DEVICE_CPU;
-      else if (strcmp(d, "cuda") == 0 || strcmp(d, "gpu") == 0) o.device = MK_VERIFY_DEVICE_CUDA;
-      else if (strcmp(d, "auto") == 0) o.device = MK_VERIFY_DEVICE_AUTO;
+      if (strcmp(d, "cpu") == 0 || strcmp(d, "cuda") == 0 || strcmp(d, "auto") == 0) cfg.device = d;
+      else if (strcmp(d, "gpu") == 0) cfg.device = "cuda";
       else bad = 1;
     } else if (a[0] == '-' && a[1] != '\0') {
       fprintf(stderr, "mkevolve check: unknown or incomplete option %s\n", a);
@@ -196,43 +231,31 @@ int mk_cli_check(int argc, char **argv) {
   mk_cli_abspath(file, fabs_, sizeof fabs_);
   mk_cli_abspath(ref, rabs, sizeof rabs);
   /* Instant, Python-free checks of both files; the reference first. */
-  mk_cli_static st;
+  mk_frontend_static st;
   const char *bad = NULL;
-  if (mk_cli_static_check(rabs, ref_cls, true, &st) != 0) bad = rabs;
-  else if (mk_cli_static_check(fabs_, cls, false, &st) != 0) bad = fabs_;
+  if (mk_frontend_static_check(rabs, ref_cls, true, &st) != 0) bad = rabs;
+  else if (mk_frontend_static_check(fabs_, cls, false, &st) != 0) bad = fabs_;
   if (bad) {
     if (st.line > 0) fprintf(stderr, "%s:%d:%d: %s\n", bad, st.line, st.col, st.message);
     else fprintf(stderr, "%s: %s\n", bad, st.message);
-    return 1;
-  }
-  mk_cli_rt rt;
-  mk_errmsg err;
-  if (mk_cli_rt_open(&rt, o.timeout_s, cache, &err) != 0) {
-    fprintf(stderr, "mkevolve check: %s\n", err.text);
     return 1;
   }
   check_wait w;
   memset(&w, 0, sizeof w);
   mk_buf_init(&w.reason, 64 * 1024);
   mk_buf_init(&w.traceback, 64 * 1024);
-  int rc = mk_verify_submit_composition(rt.verify, fabs_, cls, rabs, ref_cls, &o, on_checked, &w,
-                                        NULL, &err);
-  if (rc) {
-    fprintf(stderr, "mkevolve check: %s\n", err.text);
-    mk_cli_rt_close(&rt);
+  if (run_check(&cfg, fabs_, cls, rabs, ref_cls, batch, &w) != 0) {
     mk_buf_free(&w.reason);
     mk_buf_free(&w.traceback);
     return 1;
   }
-  mk_cli_rt_wait(&rt, &w.done);
-  mk_cli_rt_close(&rt);
   int status = w.status == MK_VERIFY_OK ? 0 : 1;
   if (json) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "schema", "mkevolve.check/1");
     cJSON_AddStringToObject(root, "file", fabs_);
     cJSON_AddStringToObject(root, "against", rabs);
-    cJSON_AddStringToObject(root, "status", mk_verify_status_name(w.status));
+    cJSON_AddStringToObject(root, "status", w.status_name);
     cJSON_AddBoolToObject(root, "correct", w.status == MK_VERIFY_OK);
     cJSON_AddBoolToObject(root, "cached", w.cached);
     cJSON_AddStringToObject(root, "reason", mk_buf_cstr(&w.reason));
@@ -251,13 +274,13 @@ int mk_cli_check(int argc, char **argv) {
     /* Errors without a verdict concern the reference (the problem file). */
     if (w.line > 0) fprintf(stderr, "%s:%d: ", rabs, w.line);
     /* the kind only when it adds to the status ("crashed", not "crashed crashed") */
-    const char *st_name = mk_verify_status_name(w.status);
+    const char *st_name = w.status_name;
     bool kind = w.kind[0] && strcmp(w.kind, st_name) != 0;
     fprintf(stderr, "mkevolve check: %s%s%s: %s\n", st_name, kind ? " " : "", kind ? w.kind : "",
             mk_buf_cstr(&w.reason));
     if (w.traceback.len) fprintf(stderr, "%s\n", mk_buf_cstr(&w.traceback));
   } else {
-    print_table(fabs_, rabs, &o, &w);
+    print_table(fabs_, rabs, &cfg.verify, &w);
     if (w.status != MK_VERIFY_OK) {
       if (w.line > 0) printf("  %-15s %s:%d: %s\n", "why", fabs_, w.line, mk_buf_cstr(&w.reason));
       else printf("  %-15s %s\n", "why", mk_buf_cstr(&w.reason));

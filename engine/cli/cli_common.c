@@ -113,7 +113,8 @@ int mk_cli_llm_check(const mk_session_config *cfg, mk_errmsg *err) {
   if (!rc && (c.model == NULL || !*c.model))
     rc = mk_errf(err, MK_EINVAL,
                  "--proposer llm needs a model: --model NAME, or \"model\" in --llm-config");
-  if (!rc && cfg->max_tokens > 0 && c.budget_tokens <= 0) c.budget_tokens = cfg->max_tokens;
+  if (!rc && cfg->search.max_tokens > 0 && c.budget_tokens <= 0)
+    c.budget_tokens = cfg->search.max_tokens;
   if (!rc) {
     /* The client's own checks (key present for vendor endpoints, price for
      * a money budget), before minutes of capture and verification. */
@@ -159,22 +160,22 @@ static int parse_double(const char *v, double lo, double *out) {
 int mk_cli_session_option(mk_session_config *cfg, const char *a, const char *v) {
   int i;
   double d;
-  if (strcmp(a, "--budget") == 0) return parse_int(v, 1, 1000000, &cfg->max_proposals) ? -1 : 2;
-  if (strcmp(a, "--beam") == 0) return parse_int(v, 1, 64, &cfg->beam_width) ? -1 : 2;
-  if (strcmp(a, "--depth") == 0) return parse_int(v, 0, 64, &cfg->depth) ? -1 : 2;
-  if (strcmp(a, "--trials") == 0) return parse_int(v, 1, 1000, &cfg->trials) ? -1 : 2;
+  if (strcmp(a, "--budget") == 0) return parse_int(v, 1, 1000000, &cfg->search.max_proposals) ? -1 : 2;
+  if (strcmp(a, "--beam") == 0) return parse_int(v, 1, 64, &cfg->search.beam_width) ? -1 : 2;
+  if (strcmp(a, "--depth") == 0) return parse_int(v, 0, 64, &cfg->search.depth) ? -1 : 2;
+  if (strcmp(a, "--trials") == 0) return parse_int(v, 1, 1000, &cfg->verify.trials) ? -1 : 2;
   if (strcmp(a, "--seed") == 0) {
     if (parse_int(v, 0, 2147483647, &i)) return -1;
-    cfg->seed = (unsigned long long)i;
+    cfg->search.seed = (unsigned long long)i;
     return 2;
   }
-  if (strcmp(a, "--atol") == 0) return parse_double(v, 0, &cfg->atol) ? -1 : 2;
-  if (strcmp(a, "--rtol") == 0) return parse_double(v, 0, &cfg->rtol) ? -1 : 2;
-  if (strcmp(a, "--time-budget") == 0) return parse_double(v, 0, &cfg->max_seconds) ? -1 : 2;
+  if (strcmp(a, "--atol") == 0) return parse_double(v, 0, &cfg->verify.atol) ? -1 : 2;
+  if (strcmp(a, "--rtol") == 0) return parse_double(v, 0, &cfg->verify.rtol) ? -1 : 2;
+  if (strcmp(a, "--time-budget") == 0) return parse_double(v, 0, &cfg->search.max_seconds) ? -1 : 2;
   if (strcmp(a, "--job-timeout") == 0) return parse_double(v, 1, &cfg->job_timeout_s) ? -1 : 2;
   if (strcmp(a, "--token-budget") == 0) {
     if (parse_double(v, 0, &d)) return -1;
-    cfg->max_tokens = (long)d;
+    cfg->search.max_tokens = (long)d;
     return 2;
   }
   if (strcmp(a, "--batch") == 0) {
@@ -228,7 +229,7 @@ int mk_cli_session_option(mk_session_config *cfg, const char *a, const char *v) 
 void mk_cli_print_session_options(FILE *out) {
   fputs("session options (evolve and bench):\n"
         "  --proposer builtin|llm     who writes kernels: the builtin Triton generator or an LLM\n"
-        "  --budget N                 candidates in all\n"
+        "  --budget N                 candidates per run, all subkernels together\n"
         "  --beam W                   beam width per subkernel\n"
         "  --depth D                  beam steps after the first proposals\n"
         "  --seed S                   seed of proposals and trials\n"

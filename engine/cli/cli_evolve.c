@@ -317,8 +317,8 @@ int mk_cli_evolve(int argc, char **argv) {
   c.file = abs_file;
   /* Syntax errors, a missing class or get_inputs, a folder: at once, before
    * a worker starts (seconds) or the LLM configuration is checked. */
-  mk_cli_static st;
-  if (mk_cli_static_check(c.file, "Model", true, &st) != 0) {
+  mk_frontend_static st;
+  if (mk_frontend_static_check(c.file, "Model", true, &st) != 0) {
     if (st.line > 0) fprintf(stderr, "%s:%d:%d: %s\n", c.file, st.line, st.col, st.message);
     else fprintf(stderr, "%s: %s\n", c.file, st.message);
     mk_cli_print_source_line(stderr, c.file, st.line);

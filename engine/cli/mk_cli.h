@@ -1,5 +1,5 @@
 /* mk_cli.h — the headless command line: `mkevolve analyze|check|evolve|bench`.
- * lsp/main.c hands every subcommand except `lsp` to mk_cli_main. */
+ * app/main.c hands every subcommand except `lsp` to mk_cli_main. */
 #ifndef MK_CLI_H
 #define MK_CLI_H
 

@@ -167,4 +167,27 @@ const mk_pyclass *mk_pyoutline_class(const mk_pyoutline *o, const char *name);
 /* True when the outline has at least one error diagnostic. */
 bool mk_pyoutline_has_errors(const mk_pyoutline *o);
 
+/* ---- static check of a module file ---------------------------------------- */
+
+/* Largest module file accepted. */
+#define MK_FRONTEND_MAX_MODULE ((size_t)4 * 1024 * 1024)
+
+/* What a module argument must be, said when it is a folder. */
+#define MK_FRONTEND_DIRECTORY_HINT                                                                 \
+  "is a directory; expected a Python file in KernelBench format (class Model, get_inputs(), "   \
+  "get_init_inputs()); for every problem in a folder: mkevolve bench DIR"
+
+typedef struct mk_frontend_static {
+  int line, col;     /* 1-based; 0 when the problem has no position */
+  char kind[32];     /* "syntax_error", "missing", "io_error", "too_large", "not_a_file" */
+  char message[1024];
+} mk_frontend_static;
+
+/* Reads `path` (bounded) and checks it without running Python: a file, not
+ * a folder; syntax; class `class_name` at top level; and, with need_inputs,
+ * a top-level `get_inputs` function. Returns 0 or
+ * MK_EINVAL/MK_EPARSE/MK_ENOENT/MK_EIO/MK_ERANGE with *out filled. */
+int mk_frontend_static_check(const char *path, const char *class_name, bool need_inputs,
+                             mk_frontend_static *out);
+
 #endif

@@ -92,9 +92,9 @@ typedef struct mk_proposer {
 mk_proposer mk_builtin_proposer(void);
 
 typedef struct mk_search_config {
-  int beam_width;          /* W, default 4 */
-  int depth;               /* D, default 2 */
-  int max_proposals;       /* total candidate budget, default 400 */
+  int beam_width;          /* W (defaults: mk_search_config_defaults, the only place they live) */
+  int depth;               /* D: beam steps after the first proposals */
+  int max_proposals;       /* candidates per run, all subkernels together (0: no limit) */
   double max_seconds;      /* wall-time budget, default 0 = none */
   long max_tokens;         /* LLM token budget, 0 = none */
   unsigned long long seed;

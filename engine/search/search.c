@@ -78,7 +78,7 @@ void mk_search_config_defaults(mk_search_config *c) {
   memset(c, 0, sizeof *c);
   c->beam_width = 4;
   c->depth = 2;
-  c->max_proposals = 400;
+  c->max_proposals = 200; /* candidates per evolve run, all subkernels together */
   c->try_merge = true;
   c->try_split = true;
   c->try_cuda_graph = true;

@@ -14,6 +14,8 @@
 #define MK_SESSION_H
 
 #include "mk_err.h"
+#include "mk_search.h"
+#include "mk_verify.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -21,20 +23,33 @@
 
 typedef struct mk_session mk_session;
 
+/* The session's settings. Every default lives in the *_defaults/_init of
+ * the layer that owns the setting (mk_search_config_defaults,
+ * mk_verify_options_init, mk_session_config_defaults); the CLI, the
+ * language server and the editors only override what the user gave, so
+ * the same candidate gets the same verdict whichever door it came in by.
+ * "Unset" is never a magic value here: a field holds the value in force
+ * (atol 0 means exact within rtol, depth 0 means no beam steps). */
 typedef struct mk_session_config {
+  /* The search's settings: beam_width, depth, max_proposals (candidates
+   * per evolve run, all subkernels together), max_seconds, max_tokens,
+   * seed, try_*. Its per-run fields (device, workdir, source_path,
+   * only_subkernel, input_names, log, prior) are filled by the session. */
+  mk_search_config search;
+  /* The verifier's settings: trials, atol, rtol. Every verification of
+   * the session (candidates, the composed program, mk_session_check) uses
+   * them; seed is search.seed, timeout_s is job_timeout_s, and device,
+   * timing and batch are decided per module by the session. */
+  mk_verify_options verify;
   const char *python;          /* interpreter for workers; NULL: $MKEVOLVE_PYTHON or built-in */
   const char *device;          /* "auto" (GPU if any), "cpu", "cuda" */
   const char *proposer;        /* "builtin" or "llm" */
   const char *llm_config_json; /* provider, model, base_url, api_key_env, prices... (docs/llm.md) */
-  int beam_width, depth, max_proposals;
-  double max_seconds;          /* wall budget per evolve, 0 = none */
-  long max_tokens;             /* LLM token budget per evolve, 0 = none */
-  double atol, rtol;
-  int trials;
   int batch;                   /* 0: auto (reduced on CPU when shapes are large); -1: full; n: n */
-  unsigned long long seed;
   double job_timeout_s;        /* per verification job */
   double capture_timeout_s;    /* per capture job (imports the user's module); 0: job_timeout_s */
+  double start_timeout_s;      /* a worker's start and handshake (the worker pool's default) */
+  bool no_cache;               /* run without the result cache: no lookup, no store */
   const char *cache_dir;       /* NULL: $MKEVOLVE_CACHE_DIR or ~/.cache/mkevolve */
   const char *workdir;         /* run files (logs, composed files), one folder per module stem
                                   inside; NULL: .mkevolve beside the module (the editor's
@@ -43,6 +58,8 @@ typedef struct mk_session_config {
   bool monolithic;             /* direct synthesis: the whole module as one subkernel, no split/merge */
 } mk_session_config;
 
+/* The defaults of every setting: the search's and the verifier's own,
+ * plus the session's (device auto, builtin proposer, 300 s per job). */
 void mk_session_config_defaults(mk_session_config *c);
 
 typedef enum mk_sk_state {
@@ -163,6 +180,29 @@ typedef void (*mk_session_json_cb)(void *data, int status, const cJSON *result, 
 int mk_session_kernelbench_check(mk_session *s, const char *ref_path, const char *new_path,
                                  const mk_session_kbcheck_opts *opts, mk_session_json_cb cb,
                                  void *data, mk_errmsg *err);
+
+/* ---- one-shot doors (session_check.c): the CLI's `analyze` and `check`
+ * use the session's runtime like everyone else, and keep no state in it. */
+
+/* Captures class `class_name` (NULL: "Model") of `path` (absolute) with
+ * batch `batch` (0: the problem's own) and nothing more: no decomposition,
+ * no module state (`mkevolve analyze`). `r` is the verifier's, valid during
+ * the callback; the callback owns r->graph. */
+typedef void (*mk_session_capture_cb)(void *data, mk_verify_capture_result *r);
+int mk_session_capture(mk_session *s, const char *path, const char *class_name, int batch,
+                       mk_session_capture_cb cb, void *data, mk_errmsg *err);
+
+/* Verifies class `new_class` (NULL: "ModelNew") of `new_path` against
+ * `ref_class` (NULL: "Model") of `ref_path` (absolute paths) with the
+ * session's verification settings (cfg.verify, the seed, job_timeout_s,
+ * the device) — the check the evolve's composed program gets, so a
+ * candidate has one verdict whichever door it came in by (`mkevolve
+ * check`, an editor). batch: 0 for the problem's own. `r` is valid during
+ * the callback; `status` is its status's name. */
+typedef void (*mk_session_check_cb)(void *data, const mk_verify_result *r, const char *status);
+int mk_session_check(mk_session *s, const char *new_path, const char *new_class,
+                     const char *ref_path, const char *ref_class, int batch,
+                     mk_session_check_cb cb, void *data, mk_errmsg *err);
 
 /* Drops what the session knows about a module (on close or delete). */
 void mk_session_forget(mk_session *s, const char *path);

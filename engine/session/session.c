@@ -7,6 +7,7 @@
 #include "mk_compose.h"
 #include "mk_frontend.h"
 #include "mk_sha256.h"
+#include "mk_worker.h"
 #include "session_internal.h"
 
 #include <errno.h>
@@ -19,16 +20,15 @@
 
 void mk_session_config_defaults(mk_session_config *c) {
   memset(c, 0, sizeof *c);
+  mk_search_config_defaults(&c->search);
+  mk_verify_options_init(&c->verify);
   c->device = "auto";
   c->proposer = "builtin";
-  c->beam_width = 4;
-  c->depth = 2;
-  c->max_proposals = 200;
-  c->atol = 1e-4;
-  c->rtol = 1e-4;
-  c->trials = 5;
   c->batch = 0;
   c->job_timeout_s = 300;
+  mk_worker_config wc; /* the pool's own default, not a copy of it */
+  mk_worker_config_init(&wc);
+  c->start_timeout_s = wc.hello_timeout_s;
 }
 
 /* Copies the config's strings so callers may free theirs. */
@@ -43,13 +43,20 @@ static int own_config(mk_session *s, const mk_session_config *cfg) {
     }
   for (int i = 0; i < 8; i++) free(s->cfg_strings[i]);
   memcpy(s->cfg_strings, copy, sizeof copy);
+  mk_session_config dflt; /* what a NULL string means: the default, defined once */
+  mk_session_config_defaults(&dflt);
   s->cfg = *cfg;
   s->cfg.python = copy[0];
-  s->cfg.device = copy[1] ? copy[1] : "auto";
-  s->cfg.proposer = copy[2] ? copy[2] : "builtin";
+  s->cfg.device = copy[1] ? copy[1] : dflt.device;
+  s->cfg.proposer = copy[2] ? copy[2] : dflt.proposer;
   s->cfg.llm_config_json = copy[3];
   s->cfg.cache_dir = copy[4];
   s->cfg.workdir = copy[5];
+  /* The search's per-run fields are each evolve's own: keep no caller pointer. */
+  s->cfg.search.device = s->cfg.search.workdir = s->cfg.search.source_path = NULL;
+  s->cfg.search.input_names = NULL;
+  s->cfg.search.log = NULL;
+  s->cfg.search.prior = NULL;
   return 0;
 }
 
@@ -823,14 +830,8 @@ int mk_session_evolve(mk_session *s, const char *path, int subkernel,
   evolve_req *req = calloc(1, sizeof *req);
   if (req == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
   *req = (evolve_req){s, m, progress, done, data, open_run_log(m, workdir), subkernel};
-  mk_search_config cfg;
-  mk_search_config_defaults(&cfg);
-  cfg.beam_width = s->cfg.beam_width > 0 ? s->cfg.beam_width : cfg.beam_width;
-  cfg.depth = s->cfg.depth >= 0 ? s->cfg.depth : cfg.depth;
-  cfg.max_proposals = s->cfg.max_proposals > 0 ? s->cfg.max_proposals : cfg.max_proposals;
-  cfg.max_seconds = s->cfg.max_seconds;
-  cfg.max_tokens = s->cfg.max_tokens;
-  cfg.seed = s->cfg.seed;
+  /* The user's search settings; the per-run fields below are this run's. */
+  mk_search_config cfg = s->cfg.search;
   cfg.device = session_runtime_device(s);
   cfg.workdir = workdir;
   cfg.source_path = m->path;

@@ -82,6 +82,11 @@ const char *session_runtime_device(mk_session *s); /* "cpu" or the GPU's name */
 bool session_runtime_timed(mk_session *s);
 /* The session's worker pool (session_kbcheck.c submits its own method). */
 struct mk_worker_pool *session_runtime_pool(mk_session *s);
+/* The session's verifier (session_check.c), NULL while closing. */
+struct mk_verify *session_runtime_verify(mk_session *s);
+/* The options of a one-shot check (mk_session_check): the session's
+ * verification settings, its seed, device and job limit. */
+void session_runtime_check_options(mk_session *s, int batch, mk_verify_options *o);
 
 typedef void (*session_capture_cb)(void *data, int status, mk_graph *g, int batch,
                                    const char *error);

@@ -54,6 +54,18 @@ static const char *env_or(const char *name, const char *dflt) {
   return v && *v ? v : dflt;
 }
 
+/* A cache that cannot open is a warning, not an error: verdicts are computed again. */
+static void open_cache(mk_session *s, session_runtime *rt) {
+  mk_buf path;
+  mk_buf_init(&path, 8192);
+  if (s->cfg.cache_dir) mk_buf_printf(&path, "%s/cache.sqlite", s->cfg.cache_dir);
+  else mk_cache_default_path(&path);
+  mk_errmsg cerr = {{0}};
+  if (mk_cache_open(mk_buf_cstr(&path), 5000, &rt->cache, &cerr))
+    fprintf(stderr, "mkevolve: result cache disabled: %s\n", cerr.text);
+  mk_buf_free(&path);
+}
+
 int session_runtime_open(mk_session *s, mk_errmsg *err) {
   session_runtime *rt = calloc(1, sizeof *rt);
   if (rt == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
@@ -63,6 +75,7 @@ int session_runtime_open(mk_session *s, mk_errmsg *err) {
   wc.pythonpath = env_or("MKEVOLVE_WORKER_PATH", NULL);
   if (strcmp(s->cfg.device, "cpu") == 0) wc.gpus = 0;
   if (s->cfg.job_timeout_s > 0) wc.request_timeout_s = s->cfg.job_timeout_s;
+  if (s->cfg.start_timeout_s > 0) wc.hello_timeout_s = s->cfg.start_timeout_s;
   int rc = mk_worker_pool_new(s->loop, &wc, &rt->pool, err);
   if (rc) {
     free(rt);
@@ -75,14 +88,7 @@ int session_runtime_open(mk_session *s, mk_errmsg *err) {
     return mk_errf(err, MK_ENOENT, "--device cuda: no GPU is visible to this process");
   }
   snprintf(rt->device, sizeof rt->device, "%s", rt->gpu ? "cuda" : "cpu");
-  mk_buf path;
-  mk_buf_init(&path, 8192);
-  if (s->cfg.cache_dir) mk_buf_printf(&path, "%s/cache.sqlite", s->cfg.cache_dir);
-  else mk_cache_default_path(&path);
-  mk_errmsg cerr = {{0}};
-  if (mk_cache_open(mk_buf_cstr(&path), 5000, &rt->cache, &cerr))
-    fprintf(stderr, "mkevolve: result cache disabled: %s\n", cerr.text);
-  mk_buf_free(&path);
+  if (!s->cfg.no_cache) open_cache(s, rt);
   rc = mk_verify_new(s->loop, rt->pool, rt->cache, &rt->verify, err);
   if (rc) {
     mk_worker_pool_close(rt->pool, NULL, NULL);
@@ -147,6 +153,21 @@ const char *session_runtime_device(mk_session *s) {
 bool session_runtime_timed(mk_session *s) { return s->rt && s->rt->gpu; }
 
 mk_worker_pool *session_runtime_pool(mk_session *s) { return s->rt ? s->rt->pool : NULL; }
+
+mk_verify *session_runtime_verify(mk_session *s) { return s->rt ? s->rt->verify : NULL; }
+
+void session_runtime_check_options(mk_session *s, int batch, mk_verify_options *o) {
+  *o = s->cfg.verify;
+  o->seed = (int64_t)s->cfg.search.seed;
+  /* auto: a GPU when the pool has one, as every verification of the session */
+  o->device = strcmp(s->cfg.device, "cpu") == 0    ? MK_VERIFY_DEVICE_CPU
+              : strcmp(s->cfg.device, "cuda") == 0 ? MK_VERIFY_DEVICE_CUDA
+                                                    : MK_VERIFY_DEVICE_AUTO;
+  o->timing = true; /* on a CPU the worker says why there are no timings */
+  o->batch = batch;
+  o->timeout_s = s->cfg.job_timeout_s;
+  o->no_cache = s->cfg.no_cache;
+}
 
 /* Reduced batch for this session: 0 = the problem's own. */
 static int batch_for(mk_session *s) {
@@ -271,11 +292,9 @@ static void on_verified(void *data, const mk_verify_result *v) {
 }
 
 static void options_for(mk_session *s, const module_state *m, mk_verify_options *o) {
-  mk_verify_options_init(o);
-  o->trials = s->cfg.trials > 0 ? s->cfg.trials : o->trials;
-  o->atol = s->cfg.atol > 0 ? s->cfg.atol : o->atol;
-  o->rtol = s->cfg.rtol > 0 ? s->cfg.rtol : o->rtol;
-  o->seed = (int64_t)s->cfg.seed;
+  /* The user's settings as given: an explicit atol 0 stays 0. */
+  *o = s->cfg.verify;
+  o->seed = (int64_t)s->cfg.search.seed;
   o->device = s->rt->gpu ? MK_VERIFY_DEVICE_CUDA : MK_VERIFY_DEVICE_CPU;
   o->timing = s->rt->gpu;
   o->batch = m->batch;
@@ -380,7 +399,8 @@ static int open_llm(mk_session *s, mk_errmsg *err) {
     else rc = mk_llm_config_from_json(&cfg, j, err);
     cJSON_Delete(j);
   }
-  if (!rc && cfg.budget_tokens <= 0 && s->cfg.max_tokens > 0) cfg.budget_tokens = s->cfg.max_tokens;
+  if (!rc && cfg.budget_tokens <= 0 && s->cfg.search.max_tokens > 0)
+    cfg.budget_tokens = s->cfg.search.max_tokens;
   if (!rc) rc = mk_llm_new(s->loop, &cfg, &rt->llm, err);
   mk_llm_config_free(&cfg);
   if (rc) return rc;

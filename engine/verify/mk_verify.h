@@ -38,8 +38,8 @@ typedef enum mk_verify_device {
 } mk_verify_device;
 
 typedef struct mk_verify_options {
-  int trials;             /* default 5 */
-  double atol, rtol;      /* default 1e-4 each */
+  int trials;             /* defaults: mk_verify_options_init, the only place they live */
+  double atol, rtol;      /* an element passes when |a - e| <= atol + rtol * |e|; 0 is honoured */
   int64_t seed;           /* default 0 */
   mk_verify_device device;
   bool timing;            /* time on GPU (default true) */

@@ -607,16 +607,16 @@ MK_TEST(lsp_server, configuration) {
   CHECK_S(cfg->proposer, "llm");
   CHECK_S(cfg->llm_provider, "anthropic");
   CHECK_S(cfg->llm_key_env, "MY_KEY");
-  CHECK_I(cfg->budget_proposals, ==, 8);
-  CHECK_I(cfg->budget_tokens, ==, 100000);
-  MK_CHECK(cfg->atol == 0.001 && cfg->rtol == 0.002);
+  CHECK_I(cfg->session.search.max_proposals, ==, 8);
+  CHECK_I(cfg->session.search.max_tokens, ==, 100000);
+  MK_CHECK(cfg->session.verify.atol == 0.001 && cfg->session.verify.rtol == 0.002);
   int before = c.n, configured = f.configured;
   c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"workspace/didChangeConfiguration\",\"params\":{\"settings\":"
           "{\"mkevolve\":{\"backend\":\"tpu\",\"budget\":4,\"tolerance\":\"loose\",\"pythonPath\":\"/opt/py\"}}}}");
   CHECK_S(cfg->backend, "cpu"); /* refused, kept */
-  CHECK_I(cfg->budget_proposals, ==, 4);
+  CHECK_I(cfg->session.search.max_proposals, ==, 4);
   CHECK_S(cfg->python, "/opt/py");
-  MK_CHECK(cfg->atol == 0.001);
+  MK_CHECK(cfg->session.verify.atol == 0.001);
   cJSON *msg = last_with(&c, "window/showMessage", before);
   MK_REQUIRE(msg != NULL);
   const char *text = cJSON_GetObjectItem(cJSON_GetObjectItem(msg, "params"), "message")->valuestring;
@@ -830,25 +830,79 @@ MK_TEST(lsp_server, engine_session_end_to_end) {
   mk_buf_free(&rm);
 }
 
+/* Nothing set: the session the editor starts verifies and searches exactly
+ * like `mkevolve evolve` with no options (mk_session_config_defaults); the
+ * server only adds its own capture limit. */
+MK_TEST(lsp_server, no_settings_mean_the_engine_defaults) {
+  mk_lsp_config c;
+  mk_lsp_config_defaults(&c);
+  mk_session_config got, want;
+  char *json = NULL;
+  mk_lsp_config_session(&c, &got, &json);
+  mk_session_config_defaults(&want);
+  MK_CHECK(got.verify.atol == want.verify.atol && got.verify.rtol == want.verify.rtol);
+  MK_CHECK_INT(got.verify.trials, ==, want.verify.trials);
+  MK_CHECK_INT(got.search.max_proposals, ==, want.search.max_proposals);
+  MK_CHECK_INT(got.search.beam_width, ==, want.search.beam_width);
+  MK_CHECK_INT(got.search.depth, ==, want.search.depth);
+  MK_CHECK(got.search.max_seconds == want.search.max_seconds);
+  MK_CHECK(got.search.max_tokens == want.search.max_tokens);
+  MK_CHECK(got.job_timeout_s == want.job_timeout_s);
+  MK_CHECK_STR(got.device, want.device);
+  MK_CHECK_STR(got.proposer, want.proposer);
+  MK_CHECK(got.python == NULL); /* the engine finds its Python itself */
+  MK_CHECK_STR(json, "{}");     /* the LLM configuration's own defaults */
+  free(json);
+}
+
+/* The beam and trials are settings; an explicit 0 tolerance stays 0. */
+MK_TEST(lsp_server, beam_trials_and_zero_tolerance) {
+  mk_lsp_config c;
+  mk_lsp_config_defaults(&c);
+  mk_errmsg err;
+  cJSON *s = cJSON_Parse("{\"mkevolve\": {\"beam\": {\"width\": 7, \"depth\": 0}, \"trials\": 3, "
+                         "\"tolerance\": 0, \"budget\": 9}}");
+  MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, 0);
+  cJSON_Delete(s);
+  mk_session_config sc;
+  char *json = NULL;
+  mk_lsp_config_session(&c, &sc, &json);
+  free(json);
+  MK_CHECK_INT(sc.search.beam_width, ==, 7);
+  MK_CHECK_INT(sc.search.depth, ==, 0);
+  MK_CHECK_INT(sc.verify.trials, ==, 3);
+  MK_CHECK(sc.verify.atol == 0 && sc.verify.rtol == 0);
+  MK_CHECK_INT(sc.search.max_proposals, ==, 9);
+  s = cJSON_Parse("{\"beam\": {\"width\": 0, \"depth\": 65}, \"trials\": 0}");
+  MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, MK_EINVAL);
+  MK_CHECK(strstr(err.text, "width") && strstr(err.text, "depth") && strstr(err.text, "trials"));
+  MK_CHECK_INT(c.session.search.beam_width, ==, 7); /* refused: unchanged */
+  cJSON_Delete(s);
+  cJSON *j = mk_lsp_config_to_json(&c);
+  MK_CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "beam"), "width")->valuedouble == 7);
+  MK_CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "tolerance"), "atol")->valuedouble == 0);
+  cJSON_Delete(j);
+}
+
 MK_TEST(lsp_server, job_timeouts_are_settings) {
   mk_lsp_config c;
   mk_lsp_config_defaults(&c);
   /* a shorter default for capture (an import-time hang) than for verification */
-  MK_CHECK(c.capture_timeout_s == 60 && c.verify_timeout_s == 300);
-  MK_CHECK(c.capture_timeout_s < c.verify_timeout_s);
+  MK_CHECK(c.session.capture_timeout_s == 60 && c.session.job_timeout_s == 300);
+  MK_CHECK(c.session.capture_timeout_s < c.session.job_timeout_s);
   mk_errmsg err;
   cJSON *s = cJSON_Parse("{\"mkevolve\": {\"timeout\": {\"capture\": 15, \"verify\": 900}}}");
   MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, 0);
-  MK_CHECK(c.capture_timeout_s == 15 && c.verify_timeout_s == 900);
+  MK_CHECK(c.session.capture_timeout_s == 15 && c.session.job_timeout_s == 900);
   cJSON_Delete(s);
   s = cJSON_Parse("{\"timeout\": 42}");
   MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, 0);
-  MK_CHECK(c.capture_timeout_s == 42 && c.verify_timeout_s == 42);
+  MK_CHECK(c.session.capture_timeout_s == 42 && c.session.job_timeout_s == 42);
   cJSON_Delete(s);
   s = cJSON_Parse("{\"timeout\": {\"capture\": 0, \"verify\": 1e300}}");
   MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, MK_EINVAL);
   MK_CHECK(strstr(err.text, "capture") != NULL);
-  MK_CHECK(c.capture_timeout_s == 42 && c.verify_timeout_s == 42); /* refused: unchanged */
+  MK_CHECK(c.session.capture_timeout_s == 42 && c.session.job_timeout_s == 42); /* refused: unchanged */
   cJSON_Delete(s);
   cJSON *j = mk_lsp_config_to_json(&c);
   const cJSON *t = cJSON_GetObjectItem(j, "timeout");

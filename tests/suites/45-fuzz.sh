@@ -25,7 +25,8 @@ grammar=third_party/tree-sitter-python/src
 # the peer, and a cast of a huge one to an integer is undefined behaviour.
 cflags=(-g -O1 -std=c17 -D_GNU_SOURCE -fsanitize=fuzzer-no-link,address,undefined,float-cast-overflow
         -fno-sanitize-recover=undefined,float-cast-overflow -DMK_VERSION=\"fuzz\" -DMK_DEFAULT_PYTHON=\"python3\"
-        -Ilsp -Iengine/util -Iengine/session $(pkg-config --cflags libuv libcjson tree-sitter))
+        -Ilsp $(for d in engine/*/; do printf -- '-I%s ' "${d%/}"; done)
+        $(pkg-config --cflags libuv libcjson tree-sitter libcurl sqlite3))
 objs=()
 # the session facade is stubbed: the fuzzer never starts Python workers
 for src in lsp/mk_lsp_*.c engine/util/*.c tests/fuzz/session_stub.c; do

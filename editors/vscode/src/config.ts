@@ -13,16 +13,26 @@ export type Provider = 'openai' | 'anthropic';
 /* Where Decompose writes ModelNew: a new <stem>_new.py, or the module's file. */
 export type ComposeMode = 'file' | 'inplace';
 
-export interface ExtensionSettings {
+/* The engine's settings. A field left undefined is unset: it is not sent,
+ * and the server applies the engine's own default (the same one
+ * `mkevolve evolve` and `mkevolve check` use), so the extension defines
+ * none of its own. */
+export interface EngineSettings {
+  /* proposals: candidates per evolve run, all subkernels together (as
+   * `mkevolve evolve --budget`); tokens and seconds: 0 is no limit. */
+  budget: { proposals?: number; tokens?: number; seconds?: number };
+  beam: { width?: number; depth?: number };
+  tolerance: { atol?: number; rtol?: number };
+  trials?: number;
+  timeout: { capture?: number; verify?: number };
+}
+
+export interface ExtensionSettings extends EngineSettings {
   serverPath: string;
   pythonPath: string;
   backend: Backend;
   proposer: Proposer;
   llm: { provider: Provider; model: string; baseUrl: string; apiKeyEnv: string };
-  /* 0 means "the server's default". */
-  budget: { proposals: number; tokens: number; seconds: number };
-  tolerance: { atol: number; rtol: number };
-  timeout: { capture: number; verify: number };
   composeMode: ComposeMode;
   debounceMs: number;
   codeLens: boolean;
@@ -30,16 +40,13 @@ export interface ExtensionSettings {
 }
 
 /* What the server receives (docs: editors/vscode/README.md, "Server
- * configuration"). Empty strings and zero budgets are left out so the
- * server applies its own defaults. The API key itself is never here. */
-export interface ServerSettings {
+ * configuration"). Empty strings and unset engine settings are left out so
+ * the server applies its own defaults. The API key itself is never here. */
+export interface ServerSettings extends EngineSettings {
   pythonPath?: string;
   backend: Backend;
   proposer: Proposer;
   llm: { provider: Provider; model?: string; baseUrl?: string; apiKeyEnv: string };
-  budget: { proposals?: number; tokens?: number; seconds?: number };
-  tolerance: { atol: number; rtol: number };
-  timeout: { capture: number; verify: number };
   composeMode: ComposeMode;
   debounceMs: number;
   codeLens: boolean;
@@ -51,9 +58,10 @@ export const DEFAULTS: ExtensionSettings = {
   backend: 'auto',
   proposer: 'builtin',
   llm: { provider: 'openai', model: '', baseUrl: '', apiKeyEnv: '' },
-  budget: { proposals: 0, tokens: 0, seconds: 0 },
-  tolerance: { atol: 1e-4, rtol: 1e-4 },
-  timeout: { capture: 60, verify: 300 },
+  budget: {},
+  beam: {},
+  tolerance: {},
+  timeout: {},
   composeMode: 'file',
   debounceMs: 400,
   codeLens: true,
@@ -109,12 +117,17 @@ class Reader {
   }
 
   num(key: string, def: number, min: number, max: number, integer: boolean): number {
+    return this.optNum(key, min, max, integer) ?? def;
+  }
+
+  /* An engine setting: undefined when unset or bad (then the server's default applies). */
+  optNum(key: string, min: number, max: number, integer: boolean): number | undefined {
     const v = this.get(key);
-    if (v === undefined || v === null) return def;
+    if (v === undefined || v === null) return undefined;
     if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max || (integer && !Number.isInteger(v))) {
       const kind = integer ? 'an integer' : 'a number';
       this.warn(key, `must be ${kind} between ${min} and ${max}`);
-      return def;
+      return undefined;
     }
     return v;
   }
@@ -130,6 +143,13 @@ class Reader {
   warn(key: string, what: string): void {
     this.warnings.push(`mkevolve.${key} ${what}; using the default.`);
   }
+}
+
+/* The object without its undefined fields: unset settings are absent, not null. */
+function defined<T extends Record<string, number | undefined>>(o: T): Partial<T> {
+  const out: Partial<T> = {};
+  for (const [k, v] of Object.entries(o)) if (v !== undefined) (out as Record<string, number>)[k] = v;
+  return out;
 }
 
 export function readSettings(get: SettingGetter): ReadResult {
@@ -161,19 +181,24 @@ export function readSettings(get: SettingGetter): ReadResult {
     backend: r.oneOf<Backend>('backend', ['auto', 'cuda', 'cpu'], DEFAULTS.backend),
     proposer: r.oneOf<Proposer>('proposer', ['builtin', 'llm'], DEFAULTS.proposer),
     llm: { provider, model: r.str('llm.model', ''), baseUrl, apiKeyEnv },
-    budget: {
-      proposals: r.num('budget.proposals', 0, 0, 1_000_000, true),
-      tokens: r.num('budget.tokens', 0, 0, 1_000_000_000_000, true),
-      seconds: r.num('budget.seconds', 0, 0, 7 * 24 * 3600, false),
-    },
-    tolerance: {
-      atol: r.num('tolerance.atol', DEFAULTS.tolerance.atol, 0, 1000, false),
-      rtol: r.num('tolerance.rtol', DEFAULTS.tolerance.rtol, 0, 1000, false),
-    },
-    timeout: {
-      capture: r.num('timeout.capture', DEFAULTS.timeout.capture, 1, 86_400, false),
-      verify: r.num('timeout.verify', DEFAULTS.timeout.verify, 1, 86_400, false),
-    },
+    // The same bounds as the server's (lsp/mk_lsp_config.c) and the CLI's.
+    budget: defined({
+      proposals: r.optNum('budget.proposals', 1, 1_000_000, true),
+      tokens: r.optNum('budget.tokens', 0, 1_000_000_000_000, true),
+      seconds: r.optNum('budget.seconds', 0, 7 * 24 * 3600, false),
+    }),
+    beam: defined({
+      width: r.optNum('beam.width', 1, 64, true),
+      depth: r.optNum('beam.depth', 0, 64, true),
+    }),
+    tolerance: defined({
+      atol: r.optNum('tolerance.atol', 0, 1000, false),
+      rtol: r.optNum('tolerance.rtol', 0, 1000, false),
+    }),
+    timeout: defined({
+      capture: r.optNum('timeout.capture', 1, 86_400, false),
+      verify: r.optNum('timeout.verify', 1, 86_400, false),
+    }),
     composeMode: r.oneOf<ComposeMode>('composeMode', ['file', 'inplace'], DEFAULTS.composeMode),
     debounceMs: r.num('debounceMs', DEFAULTS.debounceMs, 0, 60_000, true),
     codeLens: r.bool('codeLens', DEFAULTS.codeLens),
@@ -182,6 +207,8 @@ export function readSettings(get: SettingGetter): ReadResult {
       restartWindowSeconds: r.num('server.restartWindowSeconds', DEFAULTS.server.restartWindowSeconds, 1, 86_400, false),
     },
   };
+  const trials = r.optNum('trials', 1, 1000, true);
+  if (trials !== undefined) settings.trials = trials;
   return { settings, warnings: r.warnings };
 }
 
@@ -190,19 +217,18 @@ export function toServerSettings(s: ExtensionSettings): ServerSettings {
     backend: s.backend,
     proposer: s.proposer,
     llm: { provider: s.llm.provider, apiKeyEnv: effectiveApiKeyEnv(s) },
-    budget: {},
-    tolerance: { atol: s.tolerance.atol, rtol: s.tolerance.rtol },
-    timeout: { capture: s.timeout.capture, verify: s.timeout.verify },
+    budget: { ...s.budget },
+    beam: { ...s.beam },
+    tolerance: { ...s.tolerance },
+    timeout: { ...s.timeout },
     composeMode: s.composeMode,
     debounceMs: s.debounceMs,
     codeLens: s.codeLens,
   };
+  if (s.trials !== undefined) out.trials = s.trials;
   if (s.pythonPath !== '') out.pythonPath = s.pythonPath;
   if (s.llm.model !== '') out.llm.model = s.llm.model;
   if (s.llm.baseUrl !== '') out.llm.baseUrl = s.llm.baseUrl;
-  if (s.budget.proposals > 0) out.budget.proposals = s.budget.proposals;
-  if (s.budget.tokens > 0) out.budget.tokens = s.budget.tokens;
-  if (s.budget.seconds > 0) out.budget.seconds = s.budget.seconds;
   return out;
 }
 

@@ -4,7 +4,13 @@
 --
 --   require('mkevolve').setup{
 --     cmd = { 'mkevolve', 'lsp', '--stdio' },   -- server command
---     settings = { backend = 'auto', proposer = 'builtin', debounceMs = 400,
+--     -- Server settings (docs/lsp.md, "Settings"): anything left out is the
+--     -- engine's default, the same as `mkevolve evolve` / `check` use.
+--     settings = { backend = 'cpu', proposer = 'builtin', debounceMs = 400,
+--                  -- candidates per evolve run, all subkernels together
+--                  budget = { proposals = 64 },
+--                  beam = { width = 4, depth = 2 },  -- the search's beam
+--                  tolerance = { atol = 1e-4, rtol = 1e-4 }, trials = 5,
 --                  -- seconds a capture / a verification job may run before
 --                  -- its worker is killed (an import-time hang, a slow kernel)
 --                  timeout = { capture = 60, verify = 300 } },
@@ -20,7 +26,7 @@ local M = {}
 
 local defaults = {
   cmd = { 'mkevolve', 'lsp', '--stdio' },
-  settings = { timeout = { capture = 60, verify = 300 } },
+  settings = {}, -- nothing set: the server applies the engine's defaults
   filetypes = { 'python' },
   progress = true,
   codelens = true,

@@ -12,7 +12,7 @@ import {
 
 const from = (m: Record<string, unknown>) => (k: string) => m[k];
 
-test('defaults map to the server defaults, with empty fields left out', () => {
+test('no settings: nothing of the engine is sent, so the server applies the engine defaults', () => {
   const { settings, warnings } = readSettings(from({}));
   assert.deepEqual(warnings, []);
   assert.deepEqual(settings, DEFAULTS);
@@ -21,8 +21,9 @@ test('defaults map to the server defaults, with empty fields left out', () => {
     proposer: 'builtin',
     llm: { provider: 'openai', apiKeyEnv: 'OPENAI_API_KEY' },
     budget: {},
-    tolerance: { atol: 1e-4, rtol: 1e-4 },
-    timeout: { capture: 60, verify: 300 },
+    beam: {},
+    tolerance: {},
+    timeout: {},
     composeMode: 'file',
     debounceMs: 400,
     codeLens: true,
@@ -45,6 +46,9 @@ test('every setting reaches the server object under its documented name', () => 
       'budget.seconds': 90.5,
       'tolerance.atol': 1e-3,
       'tolerance.rtol': 0,
+      'beam.width': 6,
+      'beam.depth': 0,
+      trials: 3,
       'timeout.capture': 20,
       'timeout.verify': 900,
       composeMode: 'inplace',
@@ -59,7 +63,9 @@ test('every setting reaches the server object under its documented name', () => 
     proposer: 'llm',
     llm: { provider: 'anthropic', model: 'claude-x', baseUrl: 'http://localhost:8000/v1', apiKeyEnv: 'MY_KEY' },
     budget: { proposals: 12, tokens: 50000, seconds: 90.5 },
+    beam: { width: 6, depth: 0 },
     tolerance: { atol: 1e-3, rtol: 0 },
+    trials: 3,
     timeout: { capture: 20, verify: 900 },
     composeMode: 'inplace',
     debounceMs: 150,
@@ -81,7 +87,8 @@ test('bad values fall back to defaults with a warning each', () => {
     from({
       backend: 'tpu',
       proposer: 3,
-      'budget.proposals': -1,
+      'budget.proposals': 0,
+      'beam.width': 0,
       'budget.tokens': 1.5,
       'budget.seconds': Number.NaN,
       'tolerance.atol': 2000,
@@ -100,8 +107,9 @@ test('bad values fall back to defaults with a warning each', () => {
   assert.equal(settings.server.maxRestarts, DEFAULTS.server.maxRestarts);
   assert.equal(settings.debounceMs, 400);
   assert.equal(settings.codeLens, true);
-  assert.equal(warnings.length, 11);
-  for (const key of ['debounceMs', 'codeLens', 'backend', 'proposer', 'budget.proposals', 'budget.tokens', 'budget.seconds', 'tolerance.atol', 'tolerance.rtol', 'llm.baseUrl', 'server.maxRestarts']) {
+  assert.deepEqual(settings.beam, {});
+  assert.equal(warnings.length, 12);
+  for (const key of ['debounceMs', 'codeLens', 'backend', 'proposer', 'budget.proposals', 'beam.width', 'budget.tokens', 'budget.seconds', 'tolerance.atol', 'tolerance.rtol', 'llm.baseUrl', 'server.maxRestarts']) {
     assert.ok(warnings.some((w) => w.startsWith(`mkevolve.${key} `)), `warning for ${key}`);
   }
 });
@@ -142,4 +150,10 @@ test('only spawn-time settings need a restart', () => {
   assert.equal(restartReasons(a, readSettings(from({ 'llm.provider': 'anthropic' })).settings).length, 1);
   // Same effective variable: no restart.
   assert.deepEqual(restartReasons(a, readSettings(from({ 'llm.apiKeyEnv': 'OPENAI_API_KEY' })).settings), []);
+});
+
+test('an explicit 0 tolerance is sent as 0, not dropped for a default', () => {
+  const { settings, warnings } = readSettings(from({ 'tolerance.atol': 0, 'tolerance.rtol': 0 }));
+  assert.deepEqual(warnings, []);
+  assert.deepEqual(toServerSettings(settings).tolerance, { atol: 0, rtol: 0 });
 });

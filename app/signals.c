@@ -1,4 +1,4 @@
-/* cli_signals.c — what Ctrl-C, `kill` and a closed terminal do to a running
+/* signals.c — what Ctrl-C, `kill` and a closed terminal do to a running
  * mkevolve (docs/runtime.md, "Containment").
  *
  * Workers are detached (their own session) so that a terminal's Ctrl-C does
@@ -10,7 +10,7 @@
  * (an interrupted transaction is rolled back), and outputs are written by
  * rename. If this process dies without the handler (SIGKILL), the guards'
  * parent-death signal does the same. */
-#include "cli_signals.h"
+#include "signals.h"
 
 #include "mk_worker.h"
 
@@ -33,7 +33,7 @@ static void on_signal(int sig) {
   _exit(128 + sig);
 }
 
-void mk_cli_signals_install(void) {
+void mk_app_signals_install(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
