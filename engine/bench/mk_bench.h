@@ -25,6 +25,7 @@ typedef struct mk_bench_subkernel {
   double ref_ms;    /* reference time of this subkernel, < 0 unknown */
   double ours_ms;   /* chosen variant's time, < 0 unknown */
   char *reason;     /* why it stayed the PyTorch reference (the session's summary), or NULL */
+  char *gpu;        /* the GPU (CUDA_VISIBLE_DEVICES ordinal) that timed ours_ms, or NULL */
 } mk_bench_subkernel;
 
 /* The cross-check of a record's ModelNew with KernelBench's own evaluation
@@ -61,6 +62,9 @@ typedef struct mk_bench_record {
   double gpu_fraction; /* achieved fraction of the device's roofline, < 0 unknown */
   mk_bench_subkernel *subkernels; int nsubkernels;
   char *modelnew;      /* the emitted ModelNew, relative to the output folder, or NULL */
+  char *host;          /* the machine that evolved it (a Slurm node, ...), or NULL */
+  char *gpu;           /* the GPU (its CUDA_VISIBLE_DEVICES ordinal on `host`) that timed the
+                          whole program, or NULL (CPU, cached, unknown) */
   mk_bench_kbcheck kb; /* cross-check with KernelBench's evaluation */
 } mk_bench_record;
 

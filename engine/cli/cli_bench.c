@@ -201,7 +201,10 @@ static void fill_record(mk_bench_record *rec, const problem *p, int status,
                            .correct = status == 0, .eager_ms = -1, .compile_ms = -1, .ours_ms = -1,
                            .wall_s = wall, .gpu_fraction = -1};
   if (error) rec->error = mk_strdup(error);
+  char host[256];
+  if (gethostname(host, sizeof host) == 0 && (host[sizeof host - 1] = '\0', host[0])) rec->host = mk_strdup(host);
   if (m == NULL) return;
+  if (m->gpu && *m->gpu) rec->gpu = mk_strdup(m->gpu);
   rec->eager_ms = m->eager_ms;
   rec->compile_ms = m->compile_ms;
   rec->ours_ms = m->ours_ms;
@@ -218,18 +221,19 @@ static void fill_record(mk_bench_record *rec, const problem *p, int status,
     rec->subkernels[i] = (mk_bench_subkernel){
         .name = mk_strdup(sk->name), .variant = mk_strdup(v->name), .origin = mk_strdup(v->origin),
         .ref_ms = sk->nvariants ? sk->variants[0].time_ms : -1, .ours_ms = v->time_ms,
-        .reason = sk->chosen == 0 && sk->summary ? mk_strdup(sk->summary) : NULL};
+        .reason = sk->chosen == 0 && sk->summary ? mk_strdup(sk->summary) : NULL,
+        .gpu = v->gpu && *v->gpu ? mk_strdup(v->gpu) : NULL};
   }
 }
 
 static void start_next(bench_cli *b);
 
-static void show_progress(bench_cli *b, const problem *p, int status) {
+static void show_progress(bench_cli *b, const problem *p, int status, const char *gpu) {
   double el = now_s() - b->t0;
   int finished = b->done;
   double eta = finished ? el / finished * (b->nprobs - finished) : 0;
-  fprintf(stderr, "[%d/%d] %-55.55s %s  elapsed %.0fs  eta %.0fs\n", finished, b->nprobs, p->id,
-          status == 0 ? "ok" : "FAILED", el, eta);
+  fprintf(stderr, "[%d/%d] %-55.55s %s%s%s  elapsed %.0fs  eta %.0fs\n", finished, b->nprobs, p->id,
+          status == 0 ? "ok" : "FAILED", gpu ? ", timed on GPU " : "", gpu ? gpu : "", el, eta);
 }
 
 typedef struct job {
@@ -246,7 +250,7 @@ static void complete(job *j) {
   save_record(b, p, &j->rec);
   b->running--;
   b->done++;
-  show_progress(b, p, j->status);
+  show_progress(b, p, j->status, j->rec.gpu);
   const mk_bench_kbcheck *kb = &j->rec.kb;
   if (kb->status != MK_BENCH_KB_NOT_RUN)
     fprintf(stderr, "      KernelBench cross-check: %s%s%s\n", mk_bench_kb_status_name(kb->status),
@@ -442,7 +446,8 @@ static void usage(FILE *out) {
         "                             per finished problem, DIR/modelnew/ its ModelNew\n"
         "  --levels 1,2,3             only problems of these levels\n"
         "  --limit N                  the first N problems (level, then number order)\n"
-        "  --gpus N                   problems evolved at a time\n"
+        "  --gpus N                   N GPUs, one worker each, and N problems at a time\n"
+        "                             (a session option, below)\n"
         "  --fresh                    run every problem again (default: resume from DIR/problems)\n"
         "  --kb-crosscheck            check every ModelNew with KernelBench's own evaluation\n"
         "  --kb-root DIR              the KernelBench checkout to use (implies --kb-crosscheck)\n"
@@ -503,7 +508,6 @@ int mk_cli_bench(int argc, char **argv) {
     if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && v) b.outdir = argv[++i];
     else if (strcmp(a, "--levels") == 0 && v) levels = parse_levels(argv[++i]);
     else if (strcmp(a, "--limit") == 0 && v) limit = atoi(argv[++i]);
-    else if (strcmp(a, "--gpus") == 0 && v) b.parallel = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
     else if (strcmp(a, "--fresh") == 0) b.fresh = true;
     else if (strcmp(a, "--kb-crosscheck") == 0) b.kb = true;
     else if (strcmp(a, "--kb-root") == 0 && v) b.kb = true, b.kbopts.root = argv[++i];
@@ -533,6 +537,7 @@ int mk_cli_bench(int argc, char **argv) {
     mk_bench_results_free(&b.results);
     return rc ? 1 : 0;
   }
+  b.parallel = cfg.gpus > 0 ? cfg.gpus : 1;
   if (npaths == 0) {
     usage(stderr);
     mk_cli_options_free();

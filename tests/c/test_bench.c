@@ -14,9 +14,9 @@ static void add(mk_bench_results *r, const char *id, int level, bool correct, do
   rec.nsubkernels = 2;
   rec.subkernels[0] = (mk_bench_subkernel){mk_strdup("conv2d"), mk_strdup("reference"),
                                            mk_strdup("reference"), ours * 0.7, ours * 0.7,
-                                           mk_strdup("none faster than PyTorch")};
+                                           mk_strdup("none faster than PyTorch"), NULL};
   rec.subkernels[1] = (mk_bench_subkernel){mk_strdup("add_<gelu>"), mk_strdup("triton_b1024"),
-                                           mk_strdup("builtin"), ours, ours * 0.3, NULL};
+                                           mk_strdup("builtin"), ours, ours * 0.3, NULL, NULL};
   if (!correct) rec.error = mk_strdup("mismatch: max abs error 0.5 at [0, 3]");
   mk_bench_results_add(r, &rec);
 }
@@ -67,6 +67,43 @@ MK_TEST(bench, json_round_trip) {
   MK_CHECK(mk_bench_read_json("{not json", &back, &err) == MK_EPARSE);
   mk_buf_free(&b);
   mk_bench_results_free(&back);
+  mk_bench_results_free(&r);
+}
+
+/* Where each problem ran: the host, the GPU that timed the whole program
+ * and each subkernel; kept through a record's JSON and shown in both
+ * reports, and no "ran on" column for records that do not say. */
+MK_TEST(bench, records_say_which_gpu_timed_what) {
+  mk_bench_results r;
+  fixture(&r);
+  mk_buf md, html;
+  mk_buf_init(&md, 0);
+  mk_buf_init(&html, 0);
+  MK_CHECK_INT(mk_bench_write_markdown(&r, &md), ==, 0);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "ran on") == NULL);
+  mk_buf_reset(&md);
+  r.records[0].host = mk_strdup("node7");
+  r.records[0].gpu = mk_strdup("1");
+  r.records[0].subkernels[1].gpu = mk_strdup("0");
+  r.records[1].host = mk_strdup("node8");
+  cJSON *j = mk_bench_record_to_json(&r.records[0]);
+  mk_bench_record back;
+  MK_REQUIRE(mk_bench_record_from_json(j, &back, NULL) == 0);
+  MK_CHECK_STR(back.host, "node7");
+  MK_CHECK_STR(back.gpu, "1");
+  MK_CHECK(back.subkernels[0].gpu == NULL);
+  MK_CHECK_STR(back.subkernels[1].gpu, "0");
+  mk_bench_record_free(&back);
+  cJSON_Delete(j);
+  MK_CHECK_INT(mk_bench_write_markdown(&r, &md), ==, 0);
+  MK_CHECK_INT(mk_bench_write_html(&r, &html), ==, 0);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "| ran on |") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "| node7 GPU 1 |") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "| node8 |") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "ms on GPU 0 (reference") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&html), "<td class=left>node7 GPU 1</td>") != NULL);
+  mk_buf_free(&md);
+  mk_buf_free(&html);
   mk_bench_results_free(&r);
 }
 
