@@ -316,3 +316,65 @@ MK_TEST(bench, untimed_sweep_reports) {
   mk_buf_free(&html);
   mk_bench_results_free(&r);
 }
+
+MK_TEST(bench, slurm_script_quotes_and_directives) {
+  const char *fwd[] = {"--time-budget", "20", "--note", "it's \"odd\" $HOME"};
+  mk_bench_slurm_job job = {.mkevolve = "/opt/mk evolve/mkevolve", .tasks_file = "/shared/out/slurm/tasks.txt",
+                            .outdir = "/shared/out", .partition = "gpu", .time = "01:00:00",
+                            .gpus_per_task = 1, .forward = fwd, .nforward = 4};
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  MK_CHECK_INT(mk_bench_slurm_script(&job, &b), ==, 0);
+  const char *s = mk_buf_cstr(&b);
+  MK_CHECK(strncmp(s, "#!/bin/bash\n", 12) == 0);
+  MK_CHECK(strstr(s, "#SBATCH --partition=gpu\n") != NULL);
+  MK_CHECK(strstr(s, "#SBATCH --time=01:00:00\n") != NULL);
+  MK_CHECK(strstr(s, "#SBATCH --gpus-per-task=1\n") != NULL);
+  MK_CHECK(strstr(s, "#SBATCH --output=/shared/out/slurm/logs/%A_%a.out\n") != NULL);
+  MK_CHECK(strstr(s, "--mem") == NULL && strstr(s, "--cpus-per-task") == NULL);
+  MK_CHECK(strstr(s, "exec '/opt/mk evolve/mkevolve' bench --slurm-task '/shared/out/slurm/tasks.txt' "
+                     "-o '/shared/out' '--time-budget' '20' '--note' 'it'\\''s \"odd\" $HOME'\n") != NULL);
+  mk_buf_free(&b);
+  job.mkevolve = NULL;
+  mk_buf_init(&b, 0);
+  MK_CHECK_INT(mk_bench_slurm_script(&job, &b), ==, MK_EINVAL);
+  mk_buf_free(&b);
+}
+
+MK_TEST(bench, slurm_array_spec) {
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  int all[] = {0, 1, 2, 3};
+  MK_CHECK_INT(mk_bench_slurm_array_spec(all, 4, 2, &b), ==, 0);
+  MK_CHECK_STR(mk_buf_cstr(&b), "0-3%2");
+  mk_buf_reset(&b);
+  int some[] = {1, 4, 5, 6, 9};
+  MK_CHECK_INT(mk_bench_slurm_array_spec(some, 5, 0, &b), ==, 0);
+  MK_CHECK_STR(mk_buf_cstr(&b), "1,4-6,9");
+  mk_buf_reset(&b);
+  MK_CHECK_INT(mk_bench_slurm_array_spec(some, 0, 0, &b), ==, MK_EINVAL);
+  mk_buf_free(&b);
+}
+
+MK_TEST(bench, slurm_task_states) {
+  const char *text =
+      "JobId=2 ArrayJobId=1 ArrayTaskId=0 JobState=COMPLETED Reason=None ExitCode=0:0 NodeList=n1 X=1\n"
+      "JobId=3 ArrayJobId=1 ArrayTaskId=1 JobState=FAILED Reason=NonZeroExitCode ExitCode=0:9 NodeList=n2\n"
+      "JobId=1 ArrayJobId=1 ArrayTaskId=2-5%2 JobState=PENDING Reason=JobArrayTaskLimit NodeList=(null)\n"
+      "JobId=4 ArrayJobId=1 ArrayTaskId=6 JobState=PREEMPTED Reason=None ExitCode=0:15 NodeList=n1\n";
+  mk_bench_slurm_task t[8];
+  MK_CHECK_INT(mk_bench_slurm_parse_states(text, t, 8), ==, 3);
+  MK_CHECK_INT(t[0].task, ==, 0);
+  MK_CHECK_STR(t[0].state, "COMPLETED");
+  MK_CHECK_STR(t[0].node, "n1");
+  MK_CHECK_INT(t[1].task, ==, 1);
+  MK_CHECK_STR(t[1].state, "FAILED");
+  MK_CHECK_STR(t[1].exit_code, "0:9");
+  MK_CHECK_STR(t[1].reason, "NonZeroExitCode");
+  MK_CHECK_INT(t[2].task, ==, 6);
+  MK_CHECK_STR(t[2].state, "PREEMPTED");
+  MK_CHECK_INT(mk_bench_slurm_parse_states(text, t, 1), ==, 1);
+  MK_CHECK(mk_bench_slurm_state_final("FAILED") && mk_bench_slurm_state_final("PREEMPTED"));
+  MK_CHECK(mk_bench_slurm_state_final("COMPLETED") && mk_bench_slurm_state_final("NODE_FAIL"));
+  MK_CHECK(!mk_bench_slurm_state_final("RUNNING") && !mk_bench_slurm_state_final("PENDING"));
+}
