@@ -16,6 +16,7 @@
  * installed kernelbench package) and records whether it agrees; a resumed
  * sweep checks the cached records that have no verdict yet, without
  * evolving them again (docs/bench.md, "Cross-check"). */
+#include "cli_bench_slurm.h"
 #include "cli_common.h"
 #include "mk_bench.h"
 #include "mk_buf.h"
@@ -430,12 +431,55 @@ static int load_all_records(bench_cli *b) {
   return 0;
 }
 
+/* A problem listed for a Slurm sweep that has no record yet: its task is
+ * still queued or running, or ended without writing one. The reports list
+ * it as not correct, so that no problem of a sweep is ever lost. */
+static void add_if_unrecorded(void *data, const char *path) {
+  bench_cli *b = data;
+  int before = b->nprobs;
+  if (add_problem(b, path, 0) || b->nprobs == before) return;
+  const problem *p = &b->probs[b->nprobs - 1];
+  for (int i = 0; i < b->results.nrecords; i++)
+    if (strcmp(b->results.records[i].id, p->id) == 0) return;
+  mk_bench_record rec = {.id = mk_strdup(p->id), .path = mk_strdup(p->path), .level = p->level,
+                         .eager_ms = -1, .compile_ms = -1, .ours_ms = -1, .gpu_fraction = -1,
+                         .error = mk_strdup("no record: its Slurm task has not ended yet, or ended "
+                                            "without writing one (run the --slurm command again to "
+                                            "resubmit it)")};
+  mk_bench_results_add(&b->results, &rec);
+}
+
+/* --report-only (and the end of --slurm --wait): the reports from the
+ * records in DIR/problems, the problems of a Slurm sweep without one, and
+ * the tasks' caches merged into this machine's. */
+static int report_from_records(bench_cli *b, const mk_session_config *cfg, const char *command,
+                               const char *device, const char *note) {
+  int rc = load_all_records(b);
+  int recorded = b->results.nrecords;
+  cli_bench_slurm_each_listed(b->outdir, add_if_unrecorded, b);
+  if (b->results.nrecords > recorded) {
+    fprintf(stderr, "mkevolve bench: %d listed problem%s without a record yet\n", b->results.nrecords - recorded,
+            b->results.nrecords - recorded == 1 ? "" : "s");
+    rc = 0;
+  }
+  cli_bench_slurm_merge_caches(b->outdir, cfg->cache_dir);
+  b->results.command = mk_strdup(command ? command : "(see note)");
+  b->results.device = mk_strdup(device ? device : "unknown");
+  b->results.proposer = mk_strdup(cfg->proposer);
+  b->results.note = note ? mk_strdup(note) : NULL;
+  if (!rc) rc = write_reports(b);
+  mk_bench_results_free(&b->results);
+  return rc ? 1 : 0;
+}
+
 /* The full usage (docs/bench.md): on stdout for --help, on stderr after a
  * usage error. */
 static void usage(FILE *out) {
   fputs("usage: mkevolve bench PATHS... [-o DIR] [--levels 1,2,3] [--limit N] [--gpus N] [--fresh]\n"
         "                      [--kb-crosscheck] [--kb-root DIR] [--kb-trials N] [--kb-tolerance F]\n"
         "                      [session options]\n"
+        "       mkevolve bench PATHS... --slurm [--partition P] [--gpus-per-task N] [--cpus-per-task N]\n"
+        "                      [--array-limit K] [--time T] [--mem M] [--wait] [-o DIR] [...]\n"
         "       mkevolve bench --report-only -o DIR [--device-name NAME] [--command CMD] [--note TEXT]\n"
         "\n"
         "Evolves every KernelBench-format problem in PATHS (files, or folders searched\n"
@@ -455,6 +499,17 @@ static void usage(FILE *out) {
         "  --kb-tolerance F           how far the two speedups may differ (a fraction)\n"
         "  --report-only              rewrite the reports from DIR/problems, run nothing\n"
         "  --device-name, --command, --note   what the rewritten reports say\n"
+        "\n"
+        "On a Slurm cluster (DIR on a file system every node sees; docs/bench.md):\n"
+        "  --slurm                    submit one job-array task per problem (sbatch) instead of\n"
+        "                             running them here; each writes its record to DIR/problems\n"
+        "  --partition P              the partition (default: the cluster's)\n"
+        "  --gpus-per-task N          GPUs per task (default 1; 0 for a CPU sweep)\n"
+        "  --cpus-per-task N          CPUs per task (default: Slurm's)\n"
+        "  --array-limit K            at most K tasks at a time\n"
+        "  --time T, --mem M          each task's limits, in sbatch's format\n"
+        "  --wait                     wait for the array, resubmit tasks that ended without a\n"
+        "                             record once, then write the reports (else: --report-only)\n"
         "\n",
         out);
   mk_cli_print_session_options(out);
@@ -477,6 +532,39 @@ static void free_problems(bench_cli *b) {
   free(b->started);
 }
 
+/* --slurm: the problems without a record (all with --fresh) as one array,
+ * from the output folder's absolute path (every node must see it). */
+static int submit_to_slurm(bench_cli *b, cli_slurm_opts *so, const mk_session_config *cfg,
+                           const char **forward, int nforward) {
+  char outdir[4096];
+  if (realpath(b->outdir, outdir) == NULL) {
+    fprintf(stderr, "mkevolve bench: cannot find %s\n", b->outdir);
+    return 1;
+  }
+  cli_slurm_problem *todo = calloc((size_t)b->nprobs + 1, sizeof *todo);
+  if (todo == NULL) return 1;
+  int n = 0;
+  const char *saved = b->outdir;
+  b->outdir = outdir;
+  for (int i = 0; i < b->nprobs; i++) {
+    mk_bench_record rec;
+    if (!b->fresh && load_record(b, &b->probs[i], &rec)) {
+      mk_bench_record_free(&rec);
+      continue; /* done earlier: a resumed sweep keeps it */
+    }
+    const problem *p = &b->probs[i];
+    todo[n++] = (cli_slurm_problem){.path = p->path, .id = p->id, .slug = p->slug, .level = p->level};
+  }
+  so->job.forward = forward;
+  so->job.nforward = nforward;
+  so->cache_dir = cfg->cache_dir;
+  fprintf(stderr, "mkevolve bench: %d problems, %d to run as Slurm tasks, results in %s\n", b->nprobs, n, outdir);
+  int rc = cli_bench_slurm_submit(outdir, todo, n, so);
+  free(todo);
+  b->outdir = saved;
+  return rc;
+}
+
 int mk_cli_bench(int argc, char **argv) {
   mk_session_config cfg;
   mk_session_config_defaults(&cfg);
@@ -488,18 +576,30 @@ int mk_cli_bench(int argc, char **argv) {
   const char *device_name = NULL, *note = NULL, *command = NULL;
   const char *paths[256];
   int npaths = 0;
+  bool slurm = false;
+  const char *slurm_task = NULL;
+  cli_slurm_opts so = {.job = {.gpus_per_task = 1}};
+  const char **forward = calloc((size_t)argc + 1, sizeof *forward); /* what every Slurm task gets */
+  int nforward = 0;
+  if (forward == NULL) return 1;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int used = mk_cli_session_option(&cfg, a, v);
     if (used < 0) {
       fprintf(stderr, "mkevolve bench: bad value for %s\n", a);
       mk_cli_options_free();
+      free(forward);
       return 2;
     }
     if (used > 0) {
+      /* a task uses the GPUs Slurm gives it (--gpus-per-task), one problem */
+      for (int k = 0; k < used && strcmp(a, "--gpus") != 0; k++) forward[nforward++] = argv[i + k];
       i += used - 1;
       continue;
     }
+    if (strcmp(a, "--fresh") == 0 || strcmp(a, "--kb-crosscheck") == 0) forward[nforward++] = a;
+    else if ((strcmp(a, "--kb-root") == 0 || strcmp(a, "--kb-trials") == 0 || strcmp(a, "--kb-tolerance") == 0) && v)
+      forward[nforward++] = a, forward[nforward++] = v;
     if (mk_cli_is_help(a)) {
       usage(stdout);
       mk_cli_options_free();
@@ -517,27 +617,45 @@ int mk_cli_bench(int argc, char **argv) {
     else if (strcmp(a, "--device-name") == 0 && v) device_name = argv[++i];
     else if (strcmp(a, "--note") == 0 && v) note = argv[++i];
     else if (strcmp(a, "--command") == 0 && v) command = argv[++i];
+    else if (strcmp(a, "--slurm") == 0) slurm = true;
+    else if (strcmp(a, "--slurm-task") == 0 && v) slurm_task = argv[++i];
+    else if (strcmp(a, "--wait") == 0) so.wait = true;
+    else if (strcmp(a, "--partition") == 0 && v) so.job.partition = argv[++i];
+    else if (strcmp(a, "--time") == 0 && v) so.job.time = argv[++i];
+    else if (strcmp(a, "--mem") == 0 && v) so.job.mem = argv[++i];
+    else if (strcmp(a, "--gpus-per-task") == 0 && v) so.job.gpus_per_task = atoi(argv[++i]);
+    else if (strcmp(a, "--cpus-per-task") == 0 && v) so.job.cpus_per_task = atoi(argv[++i]);
+    else if (strcmp(a, "--array-limit") == 0 && v) so.array_limit = atoi(argv[++i]);
     else if (a[0] != '-' && npaths < 256) paths[npaths++] = a;
     else {
       fprintf(stderr, "mkevolve bench: unknown option '%s'\n", a);
       usage(stderr);
       mk_cli_options_free();
+      free(forward);
       return 2;
     }
   }
   if (report_only) {
     /* Regenerates results.json, summary.md and report.html from the records
-     * of an earlier (possibly interrupted or remote) sweep. */
-    int rc = load_all_records(&b);
-    b.results.command = mk_strdup(command ? command : "(see note)");
-    b.results.device = mk_strdup(device_name ? device_name : "unknown");
-    b.results.proposer = mk_strdup(cfg.proposer);
-    b.results.note = note ? mk_strdup(note) : NULL;
-    if (!rc) rc = write_reports(&b);
-    mk_bench_results_free(&b.results);
-    return rc ? 1 : 0;
+     * of an earlier (possibly interrupted, remote or Slurm) sweep. */
+    free(forward);
+    mk_cli_options_free();
+    return report_from_records(&b, &cfg, command, device_name, note);
   }
   b.parallel = cfg.gpus > 0 ? cfg.gpus : 1;
+  char *task_path = NULL;
+  char node_cache[4096] = "";
+  if (slurm_task) {
+    /* One array task: its problem, its record; the reports are the submitter's. */
+    if (cli_bench_slurm_task_problem(slurm_task, &task_path)) return free(forward), mk_cli_options_free(), 1;
+    paths[0] = task_path;
+    npaths = 1;
+    b.parallel = 1;
+    if (cfg.cache_dir == NULL && cli_bench_slurm_node_cache_dir(node_cache, sizeof node_cache) == 0) {
+      cfg.cache_dir = node_cache; /* SQLite on the node's own disk, never on a shared one */
+      cli_bench_slurm_seed_node_cache(b.outdir, node_cache);
+    }
+  }
   if (npaths == 0) {
     usage(stderr);
     mk_cli_options_free();
@@ -561,6 +679,18 @@ int mk_cli_bench(int argc, char **argv) {
   }
   b.started = calloc((size_t)b.nprobs + 1, sizeof *b.started);
   mkdir(b.outdir, 0755);
+  if (slurm) {
+    int rc = submit_to_slurm(&b, &so, &cfg, forward, nforward);
+    char *cmd = joined_command(argc, argv);
+    if (rc == 0 && so.wait)
+      rc = report_from_records(&b, &cfg, cmd, device_name ? device_name : "Slurm job array", note);
+    free(cmd);
+    free(forward);
+    free_problems(&b);
+    mk_cli_options_free();
+    return rc;
+  }
+  free(forward);
   mk_buf sub;
   mk_buf_init(&sub, 8192);
   mk_buf_printf(&sub, "%s/problems", b.outdir);
@@ -595,6 +725,16 @@ int mk_cli_bench(int argc, char **argv) {
   uv_run(&loop, UV_RUN_DEFAULT);
   b.results.device = mk_strdup(mk_session_device(b.session));
   mk_cli_close_session(&loop, b.session);
+  if (slurm_task) {
+    /* The record is written (complete()); the submitter merges the cache. */
+    if (node_cache[0]) cli_bench_slurm_export_node_cache(b.outdir, node_cache);
+    int written = b.results.nrecords;
+    mk_bench_results_free(&b.results);
+    free_problems(&b);
+    free(kb_root);
+    free(task_path);
+    return written ? 0 : 1;
+  }
   int rc = write_reports(&b);
   mk_bench_aggregate a;
   mk_bench_aggregate_of(&b.results, 0, &a);
