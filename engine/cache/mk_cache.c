@@ -403,7 +403,9 @@ int mk_cache_merge(mk_cache *c, const char *path, int64_t *added, mk_errmsg *err
     if (*p == '%' || *p == '?' || *p == '#') mk_buf_printf(&uri, "%%%02X", (unsigned char)*p);
     else mk_buf_putc(&uri, *p);
   }
-  mk_buf_puts(&uri, "?mode=ro");
+  /* immutable: no lock is taken, as files on a shared file system need
+   * (bench --slurm writes them once, then renames them into place) */
+  mk_buf_puts(&uri, "?mode=ro&immutable=1");
   int rc = uri.err ? uri.err : exec_with_text(c, "ATTACH DATABASE ?1 AS other", mk_buf_cstr(&uri), err);
   mk_buf_free(&uri);
   if (rc) return rc;

@@ -95,7 +95,8 @@ int mk_cache_clear(mk_cache *c, const char *kind, mk_errmsg *err);
  * exist): one file, no journal beside it, safe to copy anywhere. */
 int mk_cache_export(mk_cache *c, const char *path, mk_errmsg *err);
 /* Adds every entry of the cache file `path` whose key is missing here;
- * *added (may be NULL) gets how many. The other file is only read. */
+ * *added (may be NULL) gets how many. The other file is only read, as
+ * immutable (no lock): it must not change while it is merged. */
 int mk_cache_merge(mk_cache *c, const char *path, int64_t *added, mk_errmsg *err);
 
 #endif

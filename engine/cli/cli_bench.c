@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define MK_BENCH_MAX_FORWARD 1024 /* arguments of one bench command line */
+
 typedef struct problem {
   char *path;
   char *id;   /* "level2/40_Matmul_Scaling_ResidualAdd" */
@@ -579,16 +581,18 @@ int mk_cli_bench(int argc, char **argv) {
   bool slurm = false;
   const char *slurm_task = NULL;
   cli_slurm_opts so = {.job = {.gpus_per_task = 1}};
-  const char **forward = calloc((size_t)argc + 1, sizeof *forward); /* what every Slurm task gets */
+  const char *forward[MK_BENCH_MAX_FORWARD]; /* what every Slurm task gets */
   int nforward = 0;
-  if (forward == NULL) return 1;
+  if (argc > MK_BENCH_MAX_FORWARD) {
+    fprintf(stderr, "mkevolve bench: more than %d arguments\n", MK_BENCH_MAX_FORWARD);
+    return 2;
+  }
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int used = mk_cli_session_option(&cfg, a, v);
     if (used < 0) {
       fprintf(stderr, "mkevolve bench: bad value for %s\n", a);
       mk_cli_options_free();
-      free(forward);
       return 2;
     }
     if (used > 0) {
@@ -631,14 +635,12 @@ int mk_cli_bench(int argc, char **argv) {
       fprintf(stderr, "mkevolve bench: unknown option '%s'\n", a);
       usage(stderr);
       mk_cli_options_free();
-      free(forward);
       return 2;
     }
   }
   if (report_only) {
     /* Regenerates results.json, summary.md and report.html from the records
      * of an earlier (possibly interrupted, remote or Slurm) sweep. */
-    free(forward);
     mk_cli_options_free();
     return report_from_records(&b, &cfg, command, device_name, note);
   }
@@ -647,7 +649,7 @@ int mk_cli_bench(int argc, char **argv) {
   char node_cache[4096] = "";
   if (slurm_task) {
     /* One array task: its problem, its record; the reports are the submitter's. */
-    if (cli_bench_slurm_task_problem(slurm_task, &task_path)) return free(forward), mk_cli_options_free(), 1;
+    if (cli_bench_slurm_task_problem(slurm_task, &task_path)) return mk_cli_options_free(), 1;
     paths[0] = task_path;
     npaths = 1;
     b.parallel = 1;
@@ -685,12 +687,10 @@ int mk_cli_bench(int argc, char **argv) {
     if (rc == 0 && so.wait)
       rc = report_from_records(&b, &cfg, cmd, device_name ? device_name : "Slurm job array", note);
     free(cmd);
-    free(forward);
     free_problems(&b);
     mk_cli_options_free();
     return rc;
   }
-  free(forward);
   mk_buf sub;
   mk_buf_init(&sub, 8192);
   mk_buf_printf(&sub, "%s/problems", b.outdir);
