@@ -433,6 +433,16 @@ static int load_all_records(bench_cli *b) {
   return 0;
 }
 
+static void free_problems(bench_cli *b) {
+  for (int i = 0; i < b->nprobs; i++) {
+    free(b->probs[i].path);
+    free(b->probs[i].id);
+    free(b->probs[i].slug);
+  }
+  free(b->probs);
+  free(b->started);
+}
+
 /* A problem listed for a Slurm sweep that has no record yet: its task is
  * still queued or running, or ended without writing one. The reports list
  * it as not correct, so that no problem of a sweep is ever lost. */
@@ -471,6 +481,7 @@ static int report_from_records(bench_cli *b, const mk_session_config *cfg, const
   b->results.note = note ? mk_strdup(note) : NULL;
   if (!rc) rc = write_reports(b);
   mk_bench_results_free(&b->results);
+  free_problems(b); /* the listed ones */
   return rc ? 1 : 0;
 }
 
@@ -524,15 +535,6 @@ static unsigned parse_levels(const char *v) {
   return mask;
 }
 
-static void free_problems(bench_cli *b) {
-  for (int i = 0; i < b->nprobs; i++) {
-    free(b->probs[i].path);
-    free(b->probs[i].id);
-    free(b->probs[i].slug);
-  }
-  free(b->probs);
-  free(b->started);
-}
 
 /* --slurm: the problems without a record (all with --fresh) as one array,
  * from the output folder's absolute path (every node must see it). */
