@@ -433,6 +433,7 @@ static int load_all_records(bench_cli *b) {
   return 0;
 }
 
+/* Frees the problem list; b has none afterwards (it may be called twice). */
 static void free_problems(bench_cli *b) {
   for (int i = 0; i < b->nprobs; i++) {
     free(b->probs[i].path);
@@ -441,6 +442,9 @@ static void free_problems(bench_cli *b) {
   }
   free(b->probs);
   free(b->started);
+  b->probs = NULL;
+  b->started = NULL;
+  b->nprobs = b->cap = 0;
 }
 
 /* A problem listed for a Slurm sweep that has no record yet: its task is
