@@ -6,6 +6,8 @@
  * know, and, like every sweep, what each subkernel became. */
 #include "mk_bench.h"
 
+#include <stdio.h>
+
 #include <math.h>
 #include <string.h>
 
@@ -34,6 +36,21 @@ static bool replaced(const mk_bench_subkernel *sk) {
   return sk->origin && strcmp(sk->origin, "reference") != 0;
 }
 
+/* Whether any record says where it ran (older records do not): only then
+ * do the tables get a "ran on" column. */
+static bool any_where(const mk_bench_results *r) {
+  for (int i = 0; i < r->nrecords; i++)
+    if (r->records[i].host || r->records[i].gpu) return true;
+  return false;
+}
+
+/* "node3 GPU 1", "node3", "GPU 1" or "": where the record's problem ran and
+ * which GPU timed the whole program. */
+static void where_of(const mk_bench_record *rec, char *out, size_t n) {
+  snprintf(out, n, "%s%s%s%s", rec->host ? rec->host : "", rec->host && rec->gpu ? " " : "",
+           rec->gpu ? "GPU " : "", rec->gpu ? rec->gpu : "");
+}
+
 static void md_subkernels(mk_buf *b, const mk_bench_results *r) {
   mk_buf_puts(b, "\n## What each subkernel became\n\n| problem | subkernel | became | why / time |\n"
                  "|---|---|---|---|\n");
@@ -44,7 +61,9 @@ static void md_subkernels(mk_buf *b, const mk_bench_results *r) {
       mk_buf_printf(b, "| %s | %s | ", rec->id, or_dash(sk->name));
       if (replaced(sk)) mk_buf_printf(b, "%s (%s) |", or_dash(sk->variant), sk->origin);
       else mk_buf_puts(b, "PyTorch reference |");
-      if (sk->ours_ms >= 0) mk_buf_printf(b, " %.3f ms (reference %.3f ms) |\n", sk->ours_ms, sk->ref_ms);
+      if (sk->ours_ms >= 0)
+        mk_buf_printf(b, " %.3f ms%s%s (reference %.3f ms) |\n", sk->ours_ms, sk->gpu ? " on GPU " : "",
+                      sk->gpu ? sk->gpu : "", sk->ref_ms);
       else mk_buf_printf(b, " %s |\n", replaced(sk) ? "verified" : or_dash(sk->reason));
     }
   }
@@ -136,11 +155,13 @@ int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
   mk_buf_printf(b, "\nWall time: %.0f s.\n", a.wall_s);
   bool kb = a.kb_checked > 0;
   if (kb) md_kbcheck(b, r, &a);
+  bool where = any_where(r);
   mk_buf_puts(b, "\n## Per problem\n\n");
   mk_buf_printf(b, "| problem | correct | eager ms | compile ms | ours ms | vs eager | vs compile | "
-                   "%% of limit | subkernels (replaced) | wall s | note |%s\n"
-                   "|---|---|---|---|---|---|---|---|---|---|---|%s\n",
-                kb ? " KernelBench |" : "", kb ? "---|" : "");
+                   "%% of limit | subkernels (replaced) | wall s | note |%s%s\n"
+                   "|---|---|---|---|---|---|---|---|---|---|---|%s%s\n",
+                kb ? " KernelBench |" : "", where ? " ran on |" : "", kb ? "---|" : "",
+                where ? "---|" : "");
   for (int i = 0; i < r->nrecords; i++) {
     const mk_bench_record *rec = &r->records[i];
     int nreplaced = 0;
@@ -157,6 +178,9 @@ int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
                   rec->error ? rec->error : "", rec->error && rec->note ? "; " : "",
                   rec->note ? rec->note : "");
     if (kb) mk_buf_printf(b, " %s |", kb_cell(rec->kb.status));
+    char at[256];
+    where_of(rec, at, sizeof at);
+    if (where) mk_buf_printf(b, " %s |", at);
     mk_buf_putc(b, '\n');
   }
   md_subkernels(b, r);
@@ -289,9 +313,11 @@ static void svg_subkernels(mk_buf *b, const mk_bench_results *r) {
 }
 
 static void html_table(mk_buf *b, const mk_bench_results *r, bool kb) {
+  bool where = any_where(r);
   mk_buf_printf(b, "<table><tr><th>problem</th><th>correct</th><th>eager ms</th><th>compile ms</th>"
                    "<th>ours ms</th><th>vs eager</th><th>vs compile</th><th>%% of limit</th><th>subkernels</th>"
-                   "<th>wall s</th>%s</tr>", kb ? "<th>KernelBench</th>" : "");
+                   "<th>wall s</th>%s%s</tr>", kb ? "<th>KernelBench</th>" : "",
+                where ? "<th class=left>ran on</th>" : "");
   for (int i = 0; i < r->nrecords; i++) {
     const mk_bench_record *rec = &r->records[i];
     mk_buf_puts(b, "<tr><td>");
@@ -315,13 +341,20 @@ static void html_table(mk_buf *b, const mk_bench_results *r, bool kb) {
       bool bad = rec->kb.status == MK_BENCH_KB_DISAGREE;
       mk_buf_printf(b, "<td%s>%s</td>", bad ? " class=bad" : "", bad ? "disagrees" : cell);
     }
+    if (where) {
+      char at[256];
+      where_of(rec, at, sizeof at);
+      mk_buf_puts(b, "<td class=left>");
+      html_text(b, at);
+      mk_buf_puts(b, "</td>");
+    }
     mk_buf_puts(b, "</tr>");
     /* Failures in red; how a problem ran (a reduced batch) is not one. */
     const char *notes[3] = {rec->error, rec->kb.status == MK_BENCH_KB_DISAGREE ? rec->kb.reason : NULL,
                             rec->note};
     for (int k = 0; k < 3; k++) {
       if (notes[k] == NULL) continue;
-      mk_buf_printf(b, "<tr><td colspan=%d class=%s>%s", kb ? 11 : 10, k == 2 ? "note" : "bad",
+      mk_buf_printf(b, "<tr><td colspan=%d class=%s>%s", 10 + kb + where, k == 2 ? "note" : "bad",
                     k == 1 ? "KernelBench: " : k == 2 ? "note: " : "");
       html_text(b, notes[k]);
       mk_buf_puts(b, "</td></tr>");

@@ -88,6 +88,8 @@ cJSON *mk_bench_record_to_json(const mk_bench_record *rec) {
   cJSON_AddNumberToObject(o, "wall_s", rec->wall_s);
   add_ms(o, "gpu_fraction", rec->gpu_fraction);
   add_str(o, "modelnew", rec->modelnew);
+  add_str(o, "host", rec->host);
+  add_str(o, "gpu", rec->gpu);
   cJSON_AddItemToObject(o, "kernelbench_check", mk_bench_kbcheck_to_json(&rec->kb));
   cJSON *sks = cJSON_AddArrayToObject(o, "subkernels");
   for (int i = 0; i < rec->nsubkernels; i++) {
@@ -99,6 +101,7 @@ cJSON *mk_bench_record_to_json(const mk_bench_record *rec) {
     add_ms(j, "ref_ms", s->ref_ms);
     add_ms(j, "ours_ms", s->ours_ms);
     add_str(j, "reason", s->reason);
+    add_str(j, "gpu", s->gpu);
     cJSON_AddItemToArray(sks, j);
   }
   return o;
@@ -139,6 +142,8 @@ int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg
   out->wall_s = get_num(json, "wall_s", 0);
   out->gpu_fraction = get_num(json, "gpu_fraction", -1);
   out->modelnew = get_str(json, "modelnew");
+  out->host = get_str(json, "host");
+  out->gpu = get_str(json, "gpu");
   mk_bench_kbcheck_from_json(cJSON_GetObjectItemCaseSensitive(json, "kernelbench_check"), &out->kb);
   const cJSON *sks = cJSON_GetObjectItemCaseSensitive(json, "subkernels");
   int n = cJSON_IsArray(sks) ? cJSON_GetArraySize(sks) : 0;
@@ -154,6 +159,7 @@ int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg
       s->ref_ms = get_num(j, "ref_ms", -1);
       s->ours_ms = get_num(j, "ours_ms", -1);
       s->reason = get_str(j, "reason");
+      s->gpu = get_str(j, "gpu");
     }
   }
   return 0;
@@ -169,9 +175,12 @@ void mk_bench_record_free(mk_bench_record *rec) {
     free(rec->subkernels[i].variant);
     free(rec->subkernels[i].origin);
     free(rec->subkernels[i].reason);
+    free(rec->subkernels[i].gpu);
   }
   free(rec->subkernels);
   free(rec->modelnew);
+  free(rec->host);
+  free(rec->gpu);
   mk_bench_kbcheck_free(&rec->kb);
   memset(rec, 0, sizeof *rec);
 }

@@ -25,6 +25,7 @@ typedef struct mk_bench_subkernel {
   double ref_ms;    /* reference time of this subkernel, < 0 unknown */
   double ours_ms;   /* chosen variant's time, < 0 unknown */
   char *reason;     /* why it stayed the PyTorch reference (the session's summary), or NULL */
+  char *gpu;        /* the GPU (CUDA_VISIBLE_DEVICES ordinal) that timed ours_ms, or NULL */
 } mk_bench_subkernel;
 
 /* The cross-check of a record's ModelNew with KernelBench's own evaluation
@@ -61,6 +62,9 @@ typedef struct mk_bench_record {
   double gpu_fraction; /* achieved fraction of the device's roofline, < 0 unknown */
   mk_bench_subkernel *subkernels; int nsubkernels;
   char *modelnew;      /* the emitted ModelNew, relative to the output folder, or NULL */
+  char *host;          /* the machine that evolved it (a Slurm node, ...), or NULL */
+  char *gpu;           /* the GPU (its CUDA_VISIBLE_DEVICES ordinal on `host`) that timed the
+                          whole program, or NULL (CPU, cached, unknown) */
   mk_bench_kbcheck kb; /* cross-check with KernelBench's evaluation */
 } mk_bench_record;
 
@@ -123,5 +127,46 @@ int mk_bench_write_html(const mk_bench_results *r, mk_buf *out);
 
 /* Reads a results.json back (for report regeneration). */
 int mk_bench_read_json(const char *text, mk_bench_results *out, mk_errmsg *err);
+
+/* ---- sweeps on a Slurm cluster (bench_slurm.c; docs/bench.md, "Slurm") ----
+ * One job array, one task per problem: task i runs
+ * `mkevolve bench --slurm-task TASKS -o DIR ...`, which evolves line i
+ * (0-based) of TASKS and writes its record into DIR/problems/ as a resumed
+ * sweep does. */
+typedef struct mk_bench_slurm_job {
+  const char *mkevolve;    /* absolute path of the binary the tasks run */
+  const char *tasks_file;  /* absolute: one problem path per line */
+  const char *outdir;      /* absolute, shared by every node */
+  const char *job_name;    /* NULL: "mkevolve-bench" */
+  const char *partition;   /* NULL: the cluster's default */
+  const char *time;        /* per task, sbatch's --time format; NULL: the partition's */
+  const char *mem;         /* sbatch --mem; NULL: the partition's */
+  int gpus_per_task;       /* 0: none (a CPU sweep) */
+  int cpus_per_task;       /* 0: Slurm's default */
+  const char *const *forward; int nforward; /* more arguments for every task (session options) */
+} mk_bench_slurm_job;
+
+/* The batch script (#SBATCH directives for what job sets, then the task's
+ * command line, every argument shell-quoted), appended to out. */
+int mk_bench_slurm_script(const mk_bench_slurm_job *job, mk_buf *out);
+/* sbatch's --array value for these ascending task indices: "0-3,7", with
+ * "%limit" (tasks at a time) when limit > 0. MK_EINVAL when n <= 0. */
+int mk_bench_slurm_array_spec(const int *indices, int n, int limit, mk_buf *out);
+/* `s` in single quotes for a POSIX shell, appended to out. */
+void mk_bench_shell_quote(const char *s, mk_buf *out);
+
+/* One array task as `scontrol show job -o JOBID` describes it. */
+typedef struct mk_bench_slurm_task {
+  int task;            /* ArrayTaskId */
+  char state[32];      /* JobState: COMPLETED, FAILED, PREEMPTED, NODE_FAIL, CANCELLED, ... */
+  char node[128];      /* NodeList */
+  char exit_code[16];  /* ExitCode "0:9" (status:signal) */
+  char reason[64];     /* Reason */
+} mk_bench_slurm_task;
+/* Fills tasks[] from scontrol's one-line-per-task text; returns how many
+ * (lines for tasks not started yet, "ArrayTaskId=3-7%2", are skipped). */
+int mk_bench_slurm_parse_states(const char *text, mk_bench_slurm_task *tasks, int max);
+/* Whether a task in `state` has ended (for good, not requeued). */
+bool mk_bench_slurm_state_final(const char *state);
 
 #endif

@@ -264,7 +264,8 @@ int mk_cache_open(const char *path, int busy_timeout_ms, mk_cache **out, mk_errm
     return rc;
   }
   int rc = sqlite3_open_v2(c->path, &c->db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+                               SQLITE_OPEN_URI /* mk_cache_merge attaches read-only */, NULL);
   if (rc != SQLITE_OK) {
     rc = c->db ? db_error(c, err, "cannot be opened")
                : mk_errf(err, MK_ENOMEM, "cannot open the cache %s", c->path);
@@ -387,6 +388,33 @@ int mk_cache_delete(mk_cache *c, const char *key, mk_errmsg *err) {
 int mk_cache_clear(mk_cache *c, const char *kind, mk_errmsg *err) {
   return kind ? exec_with_text(c, "DELETE FROM entries WHERE kind = ?1", kind, err)
               : exec_with_text(c, "DELETE FROM entries", NULL, err);
+}
+
+int mk_cache_export(mk_cache *c, const char *path, mk_errmsg *err) {
+  return exec_with_text(c, "VACUUM INTO ?1", path, err);
+}
+
+int mk_cache_merge(mk_cache *c, const char *path, int64_t *added, mk_errmsg *err) {
+  if (added) *added = 0;
+  mk_buf uri;
+  mk_buf_init(&uri, 8192);
+  mk_buf_puts(&uri, "file:");
+  for (const char *p = path; *p; p++) { /* a URI, so that it opens read-only */
+    if (*p == '%' || *p == '?' || *p == '#') mk_buf_printf(&uri, "%%%02X", (unsigned char)*p);
+    else mk_buf_putc(&uri, *p);
+  }
+  /* immutable: no lock is taken, as files on a shared file system need
+   * (bench --slurm writes them once, then renames them into place) */
+  mk_buf_puts(&uri, "?mode=ro&immutable=1");
+  int rc = uri.err ? uri.err : exec_with_text(c, "ATTACH DATABASE ?1 AS other", mk_buf_cstr(&uri), err);
+  mk_buf_free(&uri);
+  if (rc) return rc;
+  int before = sqlite3_total_changes(c->db);
+  rc = exec_with_text(c, "INSERT OR IGNORE INTO main.entries(key, kind, value, created) "
+                         "SELECT key, kind, value, created FROM other.entries", NULL, err);
+  if (!rc && added) *added = sqlite3_total_changes(c->db) - before;
+  sqlite3_exec(c->db, "DETACH DATABASE other", NULL, NULL, NULL);
+  return rc;
 }
 
 int64_t mk_cache_count(mk_cache *c, const char *kind) {

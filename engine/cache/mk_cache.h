@@ -87,4 +87,16 @@ int64_t mk_cache_count(mk_cache *c, const char *kind);
 /* Removes entries of `kind` (NULL: all). */
 int mk_cache_clear(mk_cache *c, const char *kind, mk_errmsg *err);
 
+/* ---- caches of several machines (bench --slurm; docs/bench.md) ----
+ * A key is the digest of everything its value depends on, so two caches
+ * merge by key: an entry already present stays (an equal key means the same
+ * computation), a missing one is added. */
+/* Writes a self-contained copy of the cache to `path` (which must not
+ * exist): one file, no journal beside it, safe to copy anywhere. */
+int mk_cache_export(mk_cache *c, const char *path, mk_errmsg *err);
+/* Adds every entry of the cache file `path` whose key is missing here;
+ * *added (may be NULL) gets how many. The other file is only read, as
+ * immutable (no lock): it must not change while it is merged. */
+int mk_cache_merge(mk_cache *c, const char *path, int64_t *added, mk_errmsg *err);
+
 #endif

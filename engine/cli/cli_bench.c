@@ -16,6 +16,7 @@
  * installed kernelbench package) and records whether it agrees; a resumed
  * sweep checks the cached records that have no verdict yet, without
  * evolving them again (docs/bench.md, "Cross-check"). */
+#include "cli_bench_slurm.h"
 #include "cli_common.h"
 #include "mk_bench.h"
 #include "mk_buf.h"
@@ -28,6 +29,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#define MK_BENCH_MAX_FORWARD 1024 /* arguments of one bench command line */
 
 typedef struct problem {
   char *path;
@@ -201,7 +204,10 @@ static void fill_record(mk_bench_record *rec, const problem *p, int status,
                            .correct = status == 0, .eager_ms = -1, .compile_ms = -1, .ours_ms = -1,
                            .wall_s = wall, .gpu_fraction = -1};
   if (error) rec->error = mk_strdup(error);
+  char host[256];
+  if (gethostname(host, sizeof host) == 0 && (host[sizeof host - 1] = '\0', host[0])) rec->host = mk_strdup(host);
   if (m == NULL) return;
+  if (m->gpu && *m->gpu) rec->gpu = mk_strdup(m->gpu);
   rec->eager_ms = m->eager_ms;
   rec->compile_ms = m->compile_ms;
   rec->ours_ms = m->ours_ms;
@@ -218,18 +224,19 @@ static void fill_record(mk_bench_record *rec, const problem *p, int status,
     rec->subkernels[i] = (mk_bench_subkernel){
         .name = mk_strdup(sk->name), .variant = mk_strdup(v->name), .origin = mk_strdup(v->origin),
         .ref_ms = sk->nvariants ? sk->variants[0].time_ms : -1, .ours_ms = v->time_ms,
-        .reason = sk->chosen == 0 && sk->summary ? mk_strdup(sk->summary) : NULL};
+        .reason = sk->chosen == 0 && sk->summary ? mk_strdup(sk->summary) : NULL,
+        .gpu = v->gpu && *v->gpu ? mk_strdup(v->gpu) : NULL};
   }
 }
 
 static void start_next(bench_cli *b);
 
-static void show_progress(bench_cli *b, const problem *p, int status) {
+static void show_progress(bench_cli *b, const problem *p, int status, const char *gpu) {
   double el = now_s() - b->t0;
   int finished = b->done;
   double eta = finished ? el / finished * (b->nprobs - finished) : 0;
-  fprintf(stderr, "[%d/%d] %-55.55s %s  elapsed %.0fs  eta %.0fs\n", finished, b->nprobs, p->id,
-          status == 0 ? "ok" : "FAILED", el, eta);
+  fprintf(stderr, "[%d/%d] %-55.55s %s%s%s  elapsed %.0fs  eta %.0fs\n", finished, b->nprobs, p->id,
+          status == 0 ? "ok" : "FAILED", gpu ? ", timed on GPU " : "", gpu ? gpu : "", el, eta);
 }
 
 typedef struct job {
@@ -246,7 +253,7 @@ static void complete(job *j) {
   save_record(b, p, &j->rec);
   b->running--;
   b->done++;
-  show_progress(b, p, j->status);
+  show_progress(b, p, j->status, j->rec.gpu);
   const mk_bench_kbcheck *kb = &j->rec.kb;
   if (kb->status != MK_BENCH_KB_NOT_RUN)
     fprintf(stderr, "      KernelBench cross-check: %s%s%s\n", mk_bench_kb_status_name(kb->status),
@@ -426,12 +433,70 @@ static int load_all_records(bench_cli *b) {
   return 0;
 }
 
+/* Frees the problem list; b has none afterwards (it may be called twice). */
+static void free_problems(bench_cli *b) {
+  for (int i = 0; i < b->nprobs; i++) {
+    free(b->probs[i].path);
+    free(b->probs[i].id);
+    free(b->probs[i].slug);
+  }
+  free(b->probs);
+  free(b->started);
+  b->probs = NULL;
+  b->started = NULL;
+  b->nprobs = b->cap = 0;
+}
+
+/* A problem listed for a Slurm sweep that has no record yet: its task is
+ * still queued or running, or ended without writing one. The reports list
+ * it as not correct, so that no problem of a sweep is ever lost. */
+static void add_if_unrecorded(void *data, const char *path) {
+  bench_cli *b = data;
+  int before = b->nprobs;
+  if (add_problem(b, path, 0) || b->nprobs == before) return;
+  const problem *p = &b->probs[b->nprobs - 1];
+  for (int i = 0; i < b->results.nrecords; i++)
+    if (strcmp(b->results.records[i].id, p->id) == 0) return;
+  mk_bench_record rec = {.id = mk_strdup(p->id), .path = mk_strdup(p->path), .level = p->level,
+                         .eager_ms = -1, .compile_ms = -1, .ours_ms = -1, .gpu_fraction = -1,
+                         .error = mk_strdup("no record: its Slurm task has not ended yet, or ended "
+                                            "without writing one (run the --slurm command again to "
+                                            "resubmit it)")};
+  mk_bench_results_add(&b->results, &rec);
+}
+
+/* --report-only (and the end of --slurm --wait): the reports from the
+ * records in DIR/problems, the problems of a Slurm sweep without one, and
+ * the tasks' caches merged into this machine's. */
+static int report_from_records(bench_cli *b, const mk_session_config *cfg, const char *command,
+                               const char *device, const char *note) {
+  int rc = load_all_records(b);
+  int recorded = b->results.nrecords;
+  cli_bench_slurm_each_listed(b->outdir, add_if_unrecorded, b);
+  if (b->results.nrecords > recorded) {
+    fprintf(stderr, "mkevolve bench: %d listed problem%s without a record yet\n", b->results.nrecords - recorded,
+            b->results.nrecords - recorded == 1 ? "" : "s");
+    rc = 0;
+  }
+  cli_bench_slurm_merge_caches(b->outdir, cfg->cache_dir);
+  b->results.command = mk_strdup(command ? command : "(see note)");
+  b->results.device = mk_strdup(device ? device : "unknown");
+  b->results.proposer = mk_strdup(cfg->proposer);
+  b->results.note = note ? mk_strdup(note) : NULL;
+  if (!rc) rc = write_reports(b);
+  mk_bench_results_free(&b->results);
+  free_problems(b); /* the listed ones */
+  return rc ? 1 : 0;
+}
+
 /* The full usage (docs/bench.md): on stdout for --help, on stderr after a
  * usage error. */
 static void usage(FILE *out) {
   fputs("usage: mkevolve bench PATHS... [-o DIR] [--levels 1,2,3] [--limit N] [--gpus N] [--fresh]\n"
         "                      [--kb-crosscheck] [--kb-root DIR] [--kb-trials N] [--kb-tolerance F]\n"
         "                      [session options]\n"
+        "       mkevolve bench PATHS... --slurm [--partition P] [--gpus-per-task N] [--cpus-per-task N]\n"
+        "                      [--array-limit K] [--time T] [--mem M] [--wait] [-o DIR] [...]\n"
         "       mkevolve bench --report-only -o DIR [--device-name NAME] [--command CMD] [--note TEXT]\n"
         "\n"
         "Evolves every KernelBench-format problem in PATHS (files, or folders searched\n"
@@ -442,7 +507,8 @@ static void usage(FILE *out) {
         "                             per finished problem, DIR/modelnew/ its ModelNew\n"
         "  --levels 1,2,3             only problems of these levels\n"
         "  --limit N                  the first N problems (level, then number order)\n"
-        "  --gpus N                   problems evolved at a time\n"
+        "  --gpus N                   N GPUs, one worker each, and N problems at a time\n"
+        "                             (a session option, below)\n"
         "  --fresh                    run every problem again (default: resume from DIR/problems)\n"
         "  --kb-crosscheck            check every ModelNew with KernelBench's own evaluation\n"
         "  --kb-root DIR              the KernelBench checkout to use (implies --kb-crosscheck)\n"
@@ -450,6 +516,17 @@ static void usage(FILE *out) {
         "  --kb-tolerance F           how far the two speedups may differ (a fraction)\n"
         "  --report-only              rewrite the reports from DIR/problems, run nothing\n"
         "  --device-name, --command, --note   what the rewritten reports say\n"
+        "\n"
+        "On a Slurm cluster (DIR on a file system every node sees; docs/bench.md):\n"
+        "  --slurm                    submit one job-array task per problem (sbatch) instead of\n"
+        "                             running them here; each writes its record to DIR/problems\n"
+        "  --partition P              the partition (default: the cluster's)\n"
+        "  --gpus-per-task N          GPUs per task (default 1; 0 for a CPU sweep)\n"
+        "  --cpus-per-task N          CPUs per task (default: Slurm's)\n"
+        "  --array-limit K            at most K tasks at a time\n"
+        "  --time T, --mem M          each task's limits, in sbatch's format\n"
+        "  --wait                     wait for the array, resubmit tasks that ended without a\n"
+        "                             record once, then write the reports (else: --report-only)\n"
         "\n",
         out);
   mk_cli_print_session_options(out);
@@ -462,14 +539,38 @@ static unsigned parse_levels(const char *v) {
   return mask;
 }
 
-static void free_problems(bench_cli *b) {
-  for (int i = 0; i < b->nprobs; i++) {
-    free(b->probs[i].path);
-    free(b->probs[i].id);
-    free(b->probs[i].slug);
+
+/* --slurm: the problems without a record (all with --fresh) as one array,
+ * from the output folder's absolute path (every node must see it). */
+static int submit_to_slurm(bench_cli *b, cli_slurm_opts *so, const mk_session_config *cfg,
+                           const char **forward, int nforward) {
+  char outdir[4096];
+  if (realpath(b->outdir, outdir) == NULL) {
+    fprintf(stderr, "mkevolve bench: cannot find %s\n", b->outdir);
+    return 1;
   }
-  free(b->probs);
-  free(b->started);
+  cli_slurm_problem *todo = calloc((size_t)b->nprobs + 1, sizeof *todo);
+  if (todo == NULL) return 1;
+  int n = 0;
+  const char *saved = b->outdir;
+  b->outdir = outdir;
+  for (int i = 0; i < b->nprobs; i++) {
+    mk_bench_record rec;
+    if (!b->fresh && load_record(b, &b->probs[i], &rec)) {
+      mk_bench_record_free(&rec);
+      continue; /* done earlier: a resumed sweep keeps it */
+    }
+    const problem *p = &b->probs[i];
+    todo[n++] = (cli_slurm_problem){.path = p->path, .id = p->id, .slug = p->slug, .level = p->level};
+  }
+  so->job.forward = forward;
+  so->job.nforward = nforward;
+  so->cache_dir = cfg->cache_dir;
+  fprintf(stderr, "mkevolve bench: %d problems, %d to run as Slurm tasks, results in %s\n", b->nprobs, n, outdir);
+  int rc = cli_bench_slurm_submit(outdir, todo, n, so);
+  free(todo);
+  b->outdir = saved;
+  return rc;
 }
 
 int mk_cli_bench(int argc, char **argv) {
@@ -483,6 +584,15 @@ int mk_cli_bench(int argc, char **argv) {
   const char *device_name = NULL, *note = NULL, *command = NULL;
   const char *paths[256];
   int npaths = 0;
+  bool slurm = false;
+  const char *slurm_task = NULL;
+  cli_slurm_opts so = {.job = {.gpus_per_task = 1}};
+  const char *forward[MK_BENCH_MAX_FORWARD]; /* what every Slurm task gets */
+  int nforward = 0;
+  if (argc > MK_BENCH_MAX_FORWARD) {
+    fprintf(stderr, "mkevolve bench: more than %d arguments\n", MK_BENCH_MAX_FORWARD);
+    return 2;
+  }
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int used = mk_cli_session_option(&cfg, a, v);
@@ -492,9 +602,14 @@ int mk_cli_bench(int argc, char **argv) {
       return 2;
     }
     if (used > 0) {
+      /* a task uses the GPUs Slurm gives it (--gpus-per-task), one problem */
+      for (int k = 0; k < used && strcmp(a, "--gpus") != 0; k++) forward[nforward++] = argv[i + k];
       i += used - 1;
       continue;
     }
+    if (strcmp(a, "--fresh") == 0 || strcmp(a, "--kb-crosscheck") == 0) forward[nforward++] = a;
+    else if ((strcmp(a, "--kb-root") == 0 || strcmp(a, "--kb-trials") == 0 || strcmp(a, "--kb-tolerance") == 0) && v)
+      forward[nforward++] = a, forward[nforward++] = v;
     if (mk_cli_is_help(a)) {
       usage(stdout);
       mk_cli_options_free();
@@ -503,7 +618,6 @@ int mk_cli_bench(int argc, char **argv) {
     if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && v) b.outdir = argv[++i];
     else if (strcmp(a, "--levels") == 0 && v) levels = parse_levels(argv[++i]);
     else if (strcmp(a, "--limit") == 0 && v) limit = atoi(argv[++i]);
-    else if (strcmp(a, "--gpus") == 0 && v) b.parallel = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
     else if (strcmp(a, "--fresh") == 0) b.fresh = true;
     else if (strcmp(a, "--kb-crosscheck") == 0) b.kb = true;
     else if (strcmp(a, "--kb-root") == 0 && v) b.kb = true, b.kbopts.root = argv[++i];
@@ -513,6 +627,15 @@ int mk_cli_bench(int argc, char **argv) {
     else if (strcmp(a, "--device-name") == 0 && v) device_name = argv[++i];
     else if (strcmp(a, "--note") == 0 && v) note = argv[++i];
     else if (strcmp(a, "--command") == 0 && v) command = argv[++i];
+    else if (strcmp(a, "--slurm") == 0) slurm = true;
+    else if (strcmp(a, "--slurm-task") == 0 && v) slurm_task = argv[++i];
+    else if (strcmp(a, "--wait") == 0) so.wait = true;
+    else if (strcmp(a, "--partition") == 0 && v) so.job.partition = argv[++i];
+    else if (strcmp(a, "--time") == 0 && v) so.job.time = argv[++i];
+    else if (strcmp(a, "--mem") == 0 && v) so.job.mem = argv[++i];
+    else if (strcmp(a, "--gpus-per-task") == 0 && v) so.job.gpus_per_task = atoi(argv[++i]);
+    else if (strcmp(a, "--cpus-per-task") == 0 && v) so.job.cpus_per_task = atoi(argv[++i]);
+    else if (strcmp(a, "--array-limit") == 0 && v) so.array_limit = atoi(argv[++i]);
     else if (a[0] != '-' && npaths < 256) paths[npaths++] = a;
     else {
       fprintf(stderr, "mkevolve bench: unknown option '%s'\n", a);
@@ -523,15 +646,23 @@ int mk_cli_bench(int argc, char **argv) {
   }
   if (report_only) {
     /* Regenerates results.json, summary.md and report.html from the records
-     * of an earlier (possibly interrupted or remote) sweep. */
-    int rc = load_all_records(&b);
-    b.results.command = mk_strdup(command ? command : "(see note)");
-    b.results.device = mk_strdup(device_name ? device_name : "unknown");
-    b.results.proposer = mk_strdup(cfg.proposer);
-    b.results.note = note ? mk_strdup(note) : NULL;
-    if (!rc) rc = write_reports(&b);
-    mk_bench_results_free(&b.results);
-    return rc ? 1 : 0;
+     * of an earlier (possibly interrupted, remote or Slurm) sweep. */
+    mk_cli_options_free();
+    return report_from_records(&b, &cfg, command, device_name, note);
+  }
+  b.parallel = cfg.gpus > 0 ? cfg.gpus : 1;
+  char *task_path = NULL;
+  char node_cache[4096] = "";
+  if (slurm_task) {
+    /* One array task: its problem, its record; the reports are the submitter's. */
+    if (cli_bench_slurm_task_problem(slurm_task, &task_path)) return mk_cli_options_free(), 1;
+    paths[0] = task_path;
+    npaths = 1;
+    b.parallel = 1;
+    if (cfg.cache_dir == NULL && cli_bench_slurm_node_cache_dir(node_cache, sizeof node_cache) == 0) {
+      cfg.cache_dir = node_cache; /* SQLite on the node's own disk, never on a shared one */
+      cli_bench_slurm_seed_node_cache(b.outdir, node_cache);
+    }
   }
   if (npaths == 0) {
     usage(stderr);
@@ -556,6 +687,16 @@ int mk_cli_bench(int argc, char **argv) {
   }
   b.started = calloc((size_t)b.nprobs + 1, sizeof *b.started);
   mkdir(b.outdir, 0755);
+  if (slurm) {
+    int rc = submit_to_slurm(&b, &so, &cfg, forward, nforward);
+    char *cmd = joined_command(argc, argv);
+    if (rc == 0 && so.wait)
+      rc = report_from_records(&b, &cfg, cmd, device_name ? device_name : "Slurm job array", note);
+    free(cmd);
+    free_problems(&b);
+    mk_cli_options_free();
+    return rc;
+  }
   mk_buf sub;
   mk_buf_init(&sub, 8192);
   mk_buf_printf(&sub, "%s/problems", b.outdir);
@@ -590,6 +731,16 @@ int mk_cli_bench(int argc, char **argv) {
   uv_run(&loop, UV_RUN_DEFAULT);
   b.results.device = mk_strdup(mk_session_device(b.session));
   mk_cli_close_session(&loop, b.session);
+  if (slurm_task) {
+    /* The record is written (complete()); the submitter merges the cache. */
+    if (node_cache[0]) cli_bench_slurm_export_node_cache(b.outdir, node_cache);
+    int written = b.results.nrecords;
+    mk_bench_results_free(&b.results);
+    free_problems(&b);
+    free(kb_root);
+    free(task_path);
+    return written ? 0 : 1;
+  }
   int rc = write_reports(&b);
   mk_bench_aggregate a;
   mk_bench_aggregate_of(&b.results, 0, &a);

@@ -213,6 +213,7 @@ int mk_cli_session_option(mk_session_config *cfg, const char *a, const char *v) 
     cfg->device = v;
     return 2;
   }
+  if (strcmp(a, "--gpus") == 0) return parse_int(v, 1, 64, &cfg->gpus) ? -1 : 2;
   if (strcmp(a, "--python") == 0) return v ? (cfg->python = v, 2) : -1;
   if (strcmp(a, "--llm-config") == 0) {
     return llm_config_option(cfg, v); /* configures the LLM; --proposer llm uses it */
@@ -235,6 +236,8 @@ void mk_cli_print_session_options(FILE *out) {
         "  --seed S                   seed of proposals and trials\n"
         "  --device auto|cpu|cuda     auto: a GPU when there is one, else the CPU (Triton's\n"
         "                             interpreter: correctness only, no timings)\n"
+        "  --gpus N                   use the first N visible GPUs (default: all), one worker\n"
+        "                             each; bench also evolves N problems at a time\n"
         "  --batch N|full|auto        inputs' batch; auto reduces it on the CPU\n"
         "  --trials N                 seeded trials per verification\n"
         "  --atol X, --rtol X         tolerances against PyTorch\n"
@@ -291,6 +294,7 @@ cJSON *mk_cli_module_json(const mk_session_module *m) {
   add_ms(o, "eager_ms", m->eager_ms);
   add_ms(o, "compile_ms", m->compile_ms);
   add_ms(o, "ours_ms", m->ours_ms);
+  if (m->gpu && *m->gpu) cJSON_AddStringToObject(o, "gpu", m->gpu); /* which GPU timed it */
   cJSON_AddNumberToObject(o, "tokens_in", (double)m->tokens_in);
   cJSON_AddNumberToObject(o, "tokens_out", (double)m->tokens_out);
   cJSON *sks = cJSON_AddArrayToObject(o, "subkernels");
@@ -314,6 +318,7 @@ cJSON *mk_cli_module_json(const mk_session_module *m) {
       cJSON_AddStringToObject(jv, "status", v->status);
       if (v->reason && *v->reason) cJSON_AddStringToObject(jv, "reason", v->reason);
       add_ms(jv, "time_ms", v->time_ms);
+      if (v->gpu && *v->gpu) cJSON_AddStringToObject(jv, "gpu", v->gpu);
       add_ms(jv, "speedup_vs_eager", v->speedup_eager);
       add_ms(jv, "speedup_vs_compile", v->speedup_compile);
       cJSON_AddNumberToObject(jv, "max_abs_err", v->max_abs_err);

@@ -108,9 +108,10 @@ static void print_table(const mk_session_module *m, FILE *out) {
   fmt_x(se, sizeof se, m->eager_ms > 0 && m->ours_ms > 0 ? m->eager_ms / m->ours_ms : -1);
   fmt_x(sc, sizeof sc, m->compile_ms > 0 && m->ours_ms > 0 ? m->compile_ms / m->ours_ms : -1);
   if (m->timed)
-    fprintf(out, "\nwhole program on %s: eager %s ms, torch.compile %s ms, ours %s ms "
+    fprintf(out, "\nwhole program on %s%s%s%s: eager %s ms, torch.compile %s ms, ours %s ms "
                  "(%s vs eager, %s vs torch.compile)\n",
-            m->device, e, c, o, se, sc);
+            m->device, m->gpu && *m->gpu ? " (GPU " : "", m->gpu && *m->gpu ? m->gpu : "",
+            m->gpu && *m->gpu ? ")" : "", e, c, o, se, sc);
   else /* dashes for times that cannot exist would read as missing data */
     fprintf(out, "\nno timings on %s: correctness only (Triton's interpreter runs the kernels as "
                  "Python; a time there says nothing about a GPU)\n",

@@ -55,6 +55,8 @@ typedef struct mk_eval_result {
   double max_abs_err, max_rel_err;
   int trials_passed, trials;
   bool cached;
+  char gpu[64];          /* CUDA_VISIBLE_DEVICES of the GPU that ran it; "" on the CPU or
+                            when the answer came from the cache */
   char reason[1024];     /* one readable sentence when status != OK */
   const char *report_json; /* the verifier's full report (borrowed, valid during the callback) */
 } mk_eval_result;

@@ -43,6 +43,8 @@ typedef struct mk_session_config {
   mk_verify_options verify;
   const char *python;          /* interpreter for workers; NULL: $MKEVOLVE_PYTHON or built-in */
   const char *device;          /* "auto" (GPU if any), "cpu", "cuda" */
+  int gpus;                    /* GPU workers, one per GPU: 0 every visible GPU, N the first N
+                                  visible (never more than are visible) */
   const char *proposer;        /* "builtin" or "llm" */
   const char *llm_config_json; /* provider, model, base_url, api_key_env, prices... (docs/llm.md) */
   int batch;                   /* 0: auto (reduced on CPU when shapes are large); -1: full; n: n */
@@ -81,6 +83,8 @@ typedef struct mk_session_variant {
   double max_abs_err;
   int trials_passed, trials;
   long tokens;
+  const char *gpu;      /* CUDA_VISIBLE_DEVICES of the GPU that timed it; "" on the CPU or
+                           when it came from the cache */
   bool chosen;
 } mk_session_variant;
 
@@ -109,6 +113,8 @@ typedef struct mk_session_module {
   double gpu_fraction;     /* how close ours_ms is to the device's limit: the graph's FLOPs and
                               minimum bytes (mk_graph_cost) against the ceilings the verifier
                               measured (float32 matmul with TF32, copy bandwidth); < 0 unknown */
+  const char *gpu;         /* the GPU (its CUDA_VISIBLE_DEVICES ordinal) that timed the whole
+                              program (eager_ms, ours_ms); "" on the CPU or from the cache */
   long tokens_in, tokens_out;
 } mk_session_module;
 

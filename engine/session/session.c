@@ -165,6 +165,7 @@ module_state *session_module(mk_session *s, const char *path, bool create) {
     return NULL;
   }
   m->eager_ms = m->compile_ms = m->ours_ms = m->gpu_fraction = -1;
+  m->gpu[0] = '\0';
   m->running_subkernel = -1;
   m->next = s->modules;
   s->modules = m;
@@ -228,6 +229,7 @@ static void variant_view(const mk_variant *v, const mk_variant *ref, bool chosen
       .trials_passed = r->trials_passed,
       .trials = r->trials,
       .tokens = v->cand.tokens_in + v->cand.tokens_out,
+      .gpu = r->gpu,
       .chosen = chosen,
   };
 }
@@ -379,6 +381,7 @@ void module_refresh_views(mk_session *s, module_state *m) {
       .compile_ms = m->compile_ms,
       .ours_ms = m->ours_ms,
       .gpu_fraction = m->gpu_fraction,
+      .gpu = m->gpu,
       .tokens_in = m->tokens_in,
       .tokens_out = m->tokens_out,
   };
@@ -775,6 +778,7 @@ static void adopt_result(module_state *m, mk_search_result *r) {
     m->eager_ms = r->final.ref_eager_ms;
     m->compile_ms = r->final.ref_compile_ms;
     m->gpu_fraction = roofline_fraction(m->g, r->final_report, r->final.time_ms);
+    snprintf(m->gpu, sizeof m->gpu, "%s", r->final.gpu);
   }
 }
 

@@ -38,6 +38,7 @@ typedef struct module_state {
   char *run_log;            /* the last evolve's log file, or NULL */
   double eager_ms, compile_ms, ours_ms;
   double gpu_fraction;     /* roofline fraction of ours_ms, < 0 unknown */
+  char gpu[64];             /* the GPU (CUDA_VISIBLE_DEVICES) that timed ours_ms, "" none */
   long tokens_in, tokens_out;
   int job;                  /* running evolve job id, 0 when idle */
   int running_subkernel;    /* -1 all */

@@ -66,6 +66,18 @@ static void open_cache(mk_session *s, session_runtime *rt) {
   mk_buf_free(&path);
 }
 
+/* The first `asked` visible GPUs, or all there are when fewer: the pool
+ * would run stand-ins for the rest (mk_worker_config.gpus), and a worker on
+ * a GPU that is not there times nothing. */
+static int gpus_to_use(int asked) {
+  char ids[MK_WORKER_MAX_GPUS][64];
+  int visible = mk_worker_detect_gpus(ids, MK_WORKER_MAX_GPUS);
+  if (asked > visible && visible > 0)
+    fprintf(stderr, "mkevolve: --gpus %d: only %d GPU%s visible, using %s\n", asked, visible,
+            visible == 1 ? " is" : "s are", visible == 1 ? "it" : "them");
+  return asked < visible ? asked : visible;
+}
+
 int session_runtime_open(mk_session *s, mk_errmsg *err) {
   session_runtime *rt = calloc(1, sizeof *rt);
   if (rt == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
@@ -73,6 +85,7 @@ int session_runtime_open(mk_session *s, mk_errmsg *err) {
   mk_worker_config_init(&wc);
   wc.python = s->cfg.python;
   wc.pythonpath = env_or("MKEVOLVE_WORKER_PATH", NULL);
+  if (s->cfg.gpus > 0) wc.gpus = gpus_to_use(s->cfg.gpus);
   if (strcmp(s->cfg.device, "cpu") == 0) wc.gpus = 0;
   if (s->cfg.job_timeout_s > 0) wc.request_timeout_s = s->cfg.job_timeout_s;
   if (s->cfg.start_timeout_s > 0) wc.hello_timeout_s = s->cfg.start_timeout_s;
@@ -275,6 +288,7 @@ static void on_verified(void *data, const mk_verify_result *v) {
       .cached = v->cached,
   };
   snprintf(r.reason, sizeof r.reason, "%s", v->reason ? v->reason : "");
+  snprintf(r.gpu, sizeof r.gpu, "%s", v->gpu ? v->gpu : "");
   module_state *m = req->m;
   if (req->composition && r.status != MK_EVAL_OK && r.status != MK_EVAL_CANCELLED && !m->final_failure[0])
     snprintf(m->final_failure, sizeof m->final_failure, "%s%s%.200s", mk_eval_status_name(r.status),

@@ -38,6 +38,7 @@ typedef struct vjob {
   mk_verify_capture_cb ccb;
   void *data;
   char *file;       /* capture: the path asked for */
+  char gpu[64];     /* CUDA_VISIBLE_DEVICES of the GPU worker that ran it, "" otherwise */
   uint64_t t0;
   /* ready for delivery without the pool */
   char *hit_json;
@@ -118,7 +119,7 @@ static void parse_time(const cJSON *t, mk_verify_time *out) {
 
 void mk_verify_parse_result(const cJSON *res, mk_verify_result *r) {
   memset(r, 0, sizeof *r);
-  r->reason = r->error_kind = r->traceback = r->timing_reason = r->device = "";
+  r->reason = r->error_kind = r->traceback = r->timing_reason = r->device = r->gpu = "";
   r->json = res;
   if (!cJSON_IsObject(res)) {
     r->status = MK_VERIFY_ERROR;
@@ -257,6 +258,7 @@ static void deliver_error(vjob *j, int code, const char *kind, const char *msg, 
   r.line = line;
   r.traceback = tb ? tb : "";
   r.elapsed_ms = since_ms(j);
+  r.gpu = j->gpu;
   j->cb(j->data, &r);
 }
 
@@ -286,6 +288,7 @@ static void deliver_result(vjob *j, cJSON *res, bool cached) {
   mk_verify_parse_result(res, &r);
   r.cached = cached;
   r.elapsed_ms = since_ms(j);
+  r.gpu = j->gpu;
   j->cb(j->data, &r);
   cJSON_Delete(res);
 }
@@ -351,6 +354,7 @@ static cJSON *memory_verdict(const mk_worker_result *wr) {
 static void on_pool_done(void *data, mk_worker_result *wr) {
   vjob *j = data;
   j->in_pool = false;
+  mk_strlcpy(j->gpu, wr->gpu ? wr->gpu : "", sizeof j->gpu);
   if (wr->status == MK_ECRASHED && !j->canceled && j->type != VJ_CAPTURE && wr->kind &&
       strcmp(wr->kind, "oom") == 0) {
     deliver_result(j, memory_verdict(wr), false);

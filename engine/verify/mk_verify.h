@@ -87,6 +87,8 @@ typedef struct mk_verify_result {
   double speedup_vs_eager, speedup_vs_compile; /* 0 when unknown */
   bool suspicious;        /* speedup needed the stricter re-check */
   const char *device;     /* "cpu", "NVIDIA H200", ... */
+  const char *gpu;        /* CUDA_VISIBLE_DEVICES of the GPU worker that ran it; "" on the
+                             CPU, from the cache, or when no worker ran it */
   bool cached;            /* answered from the cache */
   double elapsed_ms;      /* wall time of this job, lookup included */
   const cJSON *json;      /* the worker's whole result, NULL without one */

@@ -110,6 +110,10 @@ typedef struct mk_wproc {
   mk_worker_info info;
   bool have_info;
 
+  /* load, across incarnations: what the least-loaded choice compares */
+  uint64_t busy_ns;  /* time spent running jobs */
+  uint64_t jobs_run; /* jobs dispatched to it that ended */
+
   char rbuf_out[MK_READ_CHUNK];
   char rbuf_err[MK_READ_CHUNK];
 } mk_wproc;
@@ -279,7 +283,14 @@ static void complete_job(mk_worker_pool *p, mk_job *j, int status, const char *k
     mk_buf_vprintf(&j->message, fmt, ap);
     va_end(ap);
   }
-  if (j->t_dispatch) j->elapsed_ms = (double)(uv_hrtime() - j->t_dispatch) / 1e6;
+  if (j->t_dispatch) {
+    uint64_t ran = uv_hrtime() - j->t_dispatch;
+    j->elapsed_ms = (double)ran / 1e6;
+    if (j->worker >= 0) {
+      p->workers[j->worker].busy_ns += ran;
+      p->workers[j->worker].jobs_run++;
+    }
+  }
   jobq_push(&p->done, j);
   if (!p->finished) uv_timer_start(&p->deliver, on_deliver, 0, 0);
 }
@@ -299,6 +310,7 @@ static void deliver_all(mk_worker_pool *p) {
     if (j->response && j->status == MK_EWORKER)
       r.error = cJSON_GetObjectItemCaseSensitive(j->response, "error");
     if (j->worker >= 0 && p->workers[j->worker].have_info) r.worker = &p->workers[j->worker].info;
+    r.gpu = j->worker > 0 ? p->workers[j->worker].visible : "";
     r.elapsed_ms = j->elapsed_ms;
     j->done(j->data, &r);
     p->stats.completed++;
@@ -1009,17 +1021,23 @@ static void send_job(mk_wproc *w, mk_job *j) {
   }
 }
 
-/* Starts a stopped worker able to run `kind` if none is on its way. */
-static void ensure_started(mk_worker_pool *p, mk_worker_kind kind) {
+/* Starts a stopped worker able to run `kind` when the jobs of that kind
+ * waiting so far in this dispatch pass (`waiting`, counting this one)
+ * outnumber the workers already on their way (starting, restarting):
+ * several GPUs start as soon as there is work for each, and an idle pool
+ * starts nothing. MK_WORKER_ANY jobs only ever start the CPU worker. */
+static void ensure_started(mk_worker_pool *p, mk_worker_kind kind, int waiting) {
+  int on_way = 0;
   for (int i = 0; i < p->nworkers; i++) {
     mk_wproc *w = &p->workers[i];
     if (!kind_fits(kind, w)) continue;
-    if (w->state == WS_STARTING || w->state == WS_BACKOFF || w->state == WS_BUSY ||
-        w->state == WS_DYING)
-      return;
+    if (w->state == WS_STARTING || w->state == WS_BACKOFF || w->state == WS_DYING) on_way++;
+    else if (kind == MK_WORKER_ANY && w->state == WS_BUSY) on_way++;
   }
+  if (on_way >= waiting) return;
   for (int i = 0; i < p->nworkers; i++) {
     mk_wproc *w = &p->workers[i];
+    if (kind == MK_WORKER_ANY && i > 0) break;
     if (kind_fits(kind, w) && w->state == WS_STOPPED) {
       start_worker(w);
       return;
@@ -1027,17 +1045,37 @@ static void ensure_started(mk_worker_pool *p, mk_worker_kind kind) {
   }
 }
 
+/* Whether idle worker `a` should take a job of `kind` before idle worker
+ * `b`: the CPU worker first for MK_WORKER_ANY (GPU workers keep their time
+ * for timings), then the one that has been busy least so far (the
+ * least-loaded GPU), then the lower index. */
+static bool less_loaded(mk_worker_kind kind, const mk_wproc *a, const mk_wproc *b) {
+  if (kind == MK_WORKER_ANY && (a->kind == MK_WORKER_CPU) != (b->kind == MK_WORKER_CPU))
+    return a->kind == MK_WORKER_CPU;
+  if (a->busy_ns != b->busy_ns) return a->busy_ns < b->busy_ns;
+  return a->index < b->index;
+}
+
+static mk_wproc *least_loaded_idle(mk_worker_pool *p, mk_worker_kind kind) {
+  mk_wproc *best = NULL;
+  for (int i = 0; i < p->nworkers; i++) {
+    mk_wproc *w = &p->workers[i];
+    if (w->state == WS_READY && kind_fits(kind, w) && (!best || less_loaded(kind, w, best))) best = w;
+  }
+  return best;
+}
+
+/* One job per worker at a time (a GPU worker is the only process timing on
+ * its GPU), in FIFO order, each to the least-loaded idle worker of its kind. */
 static void dispatch(mk_worker_pool *p) {
   if (p->closing) return;
   fail_orphans(p);
+  int waiting[3] = {0, 0, 0}; /* per mk_worker_kind */
   for (mk_job *j = p->pending.head, *next; j; j = next) {
     next = j->next;
-    mk_wproc *idle = NULL;
-    for (int i = 0; i < p->nworkers && !idle; i++)
-      if (p->workers[i].state == WS_READY && kind_fits(j->kind, &p->workers[i]))
-        idle = &p->workers[i];
+    mk_wproc *idle = least_loaded_idle(p, j->kind);
     if (!idle) {
-      ensure_started(p, j->kind);
+      ensure_started(p, j->kind, ++waiting[j->kind]);
       continue;
     }
     jobq_remove(&p->pending, j);
@@ -1078,6 +1116,22 @@ int mk_worker_detect_gpus(char (*ids)[64], int max) {
   closedir(d);
   for (int i = 0; i < n; i++) snprintf(ids[i], 64, "%d", i);
   return n;
+}
+
+/* ids[i] = the smallest ordinal not among ids[0..i-1]: stand-in GPUs
+ * beyond the detected ones (fake workers only) never share an ordinal with
+ * another worker, as two real workers on one GPU must never do. */
+static void standin_ordinal(char (*ids)[64], int i) {
+  for (int n = 0;; n++) {
+    char cand[64];
+    snprintf(cand, sizeof cand, "%d", n);
+    bool used = false;
+    for (int k = 0; k < i && !used; k++) used = strcmp(ids[k], cand) == 0;
+    if (!used) {
+      memcpy(ids[i], cand, sizeof cand);
+      return;
+    }
+  }
 }
 
 static void init_timer(mk_worker_pool *p, uv_timer_t *t, void *data) {
@@ -1150,7 +1204,7 @@ int mk_worker_pool_new(uv_loop_t *loop, const mk_worker_config *cfg, mk_worker_p
     int nd = mk_worker_detect_gpus(det, MK_WORKER_MAX_GPUS);
     for (int i = 0; i < ngpus; i++) {
       if (i < nd) memcpy(ids[i], det[i], 64);
-      else snprintf(ids[i], 64, "%d", i);
+      else standin_ordinal(ids, i);
     }
   }
   p->ngpus = ngpus;
@@ -1304,6 +1358,13 @@ int mk_worker_pool_stderr_tail(const mk_worker_pool *p, int index, int nlines, s
 }
 
 void mk_worker_pool_stats(const mk_worker_pool *p, mk_worker_stats *out) { *out = p->stats; }
+
+int mk_worker_pool_load(const mk_worker_pool *p, int index, mk_worker_load *out) {
+  if (index < 0 || index >= p->nworkers) return MK_EINVAL;
+  *out = (mk_worker_load){.jobs = p->workers[index].jobs_run,
+                          .busy_s = (double)p->workers[index].busy_ns / 1e9};
+  return 0;
+}
 
 void mk_worker_pool_retry(mk_worker_pool *p) {
   for (int i = 0; i < p->nworkers; i++) {

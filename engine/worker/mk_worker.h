@@ -3,9 +3,11 @@
  * A pool runs one CPU worker (TRITON_INTERPRET=1, no GPU visible) and one
  * worker per visible GPU (CUDA_VISIBLE_DEVICES=<that GPU>), each a
  * `python -m mkworker` process speaking JSON lines (docs/protocol.md).
- * Workers start lazily, when a job first needs one of their kind, and
- * handle one request at a time; jobs wait in a FIFO queue and go to the
- * first idle worker of the kind they ask for.
+ * Workers start lazily, when there is a job for them (one more worker of a
+ * kind for each job of that kind waiting), and handle one request at a
+ * time, so no two jobs ever run on one GPU at once; jobs wait in a FIFO
+ * queue and go to the least-loaded idle worker of the kind they ask for
+ * (the one that has been busy least so far; mk_worker_pool_load).
  *
  * Supervision (docs/runtime.md): a `hello` handshake before any job; a
  * per-request time limit (the worker is killed, the job fails with
@@ -56,7 +58,10 @@ typedef struct mk_worker_config {
    * fake workers). The environment is prepared the same way. */
   const char *const *argv;
   /* GPU workers: -1 detects ($CUDA_VISIBLE_DEVICES, else
-   * /proc/driver/nvidia/gpus), 0 runs none, N runs N. */
+   * /proc/driver/nvidia/gpus), 0 runs none, N runs N: the first N detected,
+   * and beyond those stand-in ordinals ("N-1"...) that only fake workers
+   * (argv, tests) can use. Callers that start real workers ask for at
+   * most what mk_worker_detect_gpus finds (mk_cli's --gpus does). */
   int gpus;
   double hello_timeout_s;   /* handshake limit; default 120 */
   double request_timeout_s; /* default per-request limit; default 600 */
@@ -102,6 +107,7 @@ typedef struct mk_worker_result {
   cJSON *result;         /* response["result"] when status is 0 */
   const cJSON *error;    /* response["error"] for MK_EWORKER */
   const mk_worker_info *worker; /* who ran it; NULL if none did */
+  const char *gpu;       /* CUDA_VISIBLE_DEVICES of the GPU worker that ran it, "" otherwise */
   double elapsed_ms;     /* from dispatch to answer (0 if never dispatched) */
 } mk_worker_result;
 
@@ -163,6 +169,14 @@ int mk_worker_pool_identity(const mk_worker_pool *p, mk_worker_kind kind, struct
  * (an mk_buf *). */
 struct mk_buf;
 int mk_worker_pool_stderr_tail(const mk_worker_pool *p, int index, int nlines, struct mk_buf *out);
+
+/* What worker `index` has done so far, across restarts: jobs that ended
+ * after reaching it, and the seconds they ran. MK_EINVAL for a bad index. */
+typedef struct mk_worker_load {
+  uint64_t jobs;
+  double busy_s;
+} mk_worker_load;
+int mk_worker_pool_load(const mk_worker_pool *p, int index, mk_worker_load *out);
 
 /* Counters for tests and status displays. */
 typedef struct mk_worker_stats {

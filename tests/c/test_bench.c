@@ -14,9 +14,9 @@ static void add(mk_bench_results *r, const char *id, int level, bool correct, do
   rec.nsubkernels = 2;
   rec.subkernels[0] = (mk_bench_subkernel){mk_strdup("conv2d"), mk_strdup("reference"),
                                            mk_strdup("reference"), ours * 0.7, ours * 0.7,
-                                           mk_strdup("none faster than PyTorch")};
+                                           mk_strdup("none faster than PyTorch"), NULL};
   rec.subkernels[1] = (mk_bench_subkernel){mk_strdup("add_<gelu>"), mk_strdup("triton_b1024"),
-                                           mk_strdup("builtin"), ours, ours * 0.3, NULL};
+                                           mk_strdup("builtin"), ours, ours * 0.3, NULL, NULL};
   if (!correct) rec.error = mk_strdup("mismatch: max abs error 0.5 at [0, 3]");
   mk_bench_results_add(r, &rec);
 }
@@ -67,6 +67,43 @@ MK_TEST(bench, json_round_trip) {
   MK_CHECK(mk_bench_read_json("{not json", &back, &err) == MK_EPARSE);
   mk_buf_free(&b);
   mk_bench_results_free(&back);
+  mk_bench_results_free(&r);
+}
+
+/* Where each problem ran: the host, the GPU that timed the whole program
+ * and each subkernel; kept through a record's JSON and shown in both
+ * reports, and no "ran on" column for records that do not say. */
+MK_TEST(bench, records_say_which_gpu_timed_what) {
+  mk_bench_results r;
+  fixture(&r);
+  mk_buf md, html;
+  mk_buf_init(&md, 0);
+  mk_buf_init(&html, 0);
+  MK_CHECK_INT(mk_bench_write_markdown(&r, &md), ==, 0);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "ran on") == NULL);
+  mk_buf_reset(&md);
+  r.records[0].host = mk_strdup("node7");
+  r.records[0].gpu = mk_strdup("1");
+  r.records[0].subkernels[1].gpu = mk_strdup("0");
+  r.records[1].host = mk_strdup("node8");
+  cJSON *j = mk_bench_record_to_json(&r.records[0]);
+  mk_bench_record back;
+  MK_REQUIRE(mk_bench_record_from_json(j, &back, NULL) == 0);
+  MK_CHECK_STR(back.host, "node7");
+  MK_CHECK_STR(back.gpu, "1");
+  MK_CHECK(back.subkernels[0].gpu == NULL);
+  MK_CHECK_STR(back.subkernels[1].gpu, "0");
+  mk_bench_record_free(&back);
+  cJSON_Delete(j);
+  MK_CHECK_INT(mk_bench_write_markdown(&r, &md), ==, 0);
+  MK_CHECK_INT(mk_bench_write_html(&r, &html), ==, 0);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "| ran on |") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "| node7 GPU 1 |") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "| node8 |") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "ms on GPU 0 (reference") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&html), "<td class=left>node7 GPU 1</td>") != NULL);
+  mk_buf_free(&md);
+  mk_buf_free(&html);
   mk_bench_results_free(&r);
 }
 
@@ -278,4 +315,66 @@ MK_TEST(bench, untimed_sweep_reports) {
   mk_buf_free(&md);
   mk_buf_free(&html);
   mk_bench_results_free(&r);
+}
+
+MK_TEST(bench, slurm_script_quotes_and_directives) {
+  const char *fwd[] = {"--time-budget", "20", "--note", "it's \"odd\" $HOME"};
+  mk_bench_slurm_job job = {.mkevolve = "/opt/mk evolve/mkevolve", .tasks_file = "/shared/out/slurm/tasks.txt",
+                            .outdir = "/shared/out", .partition = "gpu", .time = "01:00:00",
+                            .gpus_per_task = 1, .forward = fwd, .nforward = 4};
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  MK_CHECK_INT(mk_bench_slurm_script(&job, &b), ==, 0);
+  const char *s = mk_buf_cstr(&b);
+  MK_CHECK(strncmp(s, "#!/bin/bash\n", 12) == 0);
+  MK_CHECK(strstr(s, "#SBATCH --partition=gpu\n") != NULL);
+  MK_CHECK(strstr(s, "#SBATCH --time=01:00:00\n") != NULL);
+  MK_CHECK(strstr(s, "#SBATCH --gpus-per-task=1\n") != NULL);
+  MK_CHECK(strstr(s, "#SBATCH --output=/shared/out/slurm/logs/%A_%a.out\n") != NULL);
+  MK_CHECK(strstr(s, "--mem") == NULL && strstr(s, "--cpus-per-task") == NULL);
+  MK_CHECK(strstr(s, "exec '/opt/mk evolve/mkevolve' bench --slurm-task '/shared/out/slurm/tasks.txt' "
+                     "-o '/shared/out' '--time-budget' '20' '--note' 'it'\\''s \"odd\" $HOME'\n") != NULL);
+  mk_buf_free(&b);
+  job.mkevolve = NULL;
+  mk_buf_init(&b, 0);
+  MK_CHECK_INT(mk_bench_slurm_script(&job, &b), ==, MK_EINVAL);
+  mk_buf_free(&b);
+}
+
+MK_TEST(bench, slurm_array_spec) {
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  int all[] = {0, 1, 2, 3};
+  MK_CHECK_INT(mk_bench_slurm_array_spec(all, 4, 2, &b), ==, 0);
+  MK_CHECK_STR(mk_buf_cstr(&b), "0-3%2");
+  mk_buf_reset(&b);
+  int some[] = {1, 4, 5, 6, 9};
+  MK_CHECK_INT(mk_bench_slurm_array_spec(some, 5, 0, &b), ==, 0);
+  MK_CHECK_STR(mk_buf_cstr(&b), "1,4-6,9");
+  mk_buf_reset(&b);
+  MK_CHECK_INT(mk_bench_slurm_array_spec(some, 0, 0, &b), ==, MK_EINVAL);
+  mk_buf_free(&b);
+}
+
+MK_TEST(bench, slurm_task_states) {
+  const char *text =
+      "JobId=2 ArrayJobId=1 ArrayTaskId=0 JobState=COMPLETED Reason=None ExitCode=0:0 NodeList=n1 X=1\n"
+      "JobId=3 ArrayJobId=1 ArrayTaskId=1 JobState=FAILED Reason=NonZeroExitCode ExitCode=0:9 NodeList=n2\n"
+      "JobId=1 ArrayJobId=1 ArrayTaskId=2-5%2 JobState=PENDING Reason=JobArrayTaskLimit NodeList=(null)\n"
+      "JobId=4 ArrayJobId=1 ArrayTaskId=6 JobState=PREEMPTED Reason=None ExitCode=0:15 NodeList=n1\n";
+  mk_bench_slurm_task t[8];
+  MK_CHECK_INT(mk_bench_slurm_parse_states(text, t, 8), ==, 3);
+  MK_CHECK_INT(t[0].task, ==, 0);
+  MK_CHECK_STR(t[0].state, "COMPLETED");
+  MK_CHECK_STR(t[0].node, "n1");
+  MK_CHECK_INT(t[1].task, ==, 1);
+  MK_CHECK_STR(t[1].state, "FAILED");
+  MK_CHECK_STR(t[1].exit_code, "0:9");
+  MK_CHECK_STR(t[1].reason, "NonZeroExitCode");
+  MK_CHECK_INT(t[2].task, ==, 6);
+  MK_CHECK_STR(t[2].state, "PREEMPTED");
+  MK_CHECK_INT(mk_bench_slurm_parse_states(text, t, 1), ==, 1);
+  MK_CHECK(mk_bench_slurm_state_final("FAILED") && mk_bench_slurm_state_final("PREEMPTED"));
+  MK_CHECK(mk_bench_slurm_state_final("COMPLETED") && mk_bench_slurm_state_final("NODE_FAIL"));
+  MK_CHECK(!mk_bench_slurm_state_final("RUNNING") && !mk_bench_slurm_state_final("PENDING"));
 }

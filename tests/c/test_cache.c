@@ -287,3 +287,53 @@ MK_TEST(cache, two_processes_write_concurrently) {
   mk_cache_close(c);
   cleanup(path);
 }
+
+/* Two machines' caches: one exported to a file of its own, merged into the
+ * other by key (what is there stays, what is missing is added), twice
+ * without adding anything the second time. */
+MK_TEST(cache, export_and_merge_by_key) {
+  char a_path[512], b_path[512], x_path[512];
+  tmp_path(a_path, sizeof a_path, "node_a/cache.sqlite");
+  tmp_path(b_path, sizeof b_path, "node_b/cache.sqlite");
+  tmp_path(x_path, sizeof x_path, "node_b/export?#%.sqlite"); /* URI characters in the name */
+  mk_cache *a = NULL, *b = NULL;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_cache_open(a_path, 0, &a, &err) == 0);
+  MK_REQUIRE(mk_cache_open(b_path, 0, &b, &err) == 0);
+  MK_CHECK_INT(mk_cache_put(a, "shared", "verify", "{\"from\":\"a\"}", 12, &err), ==, 0);
+  MK_CHECK_INT(mk_cache_put(a, "only_a", "verify", "{}", 2, &err), ==, 0);
+  MK_CHECK_INT(mk_cache_put(b, "shared", "verify", "{\"from\":\"b\"}", 12, &err), ==, 0);
+  MK_CHECK_INT(mk_cache_put(b, "only_b", "capture", "[]", 2, &err), ==, 0);
+  unlink(x_path);
+  int rc = mk_cache_export(b, x_path, &err);
+  if (rc) fprintf(stderr, "export: %s\n", err.text);
+  MK_REQUIRE(rc == 0);
+  MK_CHECK_INT(mk_cache_export(b, x_path, &err), !=, 0); /* never over an existing file */
+  int64_t added = -1;
+  rc = mk_cache_merge(a, x_path, &added, &err);
+  if (rc) fprintf(stderr, "merge: %s\n", err.text);
+  MK_REQUIRE(rc == 0);
+  MK_CHECK_INT(added, ==, 1);
+  MK_CHECK_INT(mk_cache_count(a, NULL), ==, 3);
+  char *v = NULL;
+  size_t len = 0;
+  MK_CHECK_INT(mk_cache_get(a, "shared", &v, &len, &err), ==, 0);
+  MK_CHECK_STR(v, "{\"from\":\"a\"}");
+  free(v);
+  MK_CHECK_INT(mk_cache_get(a, "only_b", &v, &len, &err), ==, 0);
+  free(v);
+  MK_CHECK_INT(mk_cache_merge(a, x_path, &added, &err), ==, 0);
+  MK_CHECK_INT(added, ==, 0);
+  char missing[512];
+  tmp_path(missing, sizeof missing, "node_c/none.sqlite");
+  MK_CHECK_INT(mk_cache_merge(a, missing, &added, &err), !=, 0);
+  MK_CHECK_INT(mk_cache_count(a, NULL), ==, 3);
+  mk_cache_close(a);
+  mk_cache_close(b);
+  unlink(x_path);
+  cleanup(a_path);
+  cleanup(b_path);
+  char dir[512];
+  tmp_path(dir, sizeof dir, "");
+  rmdir(dir);
+}

@@ -22,6 +22,7 @@ typedef struct vout {
   int trials;
   double max_abs, speedup_eager, speedup_compile, ours_ms, eager_ms;
   bool timing;
+  char gpu[64];
   char device[64];
   cJSON *echo;
 } vout;
@@ -43,6 +44,7 @@ static void on_verified(void *data, const mk_verify_result *r) {
   o->eager_ms = r->eager.median_ms;
   o->timing = r->timing_available;
   snprintf(o->device, sizeof o->device, "%s", r->device);
+  snprintf(o->gpu, sizeof o->gpu, "%s", r->gpu);
   cJSON_Delete(o->echo);
   const cJSON *e = r->json ? cJSON_GetObjectItem(r->json, "echo") : NULL;
   o->echo = e ? cJSON_Duplicate(e, 1) : NULL;
@@ -100,6 +102,8 @@ static void write_text(const char *path, const char *text) {
   }
 }
 
+static int env_gpus; /* GPU workers of the next env_start */
+
 static int env_start(env *e, bool with_cache) {
   memset(e, 0, sizeof *e);
   uv_loop_init(&e->loop);
@@ -118,7 +122,7 @@ static int env_start(env *e, bool with_cache) {
   mk_worker_config cfg;
   mk_worker_config_init(&cfg);
   cfg.argv = e->argv;
-  cfg.gpus = 0;
+  cfg.gpus = env_gpus; /* stand-in GPUs: fake workers only */
   mk_errmsg err;
   if (mk_worker_pool_new(&e->loop, &cfg, &e->pool, &err)) return -1;
   if (with_cache && mk_cache_open(e->cache_path, 0, &e->cache, &err)) return -1;
@@ -447,6 +451,45 @@ MK_TEST(verify, composition_and_no_cache) {
                                             NULL, &err), ==, MK_EINVAL);
   cJSON_Delete(a.echo);
   cJSON_Delete(b.echo);
+  env_stop(&e);
+}
+
+/* Two stand-in GPUs: each result names the GPU that ran it (both run, one
+ * job each, when two are submitted together); a cached one names none. */
+MK_TEST(verify, result_names_its_gpu) {
+  env e;
+  env_gpus = 2;
+  int started = env_start(&e, true);
+  env_gpus = 0;
+  MK_REQUIRE(started == 0);
+  char ref[512], mine[512], other[512];
+  module_file(&e, ref, sizeof ref, "problem.py", "class Model: pass\n");
+  module_file(&e, mine, sizeof mine, "new.py", "class ModelNew: pass  # FAST SLOW\n");
+  module_file(&e, other, sizeof other, "new2.py", "class ModelNew: pass  # FAST SLOW 2\n");
+  mk_verify_options opt;
+  mk_verify_options_init(&opt);
+  opt.device = MK_VERIFY_DEVICE_CUDA;
+  vout a = {0}, b = {0}, c = {0};
+  mk_errmsg err;
+  MK_REQUIRE(mk_verify_submit_composition(e.v, mine, NULL, ref, NULL, &opt, on_verified, &a, NULL, &err) == 0);
+  MK_REQUIRE(mk_verify_submit_composition(e.v, other, NULL, ref, NULL, &opt, on_verified, &b, NULL, &err) == 0);
+  int both = 0;
+  uint64_t end = uv_hrtime() + 30000000000ull;
+  while (a.calls + b.calls < 2 && uv_hrtime() < end) {
+    both = a.calls + b.calls;
+    run_until(&e.loop, &both, both + 1, 1);
+  }
+  MK_CHECK_INT(a.status, ==, MK_VERIFY_OK);
+  MK_CHECK_INT(b.status, ==, MK_VERIFY_OK);
+  MK_CHECK(a.gpu[0] != '\0' && b.gpu[0] != '\0');
+  MK_CHECK(strcmp(a.gpu, b.gpu) != 0);
+  MK_REQUIRE(mk_verify_submit_composition(e.v, mine, NULL, ref, NULL, &opt, on_verified, &c, NULL, &err) == 0);
+  MK_CHECK(run_until(&e.loop, &c.calls, 1, 20));
+  MK_CHECK(c.cached);
+  MK_CHECK_STR(c.gpu, "");
+  cJSON_Delete(a.echo);
+  cJSON_Delete(b.echo);
+  cJSON_Delete(c.echo);
   env_stop(&e);
 }
 

@@ -749,6 +749,137 @@ MK_TEST(worker, many_workers_mixed_failures) {
   close_pool(&f.loop, f.pool);
 }
 
+/* ---- several GPUs ----------------------------------------------------------- */
+
+/* Runs the loop until every outcome of o[0..n) is in, or `seconds` pass. */
+static void run_all(fake *f, outcome *o, int n, double seconds) {
+  uint64_t end = uv_hrtime() + (uint64_t)(seconds * 1e9);
+  int total = 0;
+  while (uv_hrtime() < end) {
+    total = 0;
+    for (int i = 0; i < n; i++) total += o[i].calls;
+    if (total == n) break;
+    run_until(&f->loop, &total, total + 1, 0.2);
+  }
+}
+
+static double num_of(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItem(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+static cJSON *timed_params(double seconds) {
+  cJSON *p = cJSON_CreateObject();
+  cJSON_AddNumberToObject(p, "seconds", seconds);
+  return p;
+}
+
+/* Three stand-in GPUs, nine timings queued at once: every GPU starts and
+ * takes work, no two timings ever overlap on one GPU, and they run side by
+ * side on different GPUs. */
+MK_TEST(worker, gpus_share_the_work_one_timing_each) {
+  fake f;
+  mk_worker_config cfg;
+  mk_worker_config_init(&cfg);
+  cfg.gpus = 3;
+  MK_REQUIRE(fake_start(&f, "normal", &cfg) == 0);
+  enum { N = 9 };
+  static outcome o[N];
+  memset(o, 0, sizeof o);
+  for (int i = 0; i < N; i++) submit(&f, "timed", timed_params(0.3), MK_WORKER_GPU, 0, &o[i]);
+  run_all(&f, o, N, 60);
+  int per_gpu[3] = {0, 0, 0};
+  bool overlap_elsewhere = false;
+  for (int i = 0; i < N; i++) {
+    MK_REQUIRE(o[i].calls == 1 && o[i].status == 0 && o[i].result);
+    const char *gpu = cJSON_GetObjectItem(o[i].result, "gpu")->valuestring;
+    int g = -1;
+    for (int w = 1; w <= 3; w++)
+      if (strcmp(mk_worker_pool_info(f.pool, w)->visible, gpu) == 0) g = w - 1;
+    MK_REQUIRE(g >= 0 && g < 3);
+    per_gpu[g]++;
+    for (int k = 0; k < i; k++) {
+      double a0 = num_of(o[i].result, "t0"), a1 = num_of(o[i].result, "t1");
+      double b0 = num_of(o[k].result, "t0"), b1 = num_of(o[k].result, "t1");
+      bool overlap = a0 < b1 && b0 < a1;
+      if (strcmp(gpu, cJSON_GetObjectItem(o[k].result, "gpu")->valuestring) == 0) MK_CHECK(!overlap);
+      else overlap_elsewhere |= overlap;
+    }
+  }
+  for (int g = 0; g < 3; g++) MK_CHECK_INT(per_gpu[g], >=, 2);
+  MK_CHECK(overlap_elsewhere);
+  uint64_t jobs = 0;
+  for (int w = 1; w <= 3; w++) {
+    mk_worker_load load;
+    MK_REQUIRE(mk_worker_pool_load(f.pool, w, &load) == 0);
+    jobs += load.jobs;
+    MK_CHECK(load.busy_s >= 0.3 * (double)load.jobs);
+  }
+  MK_CHECK_INT((int)jobs, ==, N);
+  mk_worker_load none;
+  MK_CHECK_INT(mk_worker_pool_load(f.pool, 4, &none), ==, MK_EINVAL);
+  for (int i = 0; i < N; i++) outcome_free(&o[i]);
+  close_pool(&f.loop, f.pool);
+}
+
+/* Returns the pool index of the GPU worker that ran one timing of
+ * `seconds` (1 is the first GPU), or -1. */
+static int timed_on(fake *f, double seconds) {
+  outcome o = {0};
+  submit(f, "timed", timed_params(seconds), MK_WORKER_GPU, 0, &o);
+  run_all(f, &o, 1, 20);
+  int index = -1;
+  const char *gpu = o.result ? cJSON_GetObjectItem(o.result, "gpu")->valuestring : "";
+  for (int w = 1; w < mk_worker_pool_size(f->pool); w++)
+    if (strcmp(mk_worker_pool_info(f->pool, w)->visible, gpu) == 0) index = w;
+  outcome_free(&o);
+  return index;
+}
+
+/* With both GPUs idle, a timing goes to the one that has been busy least:
+ * after a long one on GPU 0, the next two short ones both go to GPU 1. */
+MK_TEST(worker, least_loaded_gpu_takes_the_job) {
+  fake f;
+  mk_worker_config cfg;
+  mk_worker_config_init(&cfg);
+  cfg.gpus = 2;
+  MK_REQUIRE(fake_start(&f, "normal", &cfg) == 0);
+  MK_REQUIRE(mk_worker_pool_warm(f.pool, MK_WORKER_GPU) == 0);
+  uint64_t end = uv_hrtime() + 20000000000ull;
+  while ((!mk_worker_pool_info(f.pool, 1) || !mk_worker_pool_info(f.pool, 2)) && uv_hrtime() < end)
+    uv_run(&f.loop, UV_RUN_ONCE);
+  MK_REQUIRE(mk_worker_pool_info(f.pool, 2) != NULL);
+  MK_CHECK_INT(timed_on(&f, 0.4), ==, 1); /* a tie: the first GPU */
+  MK_CHECK_INT(timed_on(&f, 0.05), ==, 2);
+  MK_CHECK_INT(timed_on(&f, 0.05), ==, 2);
+  close_pool(&f.loop, f.pool);
+}
+
+/* Stand-in GPUs beyond the detected ones never repeat an ordinal. */
+MK_TEST(worker, standin_gpus_have_their_own_ordinals) {
+  const char *saved = getenv("CUDA_VISIBLE_DEVICES");
+  char keep[256] = "";
+  if (saved) snprintf(keep, sizeof keep, "%s", saved);
+  setenv("CUDA_VISIBLE_DEVICES", "1", 1);
+  fake f;
+  mk_worker_config cfg;
+  mk_worker_config_init(&cfg);
+  cfg.gpus = 3;
+  MK_REQUIRE(fake_start(&f, "normal", &cfg) == 0);
+  if (saved) setenv("CUDA_VISIBLE_DEVICES", keep, 1);
+  else unsetenv("CUDA_VISIBLE_DEVICES");
+  MK_REQUIRE(mk_worker_pool_warm(f.pool, MK_WORKER_GPU) == 0);
+  uint64_t end = uv_hrtime() + 20000000000ull;
+  while (!(mk_worker_pool_info(f.pool, 1) && mk_worker_pool_info(f.pool, 2) && mk_worker_pool_info(f.pool, 3)) &&
+         uv_hrtime() < end)
+    uv_run(&f.loop, UV_RUN_ONCE);
+  MK_REQUIRE(mk_worker_pool_info(f.pool, 3) != NULL);
+  MK_CHECK_STR(mk_worker_pool_info(f.pool, 1)->visible, "1");
+  MK_CHECK_STR(mk_worker_pool_info(f.pool, 2)->visible, "0");
+  MK_CHECK_STR(mk_worker_pool_info(f.pool, 3)->visible, "2");
+  close_pool(&f.loop, f.pool);
+}
+
 /* ---- containment ---------------------------------------------------------- */
 
 /* A process is gone when /proc has no entry for it or it is a zombie (a
