@@ -9,8 +9,12 @@
 #include "mk_propose.h"
 #include "mk_test.h"
 
+#include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static mk_graph *load(const char *dir, const char *name) {
   char path[1024];
@@ -201,4 +205,135 @@ MK_TEST(propose_cuda, unsupported_stages_name_op_and_line) {
   MK_CHECK_INT(l.n, ==, 0);
   mk_partition_free(&p);
   mk_graph_free(g);
+}
+
+/* ---- on a GPU: every CUDA candidate against the PyTorch reference -------- */
+
+static bool gpu_python_ready(void) {
+  mk_buf cmd;
+  mk_buf_init(&cmd, 4096);
+  mk_buf_printf(&cmd, "'%s' -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' "
+                      ">/dev/null 2>&1", MK_DEFAULT_PYTHON);
+  int rc = system(mk_buf_cstr(&cmd));
+  mk_buf_free(&cmd);
+  return rc == 0;
+}
+
+static void write_file(const char *dir, const char *name, const void *data, size_t len) {
+  mk_buf path;
+  mk_buf_init(&path, 8192);
+  mk_buf_printf(&path, "%s/%s", dir, name);
+  MK_CHECK(path.err == 0 && mk_write_file(mk_buf_cstr(&path), data, len) == 0);
+  mk_buf_free(&path);
+}
+
+/* Writes reference, candidates and their cubins of every subkernel of a
+ * fixture under dir; appends the subkernels to the harness manifest. */
+static void write_gpu_cases(mk_backend *b, const char *fixture, const char *dir, cJSON *sks, int *ncand) {
+  mk_graph *g = load("propose", fixture);
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  for (int s = 0; s < p.nsubkernels; s++) {
+    const mk_subkernel *sk = &p.subkernels[s];
+    mk_candidate_list l = {0};
+    mk_propose_request req = {.graph = g, .subkernel = sk, .device = "cuda"};
+    if (mk_builtin_cuda_propose(&req, &l, &err) != 0) continue;
+    char rel[300], skdir[2400];
+    snprintf(rel, sizeof rel, "%.200s_sk%d", fixture, s);
+    snprintf(skdir, sizeof skdir, "%s/%s", dir, rel);
+    mkdir(skdir, 0700);
+    mk_candidate ref = {0};
+    MK_REQUIRE(mk_reference_candidate(g, sk, &ref, &err) == 0);
+    write_file(skdir, "reference.py", ref.source, strlen(ref.source));
+    mk_candidate_free(&ref);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", sk->name);
+    cJSON_AddStringToObject(o, "dir", rel);
+    cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
+    for (int i = 0; i < sk->ninputs; i++) {
+      const mk_value *v = &g->values[sk->inputs[i]];
+      cJSON *in = cJSON_CreateObject();
+      cJSON *shape = cJSON_AddArrayToObject(in, "shape");
+      for (int d = 0; d < v->rank; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)v->shape[d]));
+      cJSON_AddStringToObject(in, "dtype", mk_dtype_name(v->dtype));
+      cJSON_AddItemToArray(ins, in);
+    }
+    cJSON *cands = cJSON_AddArrayToObject(o, "candidates");
+    for (int i = 0; i < l.n; i++) {
+      const char *src;
+      size_t len;
+      int first;
+      MK_REQUIRE(mk_backend_candidate_source(l.items[i].source, &src, &len, &first, &err) == 0);
+      char *cuda = mk_strndup(src, len);
+      mk_backend_result r;
+      MK_REQUIRE(mk_backend_compile(b, cuda, "candidate.cu", NULL, first - 1, &r, &err) == 0);
+      free(cuda);
+      MK_CHECK(r.ok);
+      char file[300];
+      snprintf(file, sizeof file, "%s.py", l.items[i].name);
+      write_file(skdir, file, l.items[i].source, strlen(l.items[i].source));
+      snprintf(file, sizeof file, "%s.cubin", l.items[i].name);
+      write_file(skdir, file, r.image, r.image_len);
+      snprintf(file, sizeof file, "%s.py", l.items[i].name);
+      cJSON_AddItemToArray(cands, cJSON_CreateString(file));
+      (*ncand)++;
+      mk_backend_result_free(&r);
+    }
+    cJSON_AddItemToArray(sks, o);
+    mk_candidate_list_free(&l);
+  }
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+/* Runs on the device (skips here): tests/python/propose_harness.py compares
+ * every CUDA candidate's outputs and in-place updates with the reference. */
+MK_TEST(propose_cuda, gpu_candidates_match_the_reference) {
+  mk_backend *b = NULL;
+  mk_errmsg err = {{0}};
+  if (mk_backend_open(NULL, &b, &err)) {
+    mk_test_skip(err.text);
+    return;
+  }
+  if (!gpu_python_ready()) {
+    mk_backend_close(b);
+    mk_test_skip("CUDA candidates need a GPU (torch sees none)");
+    return;
+  }
+  char dir[256];
+  snprintf(dir, sizeof dir, "/tmp/mk_test_propose_cuda.%d", (int)getpid());
+  mkdir(dir, 0700);
+  cJSON *man = cJSON_CreateObject();
+  cJSON *sks = cJSON_AddArrayToObject(man, "subkernels");
+  int ncand = 0;
+  static const char *const names[] = {"ew_broadcast.json", "reductions.json", "conv_chain.json",
+                                      "cost_ops.json", "repeated_blocks.json"};
+  for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) write_gpu_cases(b, names[f], dir, sks, &ncand);
+  char *text = cJSON_PrintUnformatted(man);
+  write_file(dir, "manifest.json", text, strlen(text));
+  free(text);
+  cJSON_Delete(man);
+  mk_buf cmd;
+  mk_buf_init(&cmd, 8192);
+  mk_buf_printf(&cmd, "PYTHONPATH='%s/engine/worker/python' '%s' '%s/tests/python/propose_harness.py' '%s' 2>&1",
+                mk_test_repo_dir(), MK_DEFAULT_PYTHON, mk_test_repo_dir(), dir);
+  FILE *pipe = popen(mk_buf_cstr(&cmd), "r");
+  MK_REQUIRE(pipe != NULL);
+  char line[16384];
+  int ok = 0, bad = 0;
+  while (fgets(line, sizeof line, pipe)) {
+    if (strstr(line, "\"ok\": true")) ok++;
+    else {
+      bad++;
+      fprintf(stderr, "    %s", line);
+    }
+  }
+  MK_CHECK(pclose(pipe) == 0);
+  fprintf(stderr, "    %d/%d CUDA candidates match the reference on the GPU\n", ok, ncand);
+  MK_CHECK_INT(ok, ==, ncand);
+  MK_CHECK_INT(bad, ==, 0);
+  mk_buf_free(&cmd);
+  mk_backend_close(b);
 }
