@@ -40,6 +40,17 @@ if ! .venv/bin/python -c "import torch, triton, numpy, pytest" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check -r engine/worker/requirements.txt
 fi
 
+# NVRTC for the CUDA C++ backend (engine/backend compiles CUDA candidates with
+# it; no GPU needed). The toolkit on these machines may lack libnvrtc, so the
+# wheel (a registry package) provides it inside .venv, where CMake looks.
+# MK_NO_NVRTC=1 skips it: the backend then reports itself unavailable and its
+# tests skip with that reason.
+if [ "${MK_NO_NVRTC:-0}" != 1 ] && ! ls .venv/lib/python*/site-packages/nvidia/cu*/lib/libnvrtc.so.* >/dev/null 2>&1; then
+  echo "setup: installing NVRTC (nvidia-cuda-nvrtc) into .venv"
+  .venv/bin/pip install -q --disable-pip-version-check -r engine/backend/requirements-nvrtc.txt ||
+    echo "setup: NVRTC not installed; the CUDA C++ backend will be unavailable" >&2
+fi
+
 bash scripts/fetch-grammar.sh
 
 gen=()

@@ -52,6 +52,13 @@ typedef struct mk_propose_request {
  * reason) when it cannot write any kernel for this subkernel. */
 int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk_errmsg *err);
 
+/* Builtin CUDA C++ generator (engine/propose/builtin_cuda_*.c): the same
+ * stage plan written as CUDA C++ candidates (docs/candidates.md, "CUDA C++
+ * candidates"): elementwise runs, reductions and softmax; views and
+ * convolutions as torch calls. MK_EUNSUPPORTED with a reason for other
+ * stages and on a CPU device (CUDA candidates need a GPU). */
+int mk_builtin_cuda_propose(const mk_propose_request *req, mk_candidate_list *out, mk_errmsg *err);
+
 /* The PyTorch reference as a candidate: run(...) replays the subkernel's
  * nodes with the same torch calls (always correct by construction). */
 int mk_reference_candidate(const mk_graph *g, const mk_subkernel *sk, mk_candidate *out,

@@ -12,6 +12,8 @@
 #include "mk_buf.h"
 #include "mk_sha256.h"
 
+#include "verify_cuda.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,7 @@ typedef struct vjob {
   uint64_t t0;
   /* ready for delivery without the pool */
   char *hit_json;
+  bool synthetic;   /* hit_json is the engine's own verdict (a CUDA compile), not a cache hit */
   int fail_code;
   char fail_kind[32];
   mk_buf fail_msg;
@@ -58,6 +61,7 @@ struct mk_verify {
   bool closing, timer_closed;
   mk_verify_stats stats;
   bool memo_stored[3]; /* per mk_worker_kind: this run's handshake is remembered */
+  verify_cuda cuda;    /* NVRTC for CUDA C++ candidates (verify_cuda.c) */
 };
 
 /* ---- options and parsing -------------------------------------------------- */
@@ -176,7 +180,10 @@ void mk_verify_parse_result(const cJSON *res, mk_verify_result *r) {
 
 static void on_deliver(uv_timer_t *t);
 
-static void verify_free(mk_verify *v) { free(v); }
+static void verify_free(mk_verify *v) {
+  verify_cuda_close(&v->cuda);
+  free(v);
+}
 
 static void on_timer_closed(uv_handle_t *h) { verify_free(h->data); }
 
@@ -299,7 +306,7 @@ static void deliver_ready(vjob *j) {
   } else if (j->hit_json) {
     cJSON *res = cJSON_Parse(j->hit_json);
     if (res) {
-      deliver_result(j, res, true);
+      deliver_result(j, res, !j->synthetic);
     } else {
       deliver_error(j, MK_EPARSE, "internal", "a cache entry is not valid JSON", 0, NULL);
     }
@@ -736,7 +743,19 @@ int mk_verify_submit_subkernel(mk_verify *v, const mk_graph *g, const mk_subkern
   add_options(params, &j->key, &o, device);
   j->keyed = v->cache != NULL;
   j->lookup = j->keyed && !o.no_cache;
+  /* CUDA C++: the engine compiles; a compile error is the verdict, no worker needed. */
+  char *report = NULL;
+  if (verify_cuda_prepare(&v->cuda, v->cache, cand->source, c, &report) != 0) {
+    job_unlink_free(j);
+    return mk_errf(err, MK_ENOMEM, "out of memory");
+  }
   if (job_out) *job_out = j->id;
+  if (report) {
+    j->hit_json = report;
+    j->synthetic = true;
+    make_ready(j);
+    return 0;
+  }
   start(j);
   return 0;
 }

@@ -2,6 +2,7 @@
  * (tests/fixtures/worker/fake_worker.py answers capture/verify_* from
  * canned data): cache hits and misses, what is and is not cached,
  * cancellation, and closing with jobs in flight. */
+#include "mk_backend.h"
 #include "mk_buf.h"
 #include "mk_decompose.h"
 #include "mk_test.h"
@@ -577,6 +578,56 @@ MK_TEST(verify, remembered_handshake_answers_without_a_worker) {
   cJSON_Delete(first.echo);
   cJSON_Delete(again.echo);
   cJSON_Delete(after_change.echo);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+  env_stop(&e);
+}
+
+/* A CUDA C++ candidate that does not compile is judged by the engine
+ * (engine/backend): compile_error on the candidate's line, no worker started
+ * (this pool's Python does not exist, so a dispatched job would crash). */
+MK_TEST(verify, cuda_compile_error_is_a_verdict_without_a_worker) {
+  env e;
+  memset(&e, 0, sizeof e);
+  uv_loop_init(&e.loop);
+  const char *argv[] = {"/nonexistent/python", NULL};
+  mk_worker_config cfg;
+  mk_worker_config_init(&cfg);
+  cfg.argv = argv;
+  cfg.gpus = 0;
+  mk_errmsg err;
+  MK_REQUIRE(mk_worker_pool_new(&e.loop, &cfg, &e.pool, &err) == 0);
+  snprintf(e.cache_path, sizeof e.cache_path, "/tmp/mk_test_verify_cuda.%d.sqlite", (int)getpid());
+  MK_REQUIRE(mk_cache_open(e.cache_path, 0, &e.cache, &err) == 0);
+  MK_REQUIRE(mk_verify_new(&e.loop, e.pool, e.cache, &e.v, &err) == 0);
+  char path[1024], *text = NULL;
+  size_t len = 0;
+  snprintf(path, sizeof path, "%s/tests/fixtures/propose/ew_broadcast.json", mk_test_repo_dir());
+  MK_REQUIRE(mk_read_file(path, 1 << 24, &text, &len) == 0);
+  mk_graph *g = NULL;
+  MK_REQUIRE(mk_graph_from_json(text, len, &g, &err) == 0);
+  free(text);
+  mk_partition p = {0};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  const char *src = "import torch\n\nMK_BACKEND = \"cuda\"\nMK_CUDA_SOURCE = r\"\"\"\n"
+                    "extern \"C\" __global__ void k(float *y) {\n"
+                    "  y[0] = not_declared;\n"
+                    "}\n\"\"\"\nMK_CUDA_KERNELS = {\"k\": \"f\"}\n\n\ndef run(*xs):\n    return xs[0]\n";
+  vout o = {0};
+  MK_REQUIRE(sub(&e, g, &p.subkernels[0], src, 1e-4, true, &o) != 0);
+  MK_CHECK(run_until(&e.loop, &o.calls, 1, 10));
+  mk_backend *b = NULL;
+  if (mk_backend_open(NULL, &b, &err) == 0) {
+    MK_CHECK(o.status == MK_VERIFY_COMPILE_ERROR);
+    MK_CHECK_INT(o.line, ==, 6);
+    MK_CHECK(strstr(o.reason, "not_declared") != NULL);
+    MK_CHECK(!o.cached);
+    mk_backend_close(b);
+  } else {
+    /* Without NVRTC the verdict says what is missing; still no worker. */
+    MK_CHECK(o.status == MK_VERIFY_COMPILE_ERROR);
+    MK_CHECK(strstr(o.reason, "need NVRTC") != NULL);
+  }
   mk_partition_free(&p);
   mk_graph_free(g);
   env_stop(&e);

@@ -47,6 +47,12 @@ def load_module(path: Path) -> ModuleType:
         raise ImportError(f"cannot load {path}")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    # A CUDA C++ candidate: its cubin (compiled by the engine) lies beside it.
+    cubin = path.with_suffix(".cubin")
+    if getattr(mod, "MK_BACKEND", None) == "cuda" and cubin.is_file():
+        from mkworker import cuda_runtime
+
+        cuda_runtime.bind(mod, cubin.read_bytes())
     return mod
 
 

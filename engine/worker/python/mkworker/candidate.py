@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from mkworker import audit
+from mkworker import audit, cuda_runtime
 
 Policy = Literal["subkernel", "composition"]
 
@@ -123,6 +123,7 @@ class Candidate:
     module: types.ModuleType
     uses_torch: tuple[str, ...] = ()
     watched: bool = False  # under the audit hook (mkworker/audit.py)
+    cuda: cuda_runtime.Launcher | None = None  # CUDA C++ candidates: their `_mk_cuda`
     _unloaded: bool = field(default=False, repr=False)
 
     def attr(self, name: str) -> Any:
@@ -140,6 +141,8 @@ class Candidate:
 
     def unload(self) -> None:
         if not self._unloaded:
+            if self.cuda is not None:
+                self.cuda.close()
             sys.modules.pop(self.module.__name__, None)
             self._unloaded = True
             if self.watched:
@@ -432,11 +435,12 @@ def op_short_name(op: str) -> str:
 
 
 def load_candidate(source: str, name: str = "candidate", origin: str = "builtin",
-                   policy: Policy = "subkernel") -> Candidate:
+                   policy: Policy = "subkernel", cubin: bytes | None = None) -> Candidate:
     """Writes, scans and imports a candidate. Raises CandidateError.
 
     Candidates whose origin is `reference` skip the static scan's subkernel rules (they are
-    PyTorch itself) but not the tamper rules.
+    PyTorch itself) but not the tamper rules. A CUDA C++ candidate (`MK_BACKEND = "cuda"`)
+    gets its `_mk_cuda` launcher over `cubin`, which the engine compiled (cuda_runtime.py).
     """
     if not isinstance(source, str) or not source.strip():
         raise CandidateError("compile_error", "the candidate source is empty")
@@ -452,6 +456,11 @@ def load_candidate(source: str, name: str = "candidate", origin: str = "builtin"
                      watched=True)
     try:
         cand.uses_torch = _uses_torch(module)
+        if cuda_runtime.is_cuda_module(module):
+            try:
+                cand.cuda = cuda_runtime.bind(module, cubin)
+            except ValueError as e:
+                raise CandidateError("compile_error", str(e)) from None
         if policy == "subkernel":
             _ = cand.run
     except CandidateError:

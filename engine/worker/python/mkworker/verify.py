@@ -18,6 +18,7 @@ that the engine's supervisor restarts the worker (the job reads "crashed").
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -755,6 +756,17 @@ def _device_name(device: torch.device) -> str:
     return "cpu"
 
 
+def _cubin_of(cand_p: dict[str, Any]) -> bytes | None:
+    """The cubin the engine compiled for a CUDA C++ candidate (base64 in `cubin`)."""
+    text = cand_p.get("cubin")
+    if not isinstance(text, str):
+        return None
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:
+        raise MethodError("bad_request", "`candidate.cubin` is not base64") from None
+
+
 def verify_subkernel(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Checks a candidate for a subgraph of a captured graph (docs/verify.md)."""
     graph = _load_graph(params)
@@ -777,7 +789,8 @@ def verify_subkernel(params: dict[str, Any], progress: Progress) -> dict[str, An
     origin = str(cand_p.get("origin") or "unknown")
     progress("loading candidate", 0.0)
     try:
-        cand = load_candidate(cand_p["source"], str(cand_p.get("name") or "candidate"), origin)
+        cand = load_candidate(cand_p["source"], str(cand_p.get("name") or "candidate"), origin,
+                              cubin=_cubin_of(cand_p))
     except CandidateError as e:
         return _candidate_report(e, settings)
     try:

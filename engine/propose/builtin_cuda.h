@@ -1,0 +1,52 @@
+/* builtin_cuda.h — private interface of the builtin proposer's CUDA C++ files.
+ *
+ * The CUDA generator reads the same stage plan as the Triton emitters
+ * (bi_plan, builtin_plan.c) and writes, per configuration, one candidate
+ * module (docs/candidates.md, "CUDA C++ candidates"): the CUDA text in
+ * MK_CUDA_SOURCE, the kernels' parameter signatures in MK_CUDA_KERNELS, and
+ * a `run(...)` that launches them through `_mk_cuda`, the launcher the
+ * worker binds to the cubin the engine compiled (engine/backend).
+ *
+ * Files: builtin_cuda_ew.c (elementwise runs: expressions, broadcasting and
+ * strided leaves), builtin_cuda_reduce.c (reductions and softmax over a run
+ * of dims), builtin_cuda_propose.c (stages in order, the module, variants).
+ * Values are float32 (comparison results bool); other dtypes are refused
+ * with a reason. Fusion decisions of the Triton plan are not used: each EW
+ * run is its own kernel. */
+#ifndef MK_BUILTIN_CUDA_H
+#define MK_BUILTIN_CUDA_H
+
+#include "builtin_internal.h"
+
+typedef struct bc_emit {
+  const bi_plan *p;
+  int threads;        /* threads per block of every kernel */
+  mk_buf *cuda;       /* MK_CUDA_SOURCE text */
+  mk_buf *sigs;       /* MK_CUDA_KERNELS entries: "name": "signature", */
+  mk_buf *body;       /* lines of run(...), indented 4 */
+  mk_buf *uses_torch; /* "'conv2d', " entries of MK_USES_TORCH */
+  int kcount;         /* kernels so far (unique names) */
+} bc_emit;
+
+/* Parameter kinds of MK_CUDA_KERNELS signatures (one character each). */
+#define BC_ARG_F32 'f'  /* float32 tensor (pointer) */
+#define BC_ARG_BOOL 'b' /* bool tensor (pointer) */
+#define BC_ARG_I64 'q'  /* Python int -> long long */
+
+/* The C type of a value the generator can hold in a register, or NULL. */
+const char *bc_ctype(mk_dtype d);
+/* Appends a float literal in CUDA syntax ("0.5f", infinities and NaN as bit casts). */
+int bc_float(double d, mk_buf *out);
+/* Starts a kernel: name "_k<count>_<what>_<label>", registers its signature. */
+int bc_kernel_name(bc_emit *e, int s, const char *what, mk_buf *out);
+int bc_register_kernel(bc_emit *e, const char *name, const char *sig);
+
+int bc_emit_ew_stage(bc_emit *e, int s, mk_errmsg *err);
+int bc_emit_reduce_stage(bc_emit *e, int s, mk_errmsg *err); /* REDUCE and SOFTMAX */
+
+/* Device helpers every module's CUDA text starts with. */
+const char *bc_prelude(void);
+/* Python helpers of the launcher (_mk_full, _mk_inplace, _mk_bstrides). */
+const char *bc_py_helpers(void);
+
+#endif

@@ -1,0 +1,213 @@
+/* builtin_cuda_propose.c — mk_builtin_cuda_propose: the builtin generator's
+ * CUDA C++ candidates. Plans the subkernel with bi_plan (the Triton
+ * emitters' plan), writes each stage in order — elementwise runs and
+ * reductions / softmax as CUDA kernels, views and convolutions as the
+ * recorded torch calls — and assembles one module per configuration
+ * (threads per block), default first. Module format: docs/candidates.md. */
+#include "builtin_cuda.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Threads per block; index 0 is the default. Multiples of 32 (warp shuffles). */
+static const int thread_table[] = {256, 128, 512};
+
+static const char prelude[] =
+    "#define MK_INF __int_as_float(0x7f800000)\n"
+    "// NaN-propagating max/min, as torch.maximum / torch.minimum / torch.clamp.\n"
+    "__device__ __forceinline__ float mk_add(float a, float b) { return a + b; }\n"
+    "__device__ __forceinline__ float mk_max(float a, float b) { return (a > b || a != a) ? a : b; }\n"
+    "__device__ __forceinline__ float mk_min(float a, float b) { return (a < b || a != a) ? a : b; }\n"
+    "__device__ __forceinline__ float mk_relu(float a) { return (a > 0.0f || a != a) ? a : 0.0f; }\n"
+    "__device__ __forceinline__ float mk_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }\n"
+    "__device__ __forceinline__ float mk_sign(float a) { return a > 0.0f ? 1.0f : (a < 0.0f ? -1.0f : 0.0f); }\n"
+    "__device__ __forceinline__ float mk_softplus(float a, float beta, float threshold) {\n"
+    "  return a * beta > threshold ? a : log1pf(expf(a * beta)) / beta;\n"
+    "}\n"
+    "// Block-wide reduction: warp shuffles, then every warp combines the warps'\n"
+    "// partials, so every thread returns the result. blockDim.x % 32 == 0.\n"
+    "template <float (*OP)(float, float)>\n"
+    "__device__ float mk_block_reduce(float v, float identity) {\n"
+    "  __shared__ float part[32];\n"
+    "  for (int k = 16; k > 0; k >>= 1) v = OP(v, __shfl_xor_sync(0xffffffffu, v, k));\n"
+    "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+    "  __syncthreads();  // part[] may still be read by a previous call\n"
+    "  if (lane == 0) part[warp] = v;\n"
+    "  __syncthreads();\n"
+    "  v = lane < (int)((blockDim.x + 31) >> 5) ? part[lane] : identity;\n"
+    "  for (int k = 16; k > 0; k >>= 1) v = OP(v, __shfl_xor_sync(0xffffffffu, v, k));\n"
+    "  return v;\n"
+    "}\n";
+
+const char *bc_prelude(void) { return prelude; }
+
+static const char py_helpers[] =
+    "\n\ndef _mk_full(t, shape):\n"
+    "    \"\"\"A leaf read at the flat offset: it must have the run's shape, as at capture.\"\"\"\n"
+    "    if tuple(t.shape) != tuple(shape):\n"
+    "        raise ValueError(\"operand shape differs from the captured one\")\n"
+    "    return t.contiguous()\n"
+    "\n\ndef _mk_inplace(t, shape):\n"
+    "    \"\"\"A leaf written in place: the run's shape and contiguous, so the kernel writes it.\"\"\"\n"
+    "    if tuple(t.shape) != tuple(shape) or not t.is_contiguous():\n"
+    "        raise ValueError(\"an in-place operand must be contiguous with the run's shape\")\n"
+    "    return t\n"
+    "\n\ndef _mk_bstrides(t, shape):\n"
+    "    \"\"\"Strides of t broadcast to shape (0 on broadcast dims), whatever its layout.\"\"\"\n"
+    "    return torch.broadcast_to(t, shape).stride()\n";
+
+const char *bc_py_helpers(void) { return py_helpers; }
+
+int bc_kernel_name(bc_emit *e, int s, const char *what, mk_buf *out) {
+  e->kcount++;
+  mk_buf_printf(out, "_k%d_%s_", e->kcount, what);
+  return bi_stage_label(e->p, s, out);
+}
+
+int bc_register_kernel(bc_emit *e, const char *name, const char *sig) {
+  return mk_buf_printf(e->sigs, "    \"%s\": \"%s\",\n", name, sig);
+}
+
+static int add_uses_torch(bc_emit *e, const mk_node *n) {
+  char sn[64], quoted[80];
+  snprintf(quoted, sizeof quoted, "\"%s\", ", bi_short(n, sn, sizeof sn));
+  if (strstr(mk_buf_cstr(e->uses_torch), quoted)) return 0;
+  return mk_buf_puts(e->uses_torch, quoted);
+}
+
+static int emit_stage(bc_emit *e, int s, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  const mk_node *n = &p->g->nodes[st->nodes[0]];
+  switch (st->kind) {
+  case BI_EW: return bc_emit_ew_stage(e, s, err);
+  case BI_REDUCE:
+  case BI_SOFTMAX: return bc_emit_reduce_stage(e, s, err);
+  case BI_TORCH:
+    add_uses_torch(e, n); /* then the recorded call, as the reference makes it */
+    __attribute__((fallthrough));
+  case BI_VIEW:
+    bi_stage_comment(p, s, 4, e->body);
+    return mk_pyemit_node(p->g, n, bi_graph_namer, (void *)p->g, 4, e->body, err);
+  case BI_NORM:
+  case BI_POOL:
+  case BI_GEMM: break;
+  }
+  return mk_errf(err, MK_EUNSUPPORTED, "line %d: the CUDA generator has no kernel for %s yet",
+                 n->span.line, n->op);
+}
+
+typedef struct bc_bufs {
+  mk_buf cuda, sigs, body, uses, mod;
+} bc_bufs;
+
+static void bufs_init(bc_bufs *b) {
+  mk_buf_init(&b->cuda, 0);
+  mk_buf_init(&b->sigs, 0);
+  mk_buf_init(&b->body, 0);
+  mk_buf_init(&b->uses, 4096);
+  mk_buf_init(&b->mod, 0);
+}
+
+static void bufs_free(bc_bufs *b) {
+  mk_buf_free(&b->cuda);
+  mk_buf_free(&b->sigs);
+  mk_buf_free(&b->body);
+  mk_buf_free(&b->uses);
+  mk_buf_free(&b->mod);
+}
+
+static void assemble(const bi_plan *p, bc_bufs *b, const char *vname) {
+  const mk_subkernel *sk = p->sk;
+  mk_buf *m = &b->mod;
+  mk_buf_printf(m, "\"\"\"Subkernel %s (lines %d-%d), builtin CUDA C++ variant %s.\n\nGenerated by "
+                   "MKEvolve's builtin proposer; sizes are read from the tensors at run time.\n"
+                   "The engine compiles MK_CUDA_SOURCE with NVRTC; the worker loads the cubin and\n"
+                   "binds `_mk_cuda`, the launcher run() calls (docs/candidates.md).\n\"\"\"\n",
+                sk->name ? sk->name : "?", sk->first_line, sk->last_line, vname);
+  const char *bt = mk_buf_cstr(&b->body);
+  bool uses_f = strstr(bt, " F.") != NULL || strstr(bt, "(F.") != NULL;
+  mk_buf_printf(m, "import math\n\nimport torch\n%s", uses_f ? "import torch.nn.functional as F\n" : "");
+  mk_buf_puts(m, "\nMK_BACKEND = \"cuda\"\n");
+  if (b->uses.len) mk_buf_printf(m, "MK_USES_TORCH = (%s)\n", mk_buf_cstr(&b->uses));
+  mk_buf_printf(m, "MK_CUDA_SOURCE = r\"\"\"\n%s%s\"\"\"\n", prelude, mk_buf_cstr(&b->cuda));
+  mk_buf_printf(m, "# Kernel parameters: f float32 tensor, b bool tensor, q int64.\nMK_CUDA_KERNELS = {\n%s}\n",
+                mk_buf_cstr(&b->sigs));
+  mk_buf_puts(m, py_helpers);
+  mk_buf_puts(m, "\n\n");
+  bi_emit_run_signature(p->g, sk, m);
+  mk_buf_puts(m, bt);
+  bi_emit_return(p->g, sk, m);
+}
+
+static int emit_module(const bi_plan *p, int threads, const char *vname, char **out, mk_errmsg *err) {
+  bc_bufs b;
+  bufs_init(&b);
+  bc_emit e = {.p = p, .threads = threads, .cuda = &b.cuda, .sigs = &b.sigs, .body = &b.body,
+               .uses_torch = &b.uses};
+  int rc = 0;
+  for (int s = 0; s < p->nst && rc == 0; s++) rc = emit_stage(&e, s, err);
+  if (rc == 0 && e.kcount == 0)
+    rc = mk_errf(err, MK_EUNSUPPORTED, "subkernel %s has only view or delegated ops: nothing for a CUDA kernel to do",
+                 p->sk->name ? p->sk->name : "?");
+  if (rc == 0) assemble(p, &b, vname);
+  if (rc == 0 && (b.mod.err || b.cuda.err || b.body.err || b.sigs.err))
+    rc = mk_errf(err, MK_ERANGE, "generated module too large");
+  if (rc == 0 && (*out = mk_buf_steal(&b.mod, NULL)) == NULL) rc = mk_errf(err, MK_ENOMEM, "out of memory");
+  bufs_free(&b);
+  return rc;
+}
+
+/* The CUDA emitters write each elementwise run as its own kernel: the Triton
+ * plan's prologue/epilogue decisions are dropped, so every value a fused run
+ * would have kept in registers is stored and read back. */
+static void unfuse(bi_plan *p) {
+  for (int s = 0; s < p->nst; s++) p->st[s].pro = p->st[s].epi = p->st[s].fused_into = -1;
+}
+
+static int push(mk_candidate_list *out, char *name, char *src, int nst, int threads, mk_errmsg *err) {
+  char notes[128];
+  snprintf(notes, sizeof notes, "%d stage(s), CUDA C++ (NVRTC), %d threads per block", nst, threads);
+  mk_candidate c = {.name = name, .source = src, .origin = mk_strdup("builtin"), .notes = mk_strdup(notes)};
+  if (!c.origin || !c.notes) {
+    mk_candidate_free(&c);
+    return mk_errf(err, MK_ENOMEM, "out of memory");
+  }
+  int rc = mk_candidate_list_push(out, c);
+  return rc ? mk_errf(err, rc, "out of memory") : 0;
+}
+
+int mk_builtin_cuda_propose(const mk_propose_request *req, mk_candidate_list *out, mk_errmsg *err) {
+  if (req == NULL || req->graph == NULL || req->subkernel == NULL || out == NULL)
+    return mk_errf(err, MK_EINVAL, "no subkernel given");
+  if (req->device && strncmp(req->device, "cpu", 3) == 0)
+    return mk_errf(err, MK_EUNSUPPORTED, "CUDA candidates need a GPU (device is %s)", req->device);
+  if (req->subkernel->noutputs == 0)
+    return mk_errf(err, MK_EUNSUPPORTED, "subkernel %s has no outputs (only in-place updates): the reference stays",
+                   req->subkernel->name ? req->subkernel->name : "?");
+  bi_plan p;
+  int rc = bi_plan_build(req->graph, req->subkernel, &p, err);
+  if (rc) return rc;
+  unfuse(&p);
+  int nv = (int)(sizeof thread_table / sizeof thread_table[0]);
+  int max = req->max_candidates > 0 ? req->max_candidates : nv;
+  int added = 0;
+  for (int i = 0; i < nv && added < max && rc == 0; i++) {
+    char vname[64];
+    snprintf(vname, sizeof vname, "cuda_t%d", thread_table[i]);
+    /* Repair / optimise: the other configurations, not the parent again. */
+    if (req->parent && req->parent->name && strcmp(req->parent->name, vname) == 0) continue;
+    char *src = NULL;
+    rc = emit_module(&p, thread_table[i], vname, &src, err);
+    char *name = rc == 0 ? mk_strdup(vname) : NULL;
+    if (rc == 0 && name == NULL) {
+      free(src);
+      rc = mk_errf(err, MK_ENOMEM, "out of memory");
+    }
+    if (rc == 0) rc = push(out, name, src, p.nst, thread_table[i], err);
+    if (rc == 0) added++;
+  }
+  bi_plan_free(&p);
+  return rc;
+}

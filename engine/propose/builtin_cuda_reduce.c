@@ -1,0 +1,148 @@
+/* builtin_cuda_reduce.c — reductions (sum, mean, max, min, amax, amin,
+ * logsumexp) and softmax / log_softmax over a run of consecutive dims, as
+ * CUDA C++.
+ *
+ * The input (made contiguous by the launcher) is seen as [OUTER, R, INNER];
+ * one block per output element (o, i) strides over R with its threads and
+ * combines them with warp shuffles and one shared-memory step
+ * (mk_block_reduce in the prelude). With the reduced dims last (INNER = 1,
+ * a row reduction) a block reads its row coalesced; over inner dims the
+ * reads are strided by INNER (correct, slower: the Triton column tiles are
+ * the fast variant there). Softmax makes three passes over its row: max,
+ * sum of exponentials, then the normalised store. */
+#include "builtin_cuda.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct cred {
+  char op[64]; /* sum, mean, max, min, logsumexp, softmax, log_softmax */
+  int lo, hi;  /* reduced dims, inclusive; hi < lo for a 0-d input */
+  bool keepdim;
+  int in;      /* input value */
+} cred;
+
+/* The plan already accepted the node (bi_reduce_check): read its dims. */
+static int parse(const mk_graph *g, const mk_node *n, cred *r, mk_errmsg *err) {
+  char s[64];
+  bi_short(n, s, sizeof s);
+  *r = (cred){.in = bi_arg_tensor(bi_arg(n, 0, "input"))};
+  if (r->in < 0) r->in = bi_arg_tensor(bi_arg(n, 0, "self"));
+  if (r->in < 0 || r->in >= g->nvalues) return mk_errf(err, MK_EUNSUPPORTED, "line %d: no input", n->span.line);
+  const mk_value *iv = &g->values[r->in];
+  if (iv->dtype != MK_DTYPE_F32)
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: the CUDA generator writes float32 kernels only (%s)",
+                   n->span.line, n->op);
+  snprintf(r->op, sizeof r->op, "%s", !strcmp(s, "amax") ? "max" : !strcmp(s, "amin") ? "min" : s);
+  bool softmax = !strcmp(s, "softmax") || !strcmp(s, "log_softmax");
+  long long dims[MK_IR_MAX_RANK];
+  const cJSON *da = bi_arg(n, 1, "dim");
+  int nd = bi_arg_none(da) ? 0 : bi_arg_ints(da, dims, MK_IR_MAX_RANK);
+  r->keepdim = softmax || bi_arg_bool(bi_arg(n, 2, "keepdim"), false, NULL);
+  r->lo = 0;
+  r->hi = iv->rank - 1;
+  if (nd <= 0) return 0; /* all dims */
+  r->lo = MK_IR_MAX_RANK;
+  r->hi = -1;
+  for (int i = 0; i < nd; i++) {
+    int d = (int)(dims[i] < 0 ? dims[i] + iv->rank : dims[i]);
+    if (d < r->lo) r->lo = d;
+    if (d > r->hi) r->hi = d;
+  }
+  return 0;
+}
+
+static bool is_softmax(const cred *r) { return !strcmp(r->op, "softmax") || !strcmp(r->op, "log_softmax"); }
+
+/* Kernel text for the op: `x` is the element at r, `base[r * INNER]`. */
+static void kernel_body(const cred *r, mk_buf *k) {
+  const char *loop = "  for (long long r = threadIdx.x; r < R; r += blockDim.x) {\n"
+                     "    const float x = base[r * INNER];\n";
+  if (!strcmp(r->op, "sum") || !strcmp(r->op, "mean")) {
+    mk_buf_printf(k, "  float acc = 0.0f;\n%s    acc += x;\n  }\n", loop);
+    mk_buf_puts(k, "  acc = mk_block_reduce<mk_add>(acc, 0.0f);\n");
+    if (!strcmp(r->op, "mean")) mk_buf_puts(k, "  acc = acc / (float)R;\n");
+    mk_buf_puts(k, "  if (threadIdx.x == 0) out[o] = acc;\n");
+    return;
+  }
+  if (!strcmp(r->op, "max") || !strcmp(r->op, "min")) {
+    bool mx = !strcmp(r->op, "max");
+    mk_buf_printf(k, "  float acc = %s;\n%s    acc = mk_%s(acc, x);\n  }\n",
+                  mx ? "-MK_INF" : "MK_INF", loop, mx ? "max" : "min");
+    mk_buf_printf(k, "  acc = mk_block_reduce<mk_%s>(acc, %s);\n", mx ? "max" : "min", mx ? "-MK_INF" : "MK_INF");
+    mk_buf_puts(k, "  if (threadIdx.x == 0) out[o] = acc;\n");
+    return;
+  }
+  /* logsumexp and softmax: the maximum, then the sum of exp(x - max). */
+  mk_buf_printf(k, "  float m = -MK_INF;\n%s    m = mk_max(m, x);\n  }\n", loop);
+  mk_buf_puts(k, "  m = mk_block_reduce<mk_max>(m, -MK_INF);\n"
+                 "  /* All -inf (or +inf present): exp(x - m) would be NaN; shift by 0 instead. */\n"
+                 "  const float shift = isinf(m) ? 0.0f : m;\n"
+                 "  float s = 0.0f;\n");
+  mk_buf_printf(k, "%s    s += expf(x - shift);\n  }\n", loop);
+  mk_buf_puts(k, "  s = mk_block_reduce<mk_add>(s, 0.0f);\n");
+  if (!strcmp(r->op, "logsumexp")) {
+    mk_buf_puts(k, "  if (threadIdx.x == 0) out[o] = shift + logf(s);\n");
+    return;
+  }
+  mk_buf_printf(k, "  float *dst = out + (o / INNER) * R * INNER + (o %% INNER);\n%s", loop);
+  if (!strcmp(r->op, "softmax")) mk_buf_puts(k, "    dst[r * INNER] = expf(x - shift) / s;\n  }\n");
+  else mk_buf_puts(k, "    dst[r * INNER] = (x - shift) - logf(s);\n  }\n");
+}
+
+static void launcher(bc_emit *e, int s, const cred *r, int res, const char *kname) {
+  const bi_plan *p = e->p;
+  mk_buf *b = e->body;
+  bi_stage_comment(p, s, 4, b);
+  mk_buf_printf(b, "    in%d = ", res);
+  bi_run_name(p, r->in, b);
+  mk_buf_puts(b, ".contiguous()\n");
+  int lo = r->lo, hi = r->hi;
+  if (hi < lo) lo = hi = 0; /* 0-d input: R = 1 */
+  mk_buf_printf(b, "    sh%d = tuple(in%d.shape)\n", res, res);
+  mk_buf_printf(b, "    r%d = math.prod(sh%d[%d:%d])\n", res, res, lo, r->hi < r->lo ? lo : hi + 1);
+  mk_buf_printf(b, "    inner%d = math.prod(sh%d[%d:])\n", res, res, r->hi < r->lo ? 0 : hi + 1);
+  mk_buf_printf(b, "    nout%d = math.prod(sh%d[:%d]) * inner%d\n", res, res, lo, res);
+  if (is_softmax(r)) mk_buf_printf(b, "    out%d = sh%d\n", res, res);
+  else if (r->keepdim)
+    mk_buf_printf(b, "    out%d = sh%d[:%d] + (1,) * %d + sh%d[%d:]\n", res, res, lo, hi - lo + 1, res, hi + 1);
+  else if (r->hi < r->lo) mk_buf_printf(b, "    out%d = ()\n", res);
+  else mk_buf_printf(b, "    out%d = sh%d[:%d] + sh%d[%d:]\n", res, res, lo, res, hi + 1);
+  mk_buf_indent(b, 4);
+  bi_run_name(p, res, b);
+  mk_buf_printf(b, " = torch.empty(out%d, device=in%d.device, dtype=torch.float32)\n", res, res);
+  mk_buf_printf(b, "    if nout%d > 0:\n", res);
+  mk_buf_printf(b, "        _mk_cuda.launch(\"%s\", (nout%d,), (%d,), (in%d, ", kname, res, e->threads, res);
+  bi_run_name(p, res, b);
+  mk_buf_printf(b, ", r%d, inner%d))\n", res, res);
+}
+
+int bc_emit_reduce_stage(bc_emit *e, int s, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  const mk_node *n = &p->g->nodes[p->st[s].nodes[0]];
+  cred r;
+  int rc = parse(p->g, n, &r, err);
+  if (rc) return rc;
+  for (int o = 1; o < n->noutputs; o++)
+    if (bi_value_escapes(p, s, n->outputs[o]))
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: the indices of %s are used", n->span.line, n->op);
+  int res = n->outputs[0];
+  mk_buf kname;
+  mk_buf_init(&kname, 256);
+  bc_kernel_name(e, s, is_softmax(&r) ? "softmax" : "reduce", &kname);
+  mk_buf *k = e->cuda;
+  mk_buf_printf(k, "\n// replaces: %s (line %d)\n", n->op, n->span.line);
+  mk_buf_printf(k, "extern \"C\" __global__ void %s(const float *__restrict__ in, float *__restrict__ out,\n"
+                   "    long long R, long long INNER) {\n",
+                mk_buf_cstr(&kname));
+  mk_buf_puts(k, "  const long long o = blockIdx.x;  // output element (outer, inner)\n"
+                 "  const float *base = in + (o / INNER) * R * INNER + (o % INNER);\n");
+  kernel_body(&r, k);
+  mk_buf_puts(k, "}\n");
+  launcher(e, s, &r, res, mk_buf_cstr(&kname));
+  char types[8] = {BC_ARG_F32, BC_ARG_F32, BC_ARG_I64, BC_ARG_I64, 0};
+  rc = bc_register_kernel(e, mk_buf_cstr(&kname), types);
+  if (rc == 0 && (k->err || e->body->err || kname.err)) rc = mk_errf(err, MK_ERANGE, "generated code too large");
+  mk_buf_free(&kname);
+  return rc;
+}

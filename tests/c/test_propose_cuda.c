@@ -1,0 +1,339 @@
+/* test_propose_cuda.c — the builtin CUDA C++ generator: every candidate it
+ * writes for the proposer fixtures and the IR fixtures compiles with NVRTC
+ * to an sm_90 cubin (no GPU needed), its MK_CUDA_KERNELS signatures match
+ * the kernels' parameter lists, and unsupported stages come with a reason.
+ * Running the kernels needs a GPU: tests/python/test_cuda_candidates.py. */
+#include "mk_backend.h"
+#include "mk_buf.h"
+#include "mk_decompose.h"
+#include "mk_propose.h"
+#include "mk_test.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static mk_graph *load(const char *dir, const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/fixtures/%s/%s", mk_test_repo_dir(), dir, name);
+  char *text = NULL;
+  size_t len = 0;
+  if (mk_read_file(path, 1 << 24, &text, &len) != 0) return NULL;
+  mk_graph *g = NULL;
+  mk_errmsg err = {{0}};
+  if (mk_graph_from_json(text, len, &g, &err)) fprintf(stderr, "    %s: %s\n", name, err.text);
+  free(text);
+  return g;
+}
+
+/* Number of parameters of `extern "C" __global__ void name(...)` in src, or -1. */
+static int kernel_params(const char *src, const char *name) {
+  char head[256];
+  snprintf(head, sizeof head, "__global__ void %s(", name);
+  const char *p = strstr(src, head);
+  if (p == NULL) return -1;
+  p += strlen(head);
+  int n = 1;
+  for (; *p && *p != ')'; p++) n += *p == ',';
+  return n;
+}
+
+/* Every "name": "sig" entry of MK_CUDA_KERNELS names a kernel with that many parameters. */
+static int check_signatures(const char *module, const char *cuda) {
+  const char *k = strstr(module, "MK_CUDA_KERNELS = {\n");
+  if (k == NULL) return -1;
+  int count = 0;
+  for (const char *line = strchr(k, '\n') + 1; strncmp(line, "    \"", 5) == 0; line = strchr(line, '\n') + 1) {
+    char name[128], sig[128];
+    if (sscanf(line, "    \"%127[^\"]\": \"%127[^\"]\"", name, sig) != 2) return -1;
+    if (kernel_params(cuda, name) != (int)strlen(sig)) {
+      fprintf(stderr, "    %s: %d parameters, signature %s\n", name, kernel_params(cuda, name), sig);
+      return -1;
+    }
+    count++;
+  }
+  return count;
+}
+
+typedef struct tally {
+  int subkernels, covered, candidates, compiled;
+} tally;
+
+static void check_candidate(mk_backend *b, const mk_candidate *c, tally *t) {
+  const char *src = NULL;
+  size_t len = 0;
+  int first = 0;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_backend_candidate_source(c->source, &src, &len, &first, &err) == 0);
+  char *cuda = mk_strndup(src, len);
+  MK_CHECK(strstr(c->source, "\nMK_BACKEND = \"cuda\"\n") != NULL);
+  MK_CHECK(strstr(c->source, "\ndef run(") != NULL);
+  MK_CHECK(strstr(c->source, "import triton") == NULL);
+  MK_CHECK(check_signatures(c->source, cuda) >= 1);
+  t->candidates++;
+  if (b) {
+    mk_backend_result r;
+    MK_REQUIRE(mk_backend_compile(b, cuda, "candidate.cu", NULL, first - 1, &r, &err) == 0);
+    if (!r.ok) fprintf(stderr, "    %s does not compile:\n%s\n%s\n", c->name, r.log, c->source);
+    MK_CHECK(r.ok);
+    t->compiled += r.ok;
+    mk_backend_result_free(&r);
+  }
+  free(cuda);
+}
+
+static void propose_all(mk_backend *b, const char *dir, const char *name, int max, tally *t) {
+  mk_graph *g = load(dir, name);
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  for (int i = 0; i < p.nsubkernels; i++) {
+    mk_candidate_list l = {0};
+    mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[i], .max_candidates = max,
+                              .device = "NVIDIA H200"};
+    err.text[0] = '\0';
+    int rc = mk_builtin_cuda_propose(&req, &l, &err);
+    t->subkernels++;
+    if (rc == 0) {
+      t->covered++;
+      MK_CHECK(l.n >= 1 && (max == 0 || l.n <= max));
+      for (int k = 0; k < l.n; k++) check_candidate(b, &l.items[k], t);
+    } else {
+      MK_CHECK_INT(rc, ==, MK_EUNSUPPORTED);
+      MK_CHECK(err.text[0] != '\0');
+    }
+    mk_candidate_list_free(&l);
+  }
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+static mk_backend *backend_or_note(void) {
+  mk_backend *b = NULL;
+  mk_errmsg err = {{0}};
+  if (mk_backend_open(NULL, &b, &err)) {
+    fprintf(stderr, "    not compiling (%s)\n", err.text);
+    return NULL;
+  }
+  return b;
+}
+
+/* The proposer fixtures: every candidate of every variant compiles. */
+MK_TEST(propose_cuda, every_fixture_candidate_compiles_with_nvrtc) {
+  mk_backend *b = backend_or_note();
+  static const char *const names[] = {"ew_broadcast.json", "reductions.json", "conv_chain.json",
+                                      "cost_ops.json", "norms.json", "pools.json",
+                                      "linear_epilogue.json", "repeated_blocks.json"};
+  tally t = {0};
+  for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) propose_all(b, "propose", names[f], 0, &t);
+  fprintf(stderr, "    %d/%d subkernels with CUDA candidates, %d candidates, %d compiled\n", t.covered,
+          t.subkernels, t.candidates, t.compiled);
+  MK_CHECK(t.covered >= 4);
+  if (b) MK_CHECK_INT(t.compiled, ==, t.candidates);
+  mk_backend_close(b);
+  if (b == NULL) mk_test_skip("NVRTC unavailable: generated, not compiled");
+}
+
+/* KernelBench-derived IR fixtures (full shapes): candidates or a reason. */
+MK_TEST(propose_cuda, ir_fixtures_generate_compile_or_explain) {
+  mk_backend *b = backend_or_note();
+  static const char *const names[] = {"conv_min_tanh.json", "gemm_groupnorm_hardtanh.json",
+                                      "matmul_scale_residual.json", "bn_relu_sum.json",
+                                      "branches.json", "lead_softmax.json"};
+  tally t = {0};
+  for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) propose_all(b, "ir", names[f], 1, &t);
+  fprintf(stderr, "    %d/%d subkernels with CUDA candidates, %d compiled\n", t.covered, t.subkernels,
+          t.compiled);
+  MK_CHECK(t.covered > 0);
+  if (b) MK_CHECK_INT(t.compiled, ==, t.candidates);
+  mk_backend_close(b);
+  if (b == NULL) mk_test_skip("NVRTC unavailable: generated, not compiled");
+}
+
+MK_TEST(propose_cuda, variants_are_deterministic_and_cpu_is_refused) {
+  mk_graph *g = load("propose", "ew_broadcast.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[0]};
+  mk_candidate_list a = {0}, b = {0}, cpu = {0};
+  MK_REQUIRE(mk_builtin_cuda_propose(&req, &a, &err) == 0);
+  MK_REQUIRE(mk_builtin_cuda_propose(&req, &b, &err) == 0);
+  MK_REQUIRE(a.n == 3 && b.n == 3);
+  MK_CHECK_STR(a.items[0].name, "cuda_t256");
+  for (int i = 0; i < a.n; i++) MK_CHECK_STR(a.items[i].source, b.items[i].source);
+  MK_CHECK(strcmp(a.items[0].source, a.items[1].source) != 0);
+  /* Broadcast leaves ([C, 1, 1] bias, [H, W] y) are read through their strides. */
+  MK_CHECK(strstr(a.items[0].source, "_mk_bstrides(bias, ") != NULL);
+  MK_CHECK(strstr(a.items[0].source, "_mk_full(x0, ") != NULL);
+  /* Optimise: the parent's configuration is not proposed again. */
+  mk_candidate_list o = {0};
+  mk_propose_request opt = req;
+  opt.mode = MK_PROPOSE_OPTIMISE;
+  opt.parent = &a.items[0];
+  MK_REQUIRE(mk_builtin_cuda_propose(&opt, &o, &err) == 0);
+  MK_CHECK_INT(o.n, ==, 2);
+  for (int i = 0; i < o.n; i++) MK_CHECK(strcmp(o.items[i].name, "cuda_t256") != 0);
+  req.device = "cpu";
+  MK_CHECK_INT(mk_builtin_cuda_propose(&req, &cpu, &err), ==, MK_EUNSUPPORTED);
+  MK_CHECK(strstr(err.text, "need a GPU") != NULL);
+  mk_candidate_list_free(&a);
+  mk_candidate_list_free(&b);
+  mk_candidate_list_free(&o);
+  mk_candidate_list_free(&cpu);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+/* Stages without a CUDA kernel yet are refused with the op and its line. */
+MK_TEST(propose_cuda, unsupported_stages_name_op_and_line) {
+  mk_graph *g = load("propose", "linear_epilogue.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[0]};
+  mk_candidate_list l = {0};
+  MK_CHECK_INT(mk_builtin_cuda_propose(&req, &l, &err), ==, MK_EUNSUPPORTED);
+  MK_CHECK(strstr(err.text, "line ") != NULL);
+  MK_CHECK(strstr(err.text, "no kernel for") != NULL);
+  MK_CHECK_INT(l.n, ==, 0);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+/* ---- on a GPU: every CUDA candidate against the PyTorch reference -------- */
+
+static bool gpu_python_ready(void) {
+  mk_buf cmd;
+  mk_buf_init(&cmd, 4096);
+  mk_buf_printf(&cmd, "'%s' -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' "
+                      ">/dev/null 2>&1", MK_DEFAULT_PYTHON);
+  int rc = system(mk_buf_cstr(&cmd));
+  mk_buf_free(&cmd);
+  return rc == 0;
+}
+
+static void write_file(const char *dir, const char *name, const void *data, size_t len) {
+  mk_buf path;
+  mk_buf_init(&path, 8192);
+  mk_buf_printf(&path, "%s/%s", dir, name);
+  MK_CHECK(path.err == 0 && mk_write_file(mk_buf_cstr(&path), data, len) == 0);
+  mk_buf_free(&path);
+}
+
+/* Writes reference, candidates and their cubins of every subkernel of a
+ * fixture under dir; appends the subkernels to the harness manifest. */
+static void write_gpu_cases(mk_backend *b, const char *fixture, const char *dir, cJSON *sks, int *ncand) {
+  mk_graph *g = load("propose", fixture);
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  for (int s = 0; s < p.nsubkernels; s++) {
+    const mk_subkernel *sk = &p.subkernels[s];
+    mk_candidate_list l = {0};
+    mk_propose_request req = {.graph = g, .subkernel = sk, .device = "cuda"};
+    if (mk_builtin_cuda_propose(&req, &l, &err) != 0) continue;
+    char rel[300], skdir[2400];
+    snprintf(rel, sizeof rel, "%.200s_sk%d", fixture, s);
+    snprintf(skdir, sizeof skdir, "%s/%s", dir, rel);
+    mkdir(skdir, 0700);
+    mk_candidate ref = {0};
+    MK_REQUIRE(mk_reference_candidate(g, sk, &ref, &err) == 0);
+    write_file(skdir, "reference.py", ref.source, strlen(ref.source));
+    mk_candidate_free(&ref);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", sk->name);
+    cJSON_AddStringToObject(o, "dir", rel);
+    cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
+    for (int i = 0; i < sk->ninputs; i++) {
+      const mk_value *v = &g->values[sk->inputs[i]];
+      cJSON *in = cJSON_CreateObject();
+      cJSON *shape = cJSON_AddArrayToObject(in, "shape");
+      for (int d = 0; d < v->rank; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)v->shape[d]));
+      cJSON_AddStringToObject(in, "dtype", mk_dtype_name(v->dtype));
+      cJSON_AddItemToArray(ins, in);
+    }
+    cJSON *cands = cJSON_AddArrayToObject(o, "candidates");
+    for (int i = 0; i < l.n; i++) {
+      const char *src;
+      size_t len;
+      int first;
+      MK_REQUIRE(mk_backend_candidate_source(l.items[i].source, &src, &len, &first, &err) == 0);
+      char *cuda = mk_strndup(src, len);
+      mk_backend_result r;
+      MK_REQUIRE(mk_backend_compile(b, cuda, "candidate.cu", NULL, first - 1, &r, &err) == 0);
+      free(cuda);
+      MK_CHECK(r.ok);
+      char file[300];
+      snprintf(file, sizeof file, "%s.py", l.items[i].name);
+      write_file(skdir, file, l.items[i].source, strlen(l.items[i].source));
+      snprintf(file, sizeof file, "%s.cubin", l.items[i].name);
+      write_file(skdir, file, r.image, r.image_len);
+      snprintf(file, sizeof file, "%s.py", l.items[i].name);
+      cJSON_AddItemToArray(cands, cJSON_CreateString(file));
+      (*ncand)++;
+      mk_backend_result_free(&r);
+    }
+    cJSON_AddItemToArray(sks, o);
+    mk_candidate_list_free(&l);
+  }
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+/* Runs on the device (skips here): tests/python/propose_harness.py compares
+ * every CUDA candidate's outputs and in-place updates with the reference. */
+MK_TEST(propose_cuda, gpu_candidates_match_the_reference) {
+  mk_backend *b = NULL;
+  mk_errmsg err = {{0}};
+  if (mk_backend_open(NULL, &b, &err)) {
+    mk_test_skip(err.text);
+    return;
+  }
+  if (!gpu_python_ready()) {
+    mk_backend_close(b);
+    mk_test_skip("CUDA candidates need a GPU (torch sees none)");
+    return;
+  }
+  char dir[256];
+  snprintf(dir, sizeof dir, "/tmp/mk_test_propose_cuda.%d", (int)getpid());
+  mkdir(dir, 0700);
+  cJSON *man = cJSON_CreateObject();
+  cJSON *sks = cJSON_AddArrayToObject(man, "subkernels");
+  int ncand = 0;
+  static const char *const names[] = {"ew_broadcast.json", "reductions.json", "conv_chain.json",
+                                      "cost_ops.json", "repeated_blocks.json"};
+  for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) write_gpu_cases(b, names[f], dir, sks, &ncand);
+  char *text = cJSON_PrintUnformatted(man);
+  write_file(dir, "manifest.json", text, strlen(text));
+  free(text);
+  cJSON_Delete(man);
+  mk_buf cmd;
+  mk_buf_init(&cmd, 8192);
+  mk_buf_printf(&cmd, "PYTHONPATH='%s/engine/worker/python' '%s' '%s/tests/python/propose_harness.py' '%s' 2>&1",
+                mk_test_repo_dir(), MK_DEFAULT_PYTHON, mk_test_repo_dir(), dir);
+  FILE *pipe = popen(mk_buf_cstr(&cmd), "r");
+  MK_REQUIRE(pipe != NULL);
+  char line[16384];
+  int ok = 0, bad = 0;
+  while (fgets(line, sizeof line, pipe)) {
+    if (strstr(line, "\"ok\": true")) ok++;
+    else {
+      bad++;
+      fprintf(stderr, "    %s", line);
+    }
+  }
+  MK_CHECK(pclose(pipe) == 0);
+  fprintf(stderr, "    %d/%d CUDA candidates match the reference on the GPU\n", ok, ncand);
+  MK_CHECK_INT(ok, ==, ncand);
+  MK_CHECK_INT(bad, ==, 0);
+  mk_buf_free(&cmd);
+  mk_backend_close(b);
+}
