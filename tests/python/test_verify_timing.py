@@ -174,3 +174,29 @@ def test_gpu_timing_block_times_eager_compile_and_candidate_together():
     assert res["candidate"]["interleaved_with"] == 2
     assert abs(res["speedup_vs_eager"] - 1) < 0.1  # the same function, timed together
     assert "interleaved" in res["protocol"]
+
+
+def test_compile_modes_are_parsed_and_checked():
+    from mkworker.verify import COMPILE_MODES, MethodError
+
+    s = Settings.parse({"compile_modes": [*COMPILE_MODES, COMPILE_MODES[0]]})
+    assert s.compile_modes == COMPILE_MODES  # in order, once each
+    assert Settings.parse({}).compile_modes == ()
+    with pytest.raises(MethodError, match="compile_modes"):
+        Settings.parse({"compile_modes": ["max-autotune"]})
+
+
+@cuda
+def test_gpu_timing_block_times_every_compile_mode_in_the_same_run():
+    from mkworker.verify import COMPILE_MODES, _timing_block
+
+    dev = torch.device("cuda")
+    x = torch.randn(2048, 2048, device=dev)
+    res = _timing_block(torch.relu, torch.relu, [x], dev, Outcome(), None, (0, 1),
+                        ("modes-test",), compile_modes=COMPILE_MODES)
+    modes = res["reference_compile_modes"]
+    assert set(modes) == set(COMPILE_MODES)
+    for t in modes.values():
+        assert t["median_ms"] > 0 and t["compile_s"] > 0
+        assert t["interleaved_with"] == 4  # eager, default, two modes, candidate
+    assert res["reference_compile"]["median_ms"] > 0

@@ -103,6 +103,10 @@ def _get(params: dict[str, Any], key: str, kind: type | tuple[type, ...], defaul
     return v
 
 
+# torch.compile modes a request may ask to time beside the default mode.
+COMPILE_MODES = ("max-autotune-no-cudagraphs", "reduce-overhead")
+
+
 @dataclass
 class Settings:
     trials: int = 5
@@ -112,6 +116,9 @@ class Settings:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     timing: bool = True
     compile_reference: bool = True
+    # More torch.compile modes timed beside the default one (COMPILE_MODES), in the same
+    # interleaved run: the baselines a user could also pick.
+    compile_modes: tuple[str, ...] = ()
     batch: int | None = None
 
     @staticmethod
@@ -128,6 +135,11 @@ class Settings:
         s.device = _device(_get(params, "device", str, None))
         s.timing = bool(_get(params, "timing", bool, True))
         s.compile_reference = bool(_get(params, "compile_reference", bool, True))
+        modes = _get(params, "compile_modes", list, [])
+        if any(m not in COMPILE_MODES for m in modes):
+            raise MethodError("bad_request", "`compile_modes` must be among "
+                                             + ", ".join(COMPILE_MODES))
+        s.compile_modes = tuple(dict.fromkeys(modes))
         s.batch = _get(params, "batch", int, batch_default)
         if s.batch is not None and s.batch < 1:
             raise MethodError("bad_request", "`batch` must be >= 1")
@@ -520,25 +532,30 @@ def run_trials(ref: Side, cand: Side, inputs_for: Callable[[int], list[Any]],
 
 
 # The last reference compiled, by (file digest, class, subkernel, batch, seed, device,
-# compile asked for): the candidates of one subkernel arrive one after another, and
-# torch.compile is paid once for them. One entry only: a new reference resets dynamo
-# (its recompilation limit counts per code object, and every reference here is called
-# through the same lambdas), which would leave an older compiled function stale.
+# compile asked for) and mode: the candidates of one subkernel arrive one after another,
+# and torch.compile is paid once for them. One reference only: a new reference resets
+# dynamo (its recompilation limit counts per code object, and every reference here is
+# called through the same lambdas), which would leave an older compiled function stale;
+# the modes of one reference are kept side by side.
 _COMPILED: dict[tuple[Any, ...], tuple[Callable[..., Any] | None, str | None, float]] = {}
 
 
 def _compiled(fn: Callable[..., Any], args: list[Any], device: torch.device,
-              key: tuple[Any, ...] | None) -> tuple[Callable[..., Any] | None, str | None, float]:
-    """torch.compile(fn), compiled and run once on args: (compiled, None, compile seconds),
-    or (None, reason, 0) when compilation fails. Reused for the same key."""
-    if key is not None and key in _COMPILED:
-        return _COMPILED[key]
+              key: tuple[Any, ...] | None, mode: str | None = None
+              ) -> tuple[Callable[..., Any] | None, str | None, float]:
+    """torch.compile(fn, mode=mode), compiled and run once on args: (compiled, None,
+    compile seconds), or (None, reason, 0) when compilation fails. Reused for the same
+    key and mode."""
+    full = (key, mode) if key is not None else None
+    if full is not None and full in _COMPILED:
+        return _COMPILED[full]
     try:
         import torch._dynamo
 
-        torch._dynamo.reset()
-        _COMPILED.clear()
-        cfn = torch.compile(fn)
+        if full is None or any(k[0] != key for k in _COMPILED):
+            torch._dynamo.reset()
+            _COMPILED.clear()
+        cfn = torch.compile(fn) if mode is None else torch.compile(fn, mode=mode)
         t0 = time.perf_counter()
         with torch.no_grad():
             cfn(*args)
@@ -546,10 +563,46 @@ def _compiled(fn: Callable[..., Any], args: list[Any], device: torch.device,
         got: tuple[Callable[..., Any] | None, str | None, float] = (
             cfn, None, time.perf_counter() - t0)
     except Exception as e:
-        got = (None, f"torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0]}", 0.0)
-    if key is not None:
-        _COMPILED[key] = got
+        first = str(e).splitlines()[0] if str(e) else ""
+        got = (None, f"torch.compile{'' if mode is None else f' ({mode})'} failed: "
+                     f"{type(e).__name__}: {first}", 0.0)
+    if full is not None:
+        _COMPILED[full] = got
     return got
+
+
+ModeEntry = tuple[Callable[[], Any] | None, str | None, float]
+
+
+def _compile_modes(ref_fn: Callable[..., Any], base: list[Any], device: torch.device,
+                   ref_key: tuple[Any, ...] | None, modes: tuple[str, ...],
+                   progress: Progress | None, at: float) -> dict[str, ModeEntry]:
+    """Each extra torch.compile mode of the reference, compiled before the timed run:
+    mode -> (a call on its own input copies, or None; why not; compile seconds)."""
+    out: dict[str, ModeEntry] = {}
+    for mode in modes:
+        if progress:
+            progress(f"compiling the reference with torch.compile (mode={mode})", at)
+        inputs = [clone_exact(x) for x in base]
+        key = (*ref_key, device.index) if ref_key is not None else None
+        cfn, why, secs = _compiled(ref_fn, inputs, device, key, mode)
+        call = (lambda f=cfn, xs=inputs: f(*xs)) if cfn is not None else None
+        out[mode] = (call, why, secs)
+    return out
+
+
+def _mode_times(modes: dict[str, ModeEntry], times: list[dict[str, Any]],
+                first: int) -> dict[str, dict[str, Any]]:
+    """The timings of the extra modes, in the order they were appended after `first`."""
+    res: dict[str, dict[str, Any]] = {}
+    i = first
+    for mode, (call, why, secs) in modes.items():
+        if call is None:
+            res[mode] = {"available": False, "reason": why}
+            continue
+        res[mode] = {**times[i], "compile_s": secs}
+        i += 1
+    return res
 
 
 def _time_together(fns: list[Callable[[], Any]], device: torch.device) -> list[dict[str, Any]]:
@@ -578,7 +631,8 @@ def _timing_block(ref_fn: Callable[..., Any], cand_fn: Callable[..., Any] | None
                   base: list[Any], device: torch.device, out: Outcome,
                   progress: Progress | None, span: tuple[float, float],
                   ref_key: tuple[Any, ...] | None = None,
-                  compile_reference: bool = True) -> dict[str, Any]:
+                  compile_reference: bool = True,
+                  compile_modes: tuple[str, ...] = ()) -> dict[str, Any]:
     """Times the eager reference, its torch.compile (unless not asked for) and (when
     given) the candidate, interleaved in one run (timing.time_cuda_group): the ratios
     between them are taken under the same device state. torch.compile compiles first,
@@ -591,6 +645,10 @@ def _timing_block(ref_fn: Callable[..., Any], cand_fn: Callable[..., Any] | None
                            "protocol": "cuda-events, L2 flushed, all streams synchronised, "
                                        "eager, torch.compile and candidate interleaved",
                            "limits": timing.limits_summary(lim)}
+    if ref_key is None:
+        # Not reused by later jobs, but the default mode and the extra modes of this one
+        # must share a key: a different key resets dynamo under the ones compiled before.
+        ref_key = ("call", id(ref_fn))
     ref_in = [clone_exact(x) for x in base]
     fns: list[Callable[[], Any]] = [lambda: ref_fn(*ref_in)]
     comp_in = [clone_exact(x) for x in base]
@@ -603,6 +661,11 @@ def _timing_block(ref_fn: Callable[..., Any], cand_fn: Callable[..., Any] | None
         cfn, why, compile_s = None, "not measured: eager timing only was asked for", 0.0
     if cfn is not None:
         fns.append(lambda: cfn(*comp_in))
+    modes = _compile_modes(ref_fn, base, device, ref_key if compile_reference else None,
+                           compile_modes, progress, lo)
+    for entry in modes.values():
+        if entry[0] is not None:
+            fns.append(entry[0])
     cand_in = [clone_exact(x) for x in base]
     if cand_fn is not None:
         fns.append(lambda: cand_fn(*cand_in))
@@ -613,6 +676,8 @@ def _timing_block(ref_fn: Callable[..., Any], cand_fn: Callable[..., Any] | None
     times = _time_together(fns, device)
     res["reference_eager"] = times[0]
     comp = times[1] if cfn is not None else None
+    if modes:
+        res["reference_compile_modes"] = _mode_times(modes, times, 1 + (cfn is not None))
     res["reference_compile"] = comp if comp is not None else {"available": False,
                                                               "reason": why}
     if comp is not None:
@@ -924,7 +989,7 @@ def _finish(ref: Side, cand: Side, make: Callable[[int | None], Callable[[int], 
     else:
         base = make(settings.batch)(settings.seed + 1)
         tim = _timing_block(ref_call, cand_call, base, device, out, progress, (0.6, 0.9),
-                            ref_key, settings.compile_reference)
+                            ref_key, settings.compile_reference, settings.compile_modes)
         if out.status == "ok":
             reasons = _suspicion(tim["reference_eager"], tim["candidate"],
                                  tim.get("min_bytes", 0), device)
