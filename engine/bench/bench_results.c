@@ -14,7 +14,7 @@ double mk_bench_speedup(double base_ms, double ours_ms) {
 }
 
 static void fast_of(const mk_bench_results *r, int level, double p, mk_bench_fast *f) {
-  int n = 0, fe = 0, fc = 0;
+  int n = 0, fe = 0, fc = 0, fm = 0, fr = 0;
   for (int i = 0; i < r->nrecords; i++) {
     const mk_bench_record *rec = &r->records[i];
     if (level && rec->level != level) continue;
@@ -25,17 +25,21 @@ static void fast_of(const mk_bench_results *r, int level, double p, mk_bench_fas
     /* p = 0 counts correctness alone, as KernelBench's fast_0 does */
     if (p == 0 || se > p) fe++;
     if (p == 0 || sc > p) fc++;
+    if (p == 0 || mk_bench_speedup(rec->compile_max_ms, rec->ours_ms) > p) fm++;
+    if (p == 0 || mk_bench_speedup(rec->compile_ro_ms, rec->ours_ms) > p) fr++;
   }
   f->p = p;
   f->vs_eager = n ? (double)fe / n : 0;
   f->vs_compile = n ? (double)fc / n : 0;
+  f->vs_compile_max = n ? (double)fm / n : 0;
+  f->vs_compile_ro = n ? (double)fr / n : 0;
 }
 
 void mk_bench_aggregate_of(const mk_bench_results *r, int level, mk_bench_aggregate *out) {
   memset(out, 0, sizeof *out);
   static const double ps[4] = {0, 1, 1.5, 2};
   for (int k = 0; k < 4; k++) fast_of(r, level, ps[k], &out->fast[k]);
-  double le = 0, lc = 0;
+  double le = 0, lc = 0, lm = 0, lr = 0;
   int ne = 0, nc = 0;
   for (int i = 0; i < r->nrecords; i++) {
     const mk_bench_record *rec = &r->records[i];
@@ -54,9 +58,15 @@ void mk_bench_aggregate_of(const mk_bench_results *r, int level, mk_bench_aggreg
     double sc = mk_bench_speedup(rec->compile_ms, rec->ours_ms);
     if (se > 0) le += log(se), ne++;
     if (sc > 0) lc += log(sc), nc++;
+    double sm = mk_bench_speedup(rec->compile_max_ms, rec->ours_ms);
+    double sr = mk_bench_speedup(rec->compile_ro_ms, rec->ours_ms);
+    if (sm > 0) lm += log(sm), out->timed_max++;
+    if (sr > 0) lr += log(sr), out->timed_ro++;
   }
   out->geomean_vs_eager = ne ? exp(le / ne) : -1;
   out->geomean_vs_compile = nc ? exp(lc / nc) : -1;
+  out->geomean_vs_compile_max = out->timed_max ? exp(lm / out->timed_max) : -1;
+  out->geomean_vs_compile_ro = out->timed_ro ? exp(lr / out->timed_ro) : -1;
 }
 
 static void add_str(cJSON *o, const char *k, const char *v) {
@@ -82,6 +92,11 @@ cJSON *mk_bench_record_to_json(const mk_bench_record *rec) {
   add_ms(o, "ours_ms", rec->ours_ms);
   add_ms(o, "speedup_vs_eager", mk_bench_speedup(rec->eager_ms, rec->ours_ms));
   add_ms(o, "speedup_vs_compile", mk_bench_speedup(rec->compile_ms, rec->ours_ms));
+  add_ms(o, "compile_max_autotune_ms", rec->compile_max_ms > 0 ? rec->compile_max_ms : -1);
+  add_ms(o, "compile_reduce_overhead_ms", rec->compile_ro_ms > 0 ? rec->compile_ro_ms : -1);
+  add_ms(o, "speedup_vs_compile_max_autotune", mk_bench_speedup(rec->compile_max_ms, rec->ours_ms));
+  add_ms(o, "speedup_vs_compile_reduce_overhead",
+         mk_bench_speedup(rec->compile_ro_ms, rec->ours_ms));
   cJSON_AddNumberToObject(o, "tokens_in", (double)rec->tokens_in);
   cJSON_AddNumberToObject(o, "tokens_out", (double)rec->tokens_out);
   cJSON_AddNumberToObject(o, "cost_usd", rec->cost_usd);
@@ -136,6 +151,8 @@ int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg
   out->eager_ms = get_num(json, "eager_ms", -1);
   out->compile_ms = get_num(json, "compile_ms", -1);
   out->ours_ms = get_num(json, "ours_ms", -1);
+  out->compile_max_ms = get_num(json, "compile_max_autotune_ms", -1);
+  out->compile_ro_ms = get_num(json, "compile_reduce_overhead_ms", -1);
   out->tokens_in = (long)get_num(json, "tokens_in", 0);
   out->tokens_out = (long)get_num(json, "tokens_out", 0);
   out->cost_usd = get_num(json, "cost_usd", 0);

@@ -56,6 +56,9 @@ typedef struct mk_bench_record {
   char *error;       /* why it failed, or NULL */
   char *note;        /* how it ran, not a failure ("reduced batch 2 on CPU"), or NULL */
   double eager_ms, compile_ms, ours_ms; /* medians from one run; < 0 unknown */
+  /* torch.compile mode="max-autotune-no-cudagraphs" and mode="reduce-overhead", timed in
+   * the same run as the three above; <= 0 unknown */
+  double compile_max_ms, compile_ro_ms;
   long tokens_in, tokens_out;
   double cost_usd;
   double wall_s;
@@ -77,6 +80,7 @@ typedef struct mk_bench_fast {
   double p;
   double vs_eager;   /* fraction of problems correct and > p times faster */
   double vs_compile;
+  double vs_compile_max, vs_compile_ro; /* over all problems, like the others */
 } mk_bench_fast;
 
 typedef struct mk_bench_aggregate {
@@ -84,6 +88,8 @@ typedef struct mk_bench_aggregate {
   int timed;             /* problems with both an eager and our time (none on the CPU) */
   mk_bench_fast fast[4]; /* p = 0, 1, 1.5, 2; p > 0 means nothing when timed is 0 */
   double geomean_vs_eager, geomean_vs_compile; /* over correct, timed problems */
+  int timed_max, timed_ro; /* problems with a max-autotune / reduce-overhead time */
+  double geomean_vs_compile_max, geomean_vs_compile_ro; /* over those; < 0 none */
   long tokens_in, tokens_out;
   double cost_usd, wall_s;
   int kb_checked;              /* records with a cross-check status other than NOT_RUN */

@@ -3,7 +3,7 @@
  * write results.json, summary.md and report.html (engine/bench).
  *
  *   mkevolve bench PATHS... [-o DIR] [--levels 1,2,3] [--limit N] [--gpus N]
- *                  [--fresh] [--kb-crosscheck] [--kb-root DIR] [--kb-trials N]
+ *                  [--fresh] [--compile-baselines] [--kb-crosscheck] [--kb-root DIR] [--kb-trials N]
  *                  [--kb-tolerance F] plus every session option of `evolve`
  *
  * Each problem's record is written to DIR/problems/<level>_<name>.json as
@@ -210,6 +210,8 @@ static void fill_record(mk_bench_record *rec, const problem *p, int status,
   if (m->gpu && *m->gpu) rec->gpu = mk_strdup(m->gpu);
   rec->eager_ms = m->eager_ms;
   rec->compile_ms = m->compile_ms;
+  rec->compile_max_ms = m->compile_max_ms;
+  rec->compile_ro_ms = m->compile_ro_ms;
   rec->ours_ms = m->ours_ms;
   rec->gpu_fraction = m->gpu_fraction;
   rec->tokens_in = m->tokens_in;
@@ -493,7 +495,8 @@ static int report_from_records(bench_cli *b, const mk_session_config *cfg, const
  * usage error. */
 static void usage(FILE *out) {
   fputs("usage: mkevolve bench PATHS... [-o DIR] [--levels 1,2,3] [--limit N] [--gpus N] [--fresh]\n"
-        "                      [--kb-crosscheck] [--kb-root DIR] [--kb-trials N] [--kb-tolerance F]\n"
+        "                      [--compile-baselines] [--kb-crosscheck] [--kb-root DIR] [--kb-trials N]\n"
+        "                      [--kb-tolerance F]\n"
         "                      [session options]\n"
         "       mkevolve bench PATHS... --slurm [--partition P] [--gpus-per-task N] [--cpus-per-task N]\n"
         "                      [--array-limit K] [--time T] [--mem M] [--wait] [-o DIR] [...]\n"
@@ -510,6 +513,9 @@ static void usage(FILE *out) {
         "  --gpus N                   N GPUs, one worker each, and N problems at a time\n"
         "                             (a session option, below)\n"
         "  --fresh                    run every problem again (default: resume from DIR/problems)\n"
+        "  --compile-baselines        also time torch.compile with mode=\"max-autotune-no-cudagraphs\"\n"
+        "                             and mode=\"reduce-overhead\", in the same run as eager, the\n"
+        "                             default mode and ours (their compiles add minutes on big nets)\n"
         "  --kb-crosscheck            check every ModelNew with KernelBench's own evaluation\n"
         "  --kb-root DIR              the KernelBench checkout to use (implies --kb-crosscheck)\n"
         "  --kb-trials N              KernelBench's correctness trials\n"
@@ -607,7 +613,9 @@ int mk_cli_bench(int argc, char **argv) {
       i += used - 1;
       continue;
     }
-    if (strcmp(a, "--fresh") == 0 || strcmp(a, "--kb-crosscheck") == 0) forward[nforward++] = a;
+    if (strcmp(a, "--fresh") == 0 || strcmp(a, "--kb-crosscheck") == 0 ||
+        strcmp(a, "--compile-baselines") == 0)
+      forward[nforward++] = a;
     else if ((strcmp(a, "--kb-root") == 0 || strcmp(a, "--kb-trials") == 0 || strcmp(a, "--kb-tolerance") == 0) && v)
       forward[nforward++] = a, forward[nforward++] = v;
     if (mk_cli_is_help(a)) {
@@ -620,6 +628,7 @@ int mk_cli_bench(int argc, char **argv) {
     else if (strcmp(a, "--limit") == 0 && v) limit = atoi(argv[++i]);
     else if (strcmp(a, "--fresh") == 0) b.fresh = true;
     else if (strcmp(a, "--kb-crosscheck") == 0) b.kb = true;
+    else if (strcmp(a, "--compile-baselines") == 0) cfg.verify.compile_baselines = true;
     else if (strcmp(a, "--kb-root") == 0 && v) b.kb = true, b.kbopts.root = argv[++i];
     else if (strcmp(a, "--kb-trials") == 0 && v) b.kbopts.trials = atoi(argv[++i]);
     else if (strcmp(a, "--kb-tolerance") == 0 && v) b.kb_tolerance = atof(argv[++i]);

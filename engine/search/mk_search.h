@@ -52,6 +52,8 @@ typedef struct mk_eval_result {
   double min_ms;
   double ref_eager_ms;   /* reference, same protocol; < 0 when not timed */
   double ref_compile_ms; /* torch.compile of the reference; < 0 when not timed */
+  double ref_compile_max_ms; /* its mode="max-autotune-no-cudagraphs"; < 0 when not timed */
+  double ref_compile_ro_ms;  /* its mode="reduce-overhead" (CUDA graphs); < 0 when not timed */
   double max_abs_err, max_rel_err;
   int trials_passed, trials;
   bool cached;

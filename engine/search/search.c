@@ -801,7 +801,8 @@ static void phase_final(mk_search *s) {
      * but the whole program is not verified again (that is the slow part
      * the user asked to stop). */
     s->res->final = (mk_eval_result){.status = MK_EVAL_CANCELLED, .time_ms = -1, .min_ms = -1,
-                                     .ref_eager_ms = -1, .ref_compile_ms = -1};
+                                     .ref_eager_ms = -1, .ref_compile_ms = -1,
+                                     .ref_compile_max_ms = -1, .ref_compile_ro_ms = -1};
     snprintf(s->res->final.reason, sizeof s->res->final.reason,
              "cancelled: the composed program was not verified as a whole");
     s->ph = PH_DONE;

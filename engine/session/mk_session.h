@@ -110,6 +110,9 @@ typedef struct mk_session_module {
   const char *modelnew_path; /* last composed file, or NULL */
   const char *run_log;     /* the last evolve's JSONL log (<workdir>/<stem>/run.jsonl), or NULL */
   double eager_ms, compile_ms, ours_ms; /* whole program, < 0 when unknown */
+  /* torch.compile mode="max-autotune-no-cudagraphs" / mode="reduce-overhead" of the whole
+   * program, timed in the same run when verify.compile_baselines is set; < 0 unknown */
+  double compile_max_ms, compile_ro_ms;
   double gpu_fraction;     /* how close ours_ms is to the device's limit: the graph's FLOPs and
                               minimum bytes (mk_graph_cost) against the ceilings the verifier
                               measured (float32 matmul with TF32, copy bandwidth); < 0 unknown */

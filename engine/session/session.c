@@ -165,6 +165,7 @@ module_state *session_module(mk_session *s, const char *path, bool create) {
     return NULL;
   }
   m->eager_ms = m->compile_ms = m->ours_ms = m->gpu_fraction = -1;
+  m->compile_max_ms = m->compile_ro_ms = -1;
   m->gpu[0] = '\0';
   m->running_subkernel = -1;
   m->next = s->modules;
@@ -379,6 +380,8 @@ void module_refresh_views(mk_session *s, module_state *m) {
       .run_log = m->run_log,
       .eager_ms = m->eager_ms,
       .compile_ms = m->compile_ms,
+      .compile_max_ms = m->compile_max_ms,
+      .compile_ro_ms = m->compile_ro_ms,
       .ours_ms = m->ours_ms,
       .gpu_fraction = m->gpu_fraction,
       .gpu = m->gpu,
@@ -777,6 +780,8 @@ static void adopt_result(module_state *m, mk_search_result *r) {
     m->ours_ms = r->final.time_ms;
     m->eager_ms = r->final.ref_eager_ms;
     m->compile_ms = r->final.ref_compile_ms;
+    m->compile_max_ms = r->final.ref_compile_max_ms > 0 ? r->final.ref_compile_max_ms : -1;
+    m->compile_ro_ms = r->final.ref_compile_ro_ms > 0 ? r->final.ref_compile_ro_ms : -1;
     m->gpu_fraction = roofline_fraction(m->g, r->final_report, r->final.time_ms);
     snprintf(m->gpu, sizeof m->gpu, "%s", r->final.gpu);
   }

@@ -37,6 +37,7 @@ typedef struct module_state {
   char *modelnew_path;
   char *run_log;            /* the last evolve's log file, or NULL */
   double eager_ms, compile_ms, ours_ms;
+  double compile_max_ms, compile_ro_ms; /* the other compile modes, < 0 unknown */
   double gpu_fraction;     /* roofline fraction of ours_ms, < 0 unknown */
   char gpu[64];             /* the GPU (CUDA_VISIBLE_DEVICES) that timed ours_ms, "" none */
   long tokens_in, tokens_out;

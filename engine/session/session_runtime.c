@@ -281,6 +281,8 @@ static void on_verified(void *data, const mk_verify_result *v) {
       .min_ms = v->ours.available ? v->ours.min_ms : -1,
       .ref_eager_ms = v->eager.available ? v->eager.median_ms : -1,
       .ref_compile_ms = v->compiled.available ? v->compiled.median_ms : -1,
+      .ref_compile_max_ms = v->compiled_max.available ? v->compiled_max.median_ms : -1,
+      .ref_compile_ro_ms = v->compiled_ro.available ? v->compiled_ro.median_ms : -1,
       .max_abs_err = v->max_abs_error,
       .max_rel_err = v->max_rel_error,
       .trials_passed = v->trials_passed,
@@ -337,6 +339,7 @@ static int evaluate(void *self, const mk_graph *g, const mk_subkernel *sk, const
   mk_verify_options o;
   options_for(ec->s, ec->m, &o);
   o.skip_compile = ec->m->part.nsubkernels > MK_SUBKERNEL_COMPILE_MAX;
+  o.compile_baselines = false; /* the other compile modes are compared on the whole program */
   mk_candidate_src src = {.source = c->source, .name = c->name, .origin = c->origin};
   mk_errmsg err = {{0}};
   /* The verifier always calls back from the loop, never from here: the id

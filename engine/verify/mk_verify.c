@@ -161,6 +161,10 @@ void mk_verify_parse_result(const cJSON *res, mk_verify_result *r) {
   parse_time(cJSON_GetObjectItemCaseSensitive(t, "reference_eager"), &r->eager);
   parse_time(cJSON_GetObjectItemCaseSensitive(t, "reference_compile"), &r->compiled);
   parse_time(cJSON_GetObjectItemCaseSensitive(t, "candidate"), &r->ours);
+  const cJSON *modes = cJSON_GetObjectItemCaseSensitive(t, "reference_compile_modes");
+  parse_time(cJSON_GetObjectItemCaseSensitive(modes, "max-autotune-no-cudagraphs"),
+             &r->compiled_max);
+  parse_time(cJSON_GetObjectItemCaseSensitive(modes, "reduce-overhead"), &r->compiled_ro);
   if (!r->ours.available && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(t, "median_ms")))
     parse_time(t, &r->ours);
   /* After a re-check the accepted time is the top-level median. */
@@ -636,6 +640,12 @@ static void add_options(cJSON *params, mk_cache_key *k, const mk_verify_options 
     /* only when set: the keys of every verdict made before the option stay valid */
     cJSON_AddBoolToObject(params, "compile_reference", false);
     mk_cache_key_int(k, "skip_compile", 1);
+  }
+  if (o->compile_baselines && !o->skip_compile) {
+    cJSON *modes = cJSON_AddArrayToObject(params, "compile_modes");
+    cJSON_AddItemToArray(modes, cJSON_CreateString("max-autotune-no-cudagraphs"));
+    cJSON_AddItemToArray(modes, cJSON_CreateString("reduce-overhead"));
+    mk_cache_key_int(k, "compile_baselines", 1);
   }
   mk_cache_key_int(k, "trials", o->trials);
   mk_cache_key_int(k, "seed", o->seed);

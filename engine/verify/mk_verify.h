@@ -47,6 +47,8 @@ typedef struct mk_verify_options {
   double timeout_s;       /* per job; 0: the pool's default */
   bool no_cache;          /* skip the lookup (the verdict is still stored) */
   bool skip_compile;      /* time the reference eager only, not under torch.compile */
+  bool compile_baselines; /* also time torch.compile's "max-autotune-no-cudagraphs" and
+                             "reduce-overhead" modes, in the same run (default false) */
 } mk_verify_options;
 
 void mk_verify_options_init(mk_verify_options *o);
@@ -84,6 +86,9 @@ typedef struct mk_verify_result {
   bool timing_available;
   const char *timing_reason; /* why not, when not */
   mk_verify_time eager, compiled, ours;
+  /* torch.compile mode="max-autotune-no-cudagraphs" and mode="reduce-overhead" of the
+   * reference, when compile_baselines asked for them (else not available) */
+  mk_verify_time compiled_max, compiled_ro;
   double speedup_vs_eager, speedup_vs_compile; /* 0 when unknown */
   bool suspicious;        /* speedup needed the stricter re-check */
   const char *device;     /* "cpu", "NVIDIA H200", ... */

@@ -378,3 +378,40 @@ MK_TEST(bench, slurm_task_states) {
   MK_CHECK(mk_bench_slurm_state_final("COMPLETED") && mk_bench_slurm_state_final("NODE_FAIL"));
   MK_CHECK(!mk_bench_slurm_state_final("RUNNING") && !mk_bench_slurm_state_final("PENDING"));
 }
+
+/* torch.compile's other modes: kept through the JSON, aggregated over the
+ * problems that have them, one summary row per mode, no row without them. */
+MK_TEST(bench, other_compile_modes_are_baselines_too) {
+  mk_bench_results r, back;
+  fixture(&r);
+  mk_buf md;
+  mk_buf_init(&md, 0);
+  MK_CHECK_INT(mk_bench_write_markdown(&r, &md), ==, 0);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "max-autotune-no-cudagraphs") == NULL);
+  r.records[0].compile_max_ms = 0.5; /* a: ours 1.0 -> 0.5x */
+  r.records[1].compile_max_ms = 4.0; /* b: ours 1.0 -> 4x */
+  r.records[1].compile_ro_ms = 1.5;
+  mk_bench_aggregate a;
+  mk_bench_aggregate_of(&r, 0, &a);
+  MK_CHECK_INT(a.timed_max, ==, 2);
+  MK_CHECK_INT(a.timed_ro, ==, 1);
+  MK_CHECK(fabs(a.geomean_vs_compile_max - 1.414213562373095) < 1e-9);
+  MK_CHECK(fabs(a.geomean_vs_compile_ro - 1.5) < 1e-9);
+  MK_CHECK(fabs(a.fast[1].vs_compile_max - 0.25) < 1e-9); /* b only, of 4 problems */
+  mk_buf_reset(&md);
+  MK_CHECK_INT(mk_bench_write_markdown(&r, &md), ==, 0);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "| torch.compile max-autotune-no-cudagraphs (2 timed) |") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "| torch.compile reduce-overhead (1 timed) |") != NULL);
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  MK_CHECK_INT(mk_bench_write_json(&r, &b), ==, 0);
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_bench_read_json(mk_buf_cstr(&b), &back, &err) == 0);
+  MK_CHECK(back.records[1].compile_max_ms == 4.0 && back.records[1].compile_ro_ms == 1.5);
+  MK_CHECK(back.records[2].compile_max_ms < 0);
+  MK_CHECK(strstr(mk_buf_cstr(&b), "\"speedup_vs_compile_max_autotune\"") != NULL);
+  mk_bench_results_free(&back);
+  mk_buf_free(&b);
+  mk_buf_free(&md);
+  mk_bench_results_free(&r);
+}

@@ -632,3 +632,24 @@ MK_TEST(verify, cuda_compile_error_is_a_verdict_without_a_worker) {
   mk_graph_free(g);
   env_stop(&e);
 }
+
+/* The other torch.compile modes (compile_baselines) come back beside the default one. */
+MK_TEST(verify, parse_compile_mode_times) {
+  const char *text =
+      "{\"status\":\"ok\",\"timing\":{\"available\":true,"
+      "\"reference_eager\":{\"median_ms\":4.0},\"reference_compile\":{\"median_ms\":3.0},"
+      "\"reference_compile_modes\":{\"max-autotune-no-cudagraphs\":{\"median_ms\":2.5},"
+      "\"reduce-overhead\":{\"available\":false,\"reason\":\"torch.compile failed\"}},"
+      "\"candidate\":{\"median_ms\":2.0}}}";
+  cJSON *j = cJSON_Parse(text);
+  mk_verify_result r;
+  mk_verify_parse_result(j, &r);
+  MK_CHECK(r.compiled.available && r.compiled.median_ms == 3.0);
+  MK_CHECK(r.compiled_max.available && r.compiled_max.median_ms == 2.5);
+  MK_CHECK(!r.compiled_ro.available);
+  cJSON_Delete(j);
+  j = cJSON_Parse("{\"status\":\"ok\",\"timing\":{\"available\":true}}");
+  mk_verify_parse_result(j, &r);
+  MK_CHECK(!r.compiled_max.available && !r.compiled_ro.available);
+  cJSON_Delete(j);
+}
