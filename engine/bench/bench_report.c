@@ -69,6 +69,22 @@ static void md_subkernels(mk_buf *b, const mk_bench_results *r) {
   }
 }
 
+/* How often the decomposition moves won, and how many programs are CUDA-graph
+ * variants: merges and splits are kept only when measured faster. */
+static void md_moves(mk_buf *b, const mk_bench_results *r) {
+  int mt = 0, mw = 0, st = 0, sw = 0, graphs = 0;
+  for (int i = 0; i < r->nrecords; i++) {
+    const mk_bench_record *rec = &r->records[i];
+    mt += rec->merges_tried, mw += rec->merges_won;
+    st += rec->splits_tried, sw += rec->splits_won;
+    graphs += rec->cuda_graph;
+  }
+  if (mt + st + graphs == 0) return;
+  mk_buf_printf(b, "\nSearch moves: merges kept %d of %d tried, splits kept %d of %d tried; "
+                   "%d problem%s emitted as the CUDA-graph variant of the composition.\n",
+                mw, mt, sw, st, graphs, graphs == 1 ? "" : "s");
+}
+
 static void md_aggregate(mk_buf *b, const mk_bench_aggregate *a) {
   mk_buf_puts(b, "| baseline | problems | correct | fast_0 | fast_1 | fast_1.5 | fast_2 | geomean |\n");
   mk_buf_puts(b, "|---|---|---|---|---|---|---|---|\n");
@@ -165,6 +181,7 @@ int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
   if (a.tokens_in + a.tokens_out > 0)
     mk_buf_printf(b, "\nTokens: %ld in, %ld out; cost $%.2f.\n", a.tokens_in, a.tokens_out, a.cost_usd);
   mk_buf_printf(b, "\nWall time: %.0f s.\n", a.wall_s);
+  md_moves(b, r);
   bool kb = a.kb_checked > 0;
   if (kb) md_kbcheck(b, r, &a);
   bool where = any_where(r);
@@ -186,9 +203,10 @@ int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
     md_x(b, mk_bench_speedup(rec->compile_ms, rec->ours_ms));
     if (rec->gpu_fraction >= 0) mk_buf_printf(b, " %.1f%% |", 100 * rec->gpu_fraction);
     else mk_buf_puts(b, " n/a |");
-    mk_buf_printf(b, " %d (%d) | %.1f | %s%s%s |", rec->nsubkernels, nreplaced, rec->wall_s,
+    mk_buf_printf(b, " %d (%d) | %.1f | %s%s%s%s%s |", rec->nsubkernels, nreplaced, rec->wall_s,
                   rec->error ? rec->error : "", rec->error && rec->note ? "; " : "",
-                  rec->note ? rec->note : "");
+                  rec->note ? rec->note : "", (rec->error || rec->note) && rec->cuda_graph ? "; " : "",
+                  rec->cuda_graph ? "CUDA-graph variant" : "");
     if (kb) mk_buf_printf(b, " %s |", kb_cell(rec->kb.status));
     char at[256];
     where_of(rec, at, sizeof at);

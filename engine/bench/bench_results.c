@@ -97,6 +97,12 @@ cJSON *mk_bench_record_to_json(const mk_bench_record *rec) {
   add_ms(o, "speedup_vs_compile_max_autotune", mk_bench_speedup(rec->compile_max_ms, rec->ours_ms));
   add_ms(o, "speedup_vs_compile_reduce_overhead",
          mk_bench_speedup(rec->compile_ro_ms, rec->ours_ms));
+  cJSON *moves = cJSON_AddObjectToObject(o, "search");
+  cJSON_AddNumberToObject(moves, "merges_tried", rec->merges_tried);
+  cJSON_AddNumberToObject(moves, "merges_won", rec->merges_won);
+  cJSON_AddNumberToObject(moves, "splits_tried", rec->splits_tried);
+  cJSON_AddNumberToObject(moves, "splits_won", rec->splits_won);
+  cJSON_AddBoolToObject(o, "cuda_graph", rec->cuda_graph);
   cJSON_AddNumberToObject(o, "tokens_in", (double)rec->tokens_in);
   cJSON_AddNumberToObject(o, "tokens_out", (double)rec->tokens_out);
   cJSON_AddNumberToObject(o, "cost_usd", rec->cost_usd);
@@ -153,6 +159,12 @@ int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg
   out->ours_ms = get_num(json, "ours_ms", -1);
   out->compile_max_ms = get_num(json, "compile_max_autotune_ms", -1);
   out->compile_ro_ms = get_num(json, "compile_reduce_overhead_ms", -1);
+  const cJSON *moves = cJSON_GetObjectItemCaseSensitive(json, "search");
+  out->merges_tried = (int)get_num(moves, "merges_tried", 0);
+  out->merges_won = (int)get_num(moves, "merges_won", 0);
+  out->splits_tried = (int)get_num(moves, "splits_tried", 0);
+  out->splits_won = (int)get_num(moves, "splits_won", 0);
+  out->cuda_graph = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "cuda_graph"));
   out->tokens_in = (long)get_num(json, "tokens_in", 0);
   out->tokens_out = (long)get_num(json, "tokens_out", 0);
   out->cost_usd = get_num(json, "cost_usd", 0);

@@ -59,6 +59,10 @@ typedef struct mk_bench_record {
   /* torch.compile mode="max-autotune-no-cudagraphs" and mode="reduce-overhead", timed in
    * the same run as the three above; <= 0 unknown */
   double compile_max_ms, compile_ro_ms;
+  /* the search's decomposition moves (judged by time; tried / kept) and whether the
+   * ModelNew is the composition replayed as a CUDA graph */
+  int merges_tried, merges_won, splits_tried, splits_won;
+  bool cuda_graph;
   long tokens_in, tokens_out;
   double cost_usd;
   double wall_s;

@@ -212,6 +212,11 @@ static void fill_record(mk_bench_record *rec, const problem *p, int status,
   rec->compile_ms = m->compile_ms;
   rec->compile_max_ms = m->compile_max_ms;
   rec->compile_ro_ms = m->compile_ro_ms;
+  rec->merges_tried = m->moves.merges_tried;
+  rec->merges_won = m->moves.merges_won;
+  rec->splits_tried = m->moves.splits_tried;
+  rec->splits_won = m->moves.splits_won;
+  rec->cuda_graph = m->moves.cuda_graph;
   rec->ours_ms = m->ours_ms;
   rec->gpu_fraction = m->gpu_fraction;
   rec->tokens_in = m->tokens_in;

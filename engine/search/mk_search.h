@@ -145,6 +145,7 @@ typedef struct mk_search_result {
   mk_eval_result final;            /* verification of the whole program */
   char *final_report;              /* owned */
   int proposals, verified, failed, merges, splits, reverted;
+  int merges_tried, splits_tried;  /* merges/splits judged (merges, splits: those kept) */
   long tokens_in, tokens_out;
   double wall_s;
   /* CUDA-graph variant (PH_GRAPH): cuda_graph when modelnew_path is it;

@@ -643,6 +643,7 @@ static void judge_split(mk_search *s) {
   cJSON_AddNumberToObject(f, "subkernel", s->cur);
   cJSON_AddBoolToObject(f, "accepted", accept);
   log_event(s, "split", f);
+  s->res->splits_tried++;
   if (accept) {
     adopt_trial(s, 1);
     s->res->splits++;
@@ -686,6 +687,7 @@ static void judge_merge(mk_search *s) {
   cJSON_AddNumberToObject(f, "apart_ms", isinf(apart) ? -1 : apart);
   cJSON_AddBoolToObject(f, "accepted", accept);
   log_event(s, "merge", f);
+  s->res->merges_tried++;
   if (accept) {
     adopt_trial(s, 2);
     s->res->merges++;

@@ -100,6 +100,13 @@ typedef struct mk_session_subkernel {
   const char *summary;     /* "1.8x vs eager, 1.2x vs torch.compile, verified 5/5" */
 } mk_session_subkernel;
 
+/* The last evolve's decomposition moves (judged by time) and whether the emitted
+ * ModelNew is the CUDA-graph variant of the composition. */
+typedef struct mk_session_moves {
+  int merges_tried, merges_won, splits_tried, splits_won;
+  bool cuda_graph;
+} mk_session_moves;
+
 typedef struct mk_session_module {
   const char *path;
   const char *class_name;
@@ -119,6 +126,7 @@ typedef struct mk_session_module {
   const char *gpu;         /* the GPU (its CUDA_VISIBLE_DEVICES ordinal) that timed the whole
                               program (eager_ms, ours_ms); "" on the CPU or from the cache */
   long tokens_in, tokens_out;
+  mk_session_moves moves;  /* what the last evolve's decomposition moves did */
 } mk_session_module;
 
 typedef void (*mk_session_cb)(void *data, int status, const mk_session_module *m,

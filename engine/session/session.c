@@ -382,6 +382,7 @@ void module_refresh_views(mk_session *s, module_state *m) {
       .compile_ms = m->compile_ms,
       .compile_max_ms = m->compile_max_ms,
       .compile_ro_ms = m->compile_ro_ms,
+      .moves = m->moves,
       .ours_ms = m->ours_ms,
       .gpu_fraction = m->gpu_fraction,
       .gpu = m->gpu,
@@ -776,6 +777,9 @@ static void adopt_result(module_state *m, mk_search_result *r) {
   r->modelnew_path = NULL;
   m->tokens_in += r->tokens_in;
   m->tokens_out += r->tokens_out;
+  m->moves = (mk_session_moves){.merges_tried = r->merges_tried, .merges_won = r->merges,
+                                .splits_tried = r->splits_tried, .splits_won = r->splits,
+                                .cuda_graph = r->cuda_graph};
   if (r->final.status == MK_EVAL_OK) {
     m->ours_ms = r->final.time_ms;
     m->eager_ms = r->final.ref_eager_ms;

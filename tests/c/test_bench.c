@@ -415,3 +415,36 @@ MK_TEST(bench, other_compile_modes_are_baselines_too) {
   mk_buf_free(&md);
   mk_bench_results_free(&r);
 }
+
+/* How often merges and splits won, and which programs are CUDA-graph
+ * variants: kept through the JSON, said in the summary and the note column. */
+MK_TEST(bench, search_moves_and_cuda_graphs_are_reported) {
+  mk_bench_results r, back;
+  fixture(&r);
+  mk_buf md;
+  mk_buf_init(&md, 0);
+  MK_CHECK_INT(mk_bench_write_markdown(&r, &md), ==, 0);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "Search moves") == NULL); /* nothing tried: no line */
+  r.records[0].merges_tried = 3;
+  r.records[0].merges_won = 1;
+  r.records[1].splits_tried = 2;
+  r.records[1].cuda_graph = true;
+  mk_buf_reset(&md);
+  MK_CHECK_INT(mk_bench_write_markdown(&r, &md), ==, 0);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "merges kept 1 of 3 tried, splits kept 0 of 2 tried; 1 problem "
+                                    "emitted as the CUDA-graph variant") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "| CUDA-graph variant |") != NULL);
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  MK_CHECK_INT(mk_bench_write_json(&r, &b), ==, 0);
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_bench_read_json(mk_buf_cstr(&b), &back, &err) == 0);
+  MK_CHECK_INT(back.records[0].merges_tried, ==, 3);
+  MK_CHECK_INT(back.records[0].merges_won, ==, 1);
+  MK_CHECK_INT(back.records[1].splits_tried, ==, 2);
+  MK_CHECK(back.records[1].cuda_graph && !back.records[0].cuda_graph);
+  mk_bench_results_free(&back);
+  mk_buf_free(&b);
+  mk_buf_free(&md);
+  mk_bench_results_free(&r);
+}

@@ -672,3 +672,23 @@ MK_TEST(search, cuda_graph_variant_kept_only_when_faster) {
     mk_graph_free(g);
   }
 }
+
+/* Merges are judged by time: every one tried is counted, those kept too. */
+MK_TEST(search, merges_tried_and_kept_are_counted) {
+  const char *names[] = {"ok_0.5"};
+  fake_prop fp = {.names = names, .nnames = 1};
+  fake_eval fe = {.ref_ms = 4.0, .timed = true};
+  mk_search_config cfg;
+  config(&cfg);
+  cfg.try_merge = true;
+  outcome o = {0};
+  mk_graph *g = NULL;
+  MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
+  MK_REQUIRE(o.res != NULL);
+  /* each merged pair runs at 0.5 ms where apart they took 1.0 ms: every merge tried wins */
+  MK_CHECK(o.res->merges_tried >= 1);
+  MK_CHECK_INT(o.res->merges, ==, o.res->merges_tried);
+  MK_CHECK_INT(o.res->splits_tried, ==, 0);
+  mk_search_result_free(o.res);
+  mk_graph_free(g);
+}
