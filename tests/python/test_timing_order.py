@@ -112,8 +112,8 @@ def test_timing_block_reports_eager_and_candidate_together(host_clock: None) -> 
 def test_compiled_reference_is_reused_for_the_same_key(monkeypatch: pytest.MonkeyPatch) -> None:
     compiled: list[Any] = []
 
-    def fake_compile(fn: Any) -> Any:
-        compiled.append(fn)
+    def fake_compile(fn: Any, mode: str | None = None) -> Any:
+        compiled.append((fn, mode))
         return fn
 
     monkeypatch.setattr(torch, "compile", fake_compile)
@@ -123,7 +123,12 @@ def test_compiled_reference_is_reused_for_the_same_key(monkeypatch: pytest.Monke
     again = verify._compiled(torch.relu, [torch.ones(2)], dev, ("k", 1))
     assert first[0] is torch.relu and again is first and len(compiled) == 1
     verify._compiled(torch.tanh, [torch.ones(2)], dev, ("k", 2))
-    assert len(compiled) == 2 and list(verify._COMPILED) == [("k", 2)]  # one entry kept
+    assert len(compiled) == 2 and list(verify._COMPILED) == [(("k", 2), None)]  # one reference
+    # Other modes of the same reference are kept beside it, each compiled once.
+    verify._compiled(torch.tanh, [torch.ones(2)], dev, ("k", 2), "reduce-overhead")
+    verify._compiled(torch.tanh, [torch.ones(2)], dev, ("k", 2), "reduce-overhead")
+    assert compiled[-1] == (torch.tanh, "reduce-overhead") and len(compiled) == 3
+    assert set(verify._COMPILED) == {(("k", 2), None), (("k", 2), "reduce-overhead")}
 
     def broken(fn: Any) -> Any:
         raise RuntimeError("no backend\nmore")
