@@ -235,6 +235,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   int rc = bi_plan_build(req->graph, req->subkernel, &p, err);
   if (rc) return rc;
   bool has_base = false, has_gemm = false, has_conv = false, has_kernel = false, has_norm = false;
+  bool conv_bias = false; /* a convolution with a bias tensor */
   for (int s = 0; s < p.nst; s++) {
     bi_kind k = p.st[s].kind;
     has_base |= k == BI_EW || k == BI_REDUCE || k == BI_SOFTMAX || k == BI_NORM || k == BI_POOL;
@@ -244,13 +245,18 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
       char sn[64];
       bi_short(&req->graph->nodes[p.st[s].nodes[0]], sn, sizeof sn);
       has_conv |= strstr(sn, "2d") != NULL || strstr(sn, "3d") != NULL;
+      conv_bias |= bi_arg_tensor(bi_arg(&req->graph->nodes[p.st[s].nodes[0]], 2, "bias")) >= 0;
     }
     has_kernel |= k != BI_VIEW && k != BI_TORCH;
   }
-  /* A lone 2-d/3-d convolution still has one variant worth measuring: the
-   * same cuDNN call in channels_last (1.3-1.65x on H200, PERF-NOTES). */
-  bool cl_only = !has_kernel && has_conv;
-  if (!has_kernel && !cl_only) {
+  /* A lone 2-d/3-d convolution still has variants worth measuring: the same
+   * cuDNN call in channels_last (1.3-1.65x on H200, PERF-NOTES), and, when it
+   * has a bias, the default layout with the bias added by a vectorised kernel
+   * instead of cuDNN's separate pass (numerically the eager computation, for
+   * when channels_last rounds differently under TF32). */
+  bool cl_only = !has_kernel && has_conv && !conv_bias;
+  bool lone_conv = !has_kernel && has_conv;
+  if (!has_kernel && !lone_conv) {
     bi_plan_free(&p);
     return mk_errf(err, MK_EUNSUPPORTED,
                    "subkernel %s has only view or delegated ops: nothing for a Triton kernel to do",

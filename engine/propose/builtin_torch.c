@@ -94,6 +94,13 @@ static int bias_fold_stage(const bi_plan *p, int out) {
   return target;
 }
 
+/* True if the subkernel has a stage of its own (not only delegated calls and views). */
+static bool plan_has_kernel(const bi_plan *p) {
+  for (int s = 0; s < p->nst; s++)
+    if (p->st[s].kind != BI_TORCH && p->st[s].kind != BI_VIEW) return true;
+  return false;
+}
+
 static int add_uses_torch(bi_emit *e, const char *name) {
   char quoted[80];
   snprintf(quoted, sizeof quoted, "\"%s\", ", name);
@@ -144,7 +151,8 @@ static int emit_conv(bi_emit *e, int s, const mk_node *n, int nd, bool cl, mk_er
   int bias = bi_arg_tensor(bi_arg(n, 2, "bias"));
   int out = n->outputs[0];
   int fold = bias >= 0 ? bias_fold_stage(p, out) : -1;
-  bool drop_bias = bias >= 0 && (fold >= 0 || cl);
+  /* A lone conv in the default layout differs from the reference only by this. */
+  bool drop_bias = bias >= 0 && (fold >= 0 || cl || !plan_has_kernel(p));
   cl_namer c = {.g = p->g, .in = cl ? in : -1, .weight = cl ? w : -1,
                 .bias = drop_bias ? bias : -1};
   if (cl) {

@@ -320,8 +320,14 @@ MK_TEST(propose, lone_conv_gets_channels_last_variant) {
   mk_errmsg err = {{0}};
   mk_propose_request req = {.graph = g, .subkernel = &sk};
   MK_CHECK_INT(mk_builtin_propose(&req, &l, &err), ==, 0);
-  MK_CHECK_INT(l.n, ==, 1);
-  if (l.n == 1) {
+  /* channels_last first; then, since it has a bias, the default layout with
+   * the bias added by its own kernel (the eager numerics, without cuDNN's pass) */
+  MK_CHECK_INT(l.n, ==, 2);
+  if (l.n == 2) {
+    MK_CHECK_STR(l.items[1].name, "triton_conv");
+    MK_CHECK(strstr(l.items[1].source, "F.conv2d(x0, conv_weight, None, ") != NULL);
+    MK_CHECK(strstr(l.items[1].source, "_mk_add_channel_bias(") != NULL);
+    MK_CHECK(strstr(l.items[1].source, ".contiguous(memory_format=torch.channels_last)") == NULL);
     MK_CHECK_STR(l.items[0].name, "triton_convcl");
     MK_CHECK(strstr(l.items[0].source, ".contiguous(memory_format=torch.channels_last)") != NULL);
     MK_CHECK(strstr(l.items[0].source, "MK_USES_TORCH = (\"conv2d\", )") != NULL);
