@@ -238,6 +238,27 @@ static mk_eval_status status_of(mk_verify_status v) {
   return MK_EVAL_ERROR;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The median host seconds of one candidate call over the trials
+ * (per_trial[].candidate_s, docs/verify.md); 0 when the report has none. */
+static double median_candidate_s(const cJSON *report) {
+  const cJSON *trials = cJSON_GetObjectItemCaseSensitive(report, "per_trial");
+  double t[64];
+  int n = 0;
+  const cJSON *rec;
+  cJSON_ArrayForEach(rec, trials) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(rec, "candidate_s");
+    if (cJSON_IsNumber(c) && n < (int)(sizeof t / sizeof t[0])) t[n++] = c->valuedouble;
+  }
+  if (n == 0) return 0;
+  qsort(t, (size_t)n, sizeof t[0], cmp_double);
+  return t[n / 2];
+}
+
 static void on_verified(void *data, const mk_verify_result *v) {
   eval_req *req = data;
   untrack_job(req->m, req->job);
@@ -252,6 +273,8 @@ static void on_verified(void *data, const mk_verify_result *v) {
       .trials_passed = v->trials_passed,
       .trials = v->trials,
       .cached = v->cached,
+      .cost_s = v->cached ? 0 : v->elapsed_ms / 1000.0,
+      .run_s = median_candidate_s(v->json),
   };
   snprintf(r.reason, sizeof r.reason, "%s", v->reason ? v->reason : "");
   module_state *m = req->m;
@@ -271,6 +294,7 @@ static void on_verified(void *data, const mk_verify_result *v) {
 }
 
 static void options_for(mk_session *s, const module_state *m, mk_verify_options *o) {
+  double limit = m->eval.limit_s;
   mk_verify_options_init(o);
   o->trials = s->cfg.trials > 0 ? s->cfg.trials : o->trials;
   o->atol = s->cfg.atol > 0 ? s->cfg.atol : o->atol;
@@ -279,7 +303,7 @@ static void options_for(mk_session *s, const module_state *m, mk_verify_options 
   o->device = s->rt->gpu ? MK_VERIFY_DEVICE_CUDA : MK_VERIFY_DEVICE_CPU;
   o->timing = s->rt->gpu;
   o->batch = m->batch;
-  o->timeout_s = s->cfg.job_timeout_s;
+  o->timeout_s = limit > 0 ? limit : s->cfg.job_timeout_s;
 }
 
 /* The search only needs to know that nothing will call back. */
@@ -342,11 +366,17 @@ static void cancel_all(void *self) {
   for (int i = 0; i < ec->m->nverify_jobs; i++) mk_verify_cancel(ec->s->rt->verify, ec->m->verify_jobs[i]);
 }
 
+/* The search's per-job limit (its CPU plan): kept for the jobs it submits next. */
+static void set_limit(void *self, double seconds) {
+  session_eval_ctx *ec = self;
+  ec->limit_s = seconds > 0 ? seconds : 0;
+}
+
 mk_evaluator session_runtime_evaluator(mk_session *s, module_state *m) {
-  m->eval = (session_eval_ctx){s, m};
+  m->eval = (session_eval_ctx){s, m, 0};
   return (mk_evaluator){.self = &m->eval, .evaluate = evaluate,
                         .evaluate_composition = evaluate_composition, .cancel = cancel_all,
-                        .timed = s->rt->gpu};
+                        .limit = set_limit, .timed = s->rt->gpu};
 }
 
 /* ---- proposers ----------------------------------------------------------------- */

@@ -391,6 +391,7 @@ MK_TEST(search, cancel_aborts_evaluations_in_flight) {
   mk_search_config cfg;
   config(&cfg);
   cfg.beam_width = 2;
+  cfg.cpu_seconds = 0; /* an untimed evaluator without the CPU plan: the beam's batches in flight */
   outcome o = {0};
   mk_errmsg err = {{0}};
   mk_graph *g = NULL;

@@ -438,8 +438,10 @@ def run_trials(ref: Side, cand: Side, inputs_for: Callable[[int], list[Any]],
                                   "order": "candidate_first" if cand_first else "reference_first"}
         out.trials += 1
         ok_call, cand_raw = True, None
+        t_cand = time.perf_counter()
         if cand_first:
             ok_call, cand_raw = _call_candidate(cand, cand_in, spec, out)
+            t_cand = time.perf_counter() - t_cand
         try:
             with torch.no_grad():
                 ref_out = _flatten(ref.call(ref_in))
@@ -448,7 +450,12 @@ def run_trials(ref: Side, cand: Side, inputs_for: Callable[[int], list[Any]],
             _fatal_if_poisoned(spec.device, e)
             raise _ReferenceFailed(f"the reference failed: {type(e).__name__}: {e}") from e
         if not cand_first:
+            t_cand = time.perf_counter()
             ok_call, cand_raw = _call_candidate(cand, cand_in, spec, out)
+            t_cand = time.perf_counter() - t_cand
+        # Host seconds of the candidate's call: what a kernel costs under the CPU's
+        # interpreter, which the engine's CPU plan sizes its work from.
+        record["candidate_s"] = round(t_cand, 6)
         if not ok_call:
             record["status"] = out.status
             out.per_trial.append(record)
