@@ -629,7 +629,7 @@ static mk_cpu_plan cpu_snapshot(const mk_search *s) {
 
 static void cpu_progress_fields(const mk_search *s, mk_search_event *ev) {
   int done = s->res->verified + s->res->failed;
-  int in_flight = s->ph == PH_SUBKERNEL && s->pending > 0 ? 1 : 0;
+  int in_flight = s->res->proposals - done; /* the plan counts a proposal when it submits it */
   ev->cand_done = done;
   ev->cand_planned = done + in_flight + (s->ph <= PH_SUBKERNEL ? cpu_untouched(s) : 0);
   mk_cpu_plan p = cpu_snapshot(s);
