@@ -732,8 +732,10 @@ static bool cpu_step(mk_search *s) {
   if (limit <= 0) {
     if (st->proposals == 0)
       snprintf(st->plan_reason, sizeof st->plan_reason,
-               "not tried: the CPU budget of %.0f s was spent (%.0f s used, %.0f s kept for the "
-               "whole-program check)", s->cpu_budget, p.spent_s, p.base_s + p.reserve_s);
+               "not tried: what is left of the CPU budget of %.0f s (%.0f s used, %.0f s kept for "
+               "the whole-program check) gives each of the %d subkernels left less than the %.0f s "
+               "a job needs", s->cpu_budget, p.spent_s, p.base_s + p.reserve_s, p.subkernels_left,
+               MK_CPU_PLAN_MIN_JOB_S);
     cpu_log_plan(s, k, "no_time", 0);
     return false;
   }

@@ -300,7 +300,7 @@ static const char *summary(module_state *m, const mk_session_subkernel *v) {
   switch (v->state) {
   case MK_SK_RUNNING: return "evolving…";
   case MK_SK_REFERENCE:
-    if (st->plan_reason[0]) return keep(m, "PyTorch reference: %s", st->plan_reason);
+    if (st->plan_reason[0]) return keep(m, "%s", st->plan_reason);
     if (st->unsupported)
       return keep(m, "PyTorch reference: the proposer has no kernel for it (%s)", st->unsupported_reason);
     return "PyTorch reference (not evolved: no candidate was tried)";

@@ -715,11 +715,11 @@ MK_TEST(cli, evolve_reports_the_true_reason) {
   run(a, f.kv, 120, &r);
   MK_CHECK(!r.timed_out);
   MK_CHECK_INT(r.status, ==, 1);
-  MK_CHECK(strstr(r.out, "why PyTorch: 4 of 4 tried verified alone, but the composed program failed its "
+  MK_CHECK(strstr(r.out, "why PyTorch: 1 of 1 tried verified alone, but the composed program failed its "
                          "whole-program check (timeout") != NULL);
   MK_CHECK(strstr(r.out, "none faster") == NULL);
-  MK_CHECK(strstr(r.err, "conv2d_min: step 0") != NULL);
-  MK_CHECK(strstr(r.err, "candidates 4/4 done, 4 verified") != NULL);
+  MK_CHECK(strstr(r.err, "conv2d_min: candidate 1 (up to 1 s)") != NULL);
+  MK_CHECK(strstr(r.err, "candidates 2/2 done, 2 verified") != NULL);
   MK_CHECK(strstr(r.err, "ETA ~") != NULL);
   char log[700];
   snprintf(log, sizeof log, "run log: %s/hang_whole/run.jsonl", work);
@@ -753,5 +753,44 @@ MK_TEST(cli, evolve_writes_to_the_working_directory) {
   MK_CHECK(strstr(r.out, want) != NULL);
   MK_CHECK(strstr(r.out, "TRITON_INTERPRET=1") != NULL);
   MK_CHECK(access(problem_dir, F_OK) != 0); /* nothing beside the problem */
+  run_free(&r);
+}
+
+/* A CPU evolve is bounded by its plan: candidates that never finish (a
+ * kernel too slow for the interpreter) run only as long as the plan's share
+ * of the budget, the next subkernel is not started once the budget is
+ * spent, and each subkernel's summary, in the table and the JSON, says which
+ * of those happened, not "slower". */
+MK_TEST(cli, cpu_evolve_stays_inside_its_budget) {
+  fake_env f;
+  fake_env_init(&f, "slow_candidates", false);
+  const char *m = tmp_file("slow_kernels.py", good_module);
+  char work[600];
+  snprintf(work, sizeof work, "%s/work_slow", tmpdir);
+  run_out r;
+  const char *a[] = {"evolve", m, "--json", "--time-budget", "33", "--workdir", work, NULL};
+  run(a, f.kv, 120, &r);
+  MK_CHECK(!r.timed_out);
+  MK_CHECK_INT(r.status, ==, 0); /* the plain program verifies */
+  MK_CHECK(r.seconds < 33 + 15);  /* the budget, the check of the plain program and restarts */
+  MK_CHECK(r.seconds > 20);       /* each candidate had its share */
+  cJSON *j = cJSON_Parse(r.out);
+  MK_REQUIRE(j != NULL);
+  const cJSON *sks = cJSON_GetObjectItemCaseSensitive(j, "subkernels");
+  MK_REQUIRE(cJSON_GetArraySize(sks) == 2);
+  for (int i = 0; i < 2; i++) {
+    const char *sum = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(sks, i), "summary")->valuestring;
+    MK_CHECK(strstr(sum, "1 tried: 1 timeout") != NULL);
+    MK_CHECK(strstr(sum, "the CPU plan's limit for this candidate") != NULL);
+    MK_CHECK(strstr(sum, "faster") == NULL);
+  }
+  /* 33 s over two subkernels and the check's share: 11 s for the first. */
+  const char *s0 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(sks, 0), "summary")->valuestring;
+  MK_CHECK(strstr(s0, "limit for this candidate: 11 s of a 33 s budget") != NULL);
+  cJSON_Delete(j);
+  MK_CHECK(strstr(r.err, "conv2d_min: candidate 1 (up to 11 s)") != NULL);
+  MK_CHECK(strstr(r.err, "tanh: candidate 1 (up to") != NULL);
+  MK_CHECK(strstr(r.err, "candidates 1/2 done") != NULL);
+  MK_CHECK(strstr(r.err, "ETA ~") != NULL);
   run_free(&r);
 }
