@@ -61,6 +61,9 @@ typedef struct mk_eval_result {
    * seconds (0: unknown, the search measures submit to callback) and the
    * median seconds of one call of the candidate (0: unknown). */
   double cost_s, run_s;
+  /* Median seconds of eager PyTorch through the subkernel per trial (its
+   * inputs made by the program before it, then its reference); 0: unknown. */
+  double prefix_s;
 } mk_eval_result;
 
 typedef void (*mk_eval_cb)(void *data, const mk_eval_result *r);
@@ -230,6 +233,8 @@ typedef struct mk_cpu_plan {
                            and the eager rest over every trial (largest measured) */
   double reserve_s;     /* what the kernels kept so far add to that check */
   int subkernels_left;  /* distinct subkernels still to search, the current one included */
+  double floor_s;       /* what a job was seen to need at least (a timed-out job's limit, and
+                           half again), 0: nothing seen */
 } mk_cpu_plan;
 
 /* Below this a job cannot do its work (a worker restart alone is seconds). */
@@ -237,8 +242,18 @@ typedef struct mk_cpu_plan {
 
 /* Seconds the next candidate may run: the budget left after the planned
  * whole-program check, shared by the subkernels left and the check's share
- * of this candidate's kernel; at most job_cap_s. 0: none fits. */
+ * of this candidate's kernel; when that share is below what a job needs
+ * (MK_CPU_PLAN_MIN_JOB_S, floor_s), that much, first come first served, as
+ * long as the budget left pays for it and its check; at most job_cap_s.
+ * 0: none fits. */
 double mk_cpu_plan_candidate_limit(const mk_cpu_plan *p);
+/* The whole-program check's cost without kernels, from one job: `prefix_s`
+ * seconds of eager PyTorch ran the program through a subkernel that holds
+ * `fraction` (0..1] of the program's FLOPs (mk_node_flops); the check runs the
+ * whole program twice (reference and composition) per trial. 0: unknown. */
+double mk_cpu_plan_check_base(double prefix_s, double fraction, int trials);
+/* The least a job needs: MK_CPU_PLAN_MIN_JOB_S or floor_s, the larger. */
+double mk_cpu_plan_job_need(const mk_cpu_plan *p);
 /* What a kernel adds to the whole-program check: run_s per call, `copies`
  * calls per forward (twins), `trials` forwards. */
 double mk_cpu_plan_kernel_cost(double run_s, int copies, int trials);

@@ -61,6 +61,8 @@ struct mk_search {
   int cpu_qpos;
   double cpu_base, cpu_reserve; /* the planned whole-program check: without kernels, kernels kept */
   double cpu_cost_sum;          /* measured candidate jobs (not cached), for the ETA */
+  double cpu_floor;             /* what a job was seen to need at least (mk_cpu_plan.floor_s) */
+  double cpu_base_fraction;     /* the FLOP fraction of the job cpu_base was scaled from */
   int cpu_costs;
   double ev_limit;              /* the evaluator's limit as last set (set_limit) */
 
@@ -212,6 +214,7 @@ typedef struct eval_req {
 } eval_req;
 
 static void cpu_measure(mk_search *s, const eval_req *req, mk_variant *v);
+static void cpu_learn_check_base(mk_search *s, int k, const mk_eval_result *r);
 
 static void advance(mk_search *s);
 
@@ -624,7 +627,8 @@ static int cpu_untouched(const mk_search *s) {
 static mk_cpu_plan cpu_snapshot(const mk_search *s) {
   return (mk_cpu_plan){.budget_s = s->cpu_budget, .job_cap_s = s->cfg.job_timeout_s,
                        .spent_s = now_s() - s->t0, .base_s = s->cpu_base,
-                       .reserve_s = s->cpu_reserve, .subkernels_left = cpu_untouched(s)};
+                       .reserve_s = s->cpu_reserve, .subkernels_left = cpu_untouched(s),
+                       .floor_s = s->cpu_floor};
 }
 
 static void cpu_progress_fields(const mk_search *s, mk_search_event *ev) {
@@ -669,20 +673,50 @@ static void cpu_keep_or_plan_out(mk_search *s, int k, mk_subkernel_state *st, co
   cpu_log_plan(s, k, "planned_out", add);
 }
 
+/* Share of the program's FLOPs through subkernel k (its last node included). */
+static double flops_fraction_through(const mk_search *s, int k) {
+  const mk_subkernel *sk = &s->part.subkernels[k];
+  int last = -1;
+  for (int i = 0; i < sk->nnodes; i++)
+    if (sk->nodes[i] > last) last = sk->nodes[i];
+  double through = 0, total = 0;
+  for (int i = 0; i < s->g->nnodes; i++) {
+    double f = mk_node_flops(s->g, &s->g->nodes[i]);
+    total += f;
+    if (i <= last) through += f;
+  }
+  return total > 0 ? through / total : 0;
+}
+
+/* The whole-program check's cost without kernels, from the job that ran the
+ * largest part of the program (the best scaled), and never below what a job
+ * itself spent outside its candidate's calls. */
+static void cpu_learn_check_base(mk_search *s, int k, const mk_eval_result *r) {
+  int trials = r->trials > 0 ? r->trials : 1;
+  double rest = r->cost_s - trials * r->run_s;
+  double frac = r->prefix_s > 0 ? flops_fraction_through(s, k) : 0;
+  if (frac > s->cpu_base_fraction) {
+    s->cpu_base_fraction = frac;
+    s->cpu_base = mk_cpu_plan_check_base(r->prefix_s, frac, trials);
+  }
+  if (r->run_s > 0 && rest > s->cpu_base) s->cpu_base = rest;
+}
+
 /* What a candidate's job cost teaches the plan: the mean job (ETA), the
  * check's part without kernels (the job less its candidate's calls), and
  * whether a verified kernel fits. A timeout says which limit it hit. */
 static void cpu_measure(mk_search *s, const eval_req *req, mk_variant *v) {
   mk_eval_result *r = &v->result;
   if (r->cost_s <= 0) r->cost_s = r->cached ? 0 : now_s() - req->t_submit;
-  int trials = r->trials > 0 ? r->trials : 1;
   if (!r->cached) {
     s->cpu_cost_sum += r->cost_s;
     s->cpu_costs++;
   }
-  double rest = r->cost_s - trials * r->run_s;
-  if (r->run_s > 0 && rest > s->cpu_base) s->cpu_base = rest;
+  cpu_learn_check_base(s, req->subkernel, r);
   if (r->status == MK_EVAL_TIMEOUT && req->limit_s > 0) {
+    /* Later subkernels replay a longer prefix of the program to make their
+     * inputs: they need at least as long, and some more. */
+    if (1.5 * req->limit_s > s->cpu_floor) s->cpu_floor = 1.5 * req->limit_s;
     size_t n = strlen(r->reason);
     snprintf(r->reason + n, sizeof r->reason - n,
              " (the CPU plan's limit for this candidate: %.0f s of a %.0f s budget)", req->limit_s,
@@ -733,9 +767,8 @@ static bool cpu_step(mk_search *s) {
     if (st->proposals == 0)
       snprintf(st->plan_reason, sizeof st->plan_reason,
                "not tried: what is left of the CPU budget of %.0f s (%.0f s used, %.0f s kept for "
-               "the whole-program check) gives each of the %d subkernels left less than the %.0f s "
-               "a job needs", s->cpu_budget, p.spent_s, p.base_s + p.reserve_s, p.subkernels_left,
-               MK_CPU_PLAN_MIN_JOB_S);
+               "the whole-program check) cannot pay for another job of the %.0f s one needs here",
+               s->cpu_budget, p.spent_s, p.base_s + p.reserve_s, mk_cpu_plan_job_need(&p));
     cpu_log_plan(s, k, "no_time", 0);
     return false;
   }
@@ -751,9 +784,18 @@ static bool cpu_step(mk_search *s) {
 
 /* The whole-program check gets what the plan kept for it; the plain
  * subclass (a later round, eager PyTorch only) gets the evaluator's own limit. */
+static bool any_chosen(const mk_search *s) {
+  for (int i = 0; i < s->part.nsubkernels; i++)
+    if (s->st[i].chosen > 0) return true;
+  return false;
+}
+
+/* A composition without kernels is the user's Model, eager: the check it
+ * needs is all PyTorch, and cutting it short would only make the plain
+ * subclass pay the same again. */
 static void cpu_limit_final(mk_search *s) {
   mk_cpu_plan p = cpu_snapshot(s);
-  double limit = s->final_round == 0 ? mk_cpu_plan_final_limit(&p) : 0;
+  double limit = s->final_round == 0 && any_chosen(s) ? mk_cpu_plan_final_limit(&p) : 0;
   cpu_log_plan(s, -1, "final_check", limit);
   set_limit(s, limit);
 }

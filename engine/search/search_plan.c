@@ -17,14 +17,25 @@ static double budget_after_check(const mk_cpu_plan *p) {
   return p->budget_s - p->spent_s - p->base_s - p->reserve_s;
 }
 
+static double job_floor(const mk_cpu_plan *p) {
+  return p->floor_s > MK_CPU_PLAN_MIN_JOB_S ? p->floor_s : MK_CPU_PLAN_MIN_JOB_S;
+}
+
 /* The candidate's own share and, as much again, the share its kernel will
- * take in the whole-program check: hence subkernels_left + 1 parts. */
+ * take in the whole-program check: hence subkernels_left + 1 parts. A deep
+ * network has more subkernels than the budget has useful jobs: then they
+ * are tried in order at the least a job needs, while that and its check's
+ * share are left, and the rest are not started (the reason says so). */
 double mk_cpu_plan_candidate_limit(const mk_cpu_plan *p) {
   int parts = (p->subkernels_left > 0 ? p->subkernels_left : 1) + 1;
-  double share = budget_after_check(p) / parts;
-  if (share < MK_CPU_PLAN_MIN_JOB_S) return 0;
-  return clamp_job(p, share);
+  double avail = budget_after_check(p), need = job_floor(p);
+  double share = avail / parts;
+  if (share >= need) return clamp_job(p, share);
+  if (avail >= 2 * need) return clamp_job(p, need);
+  return 0;
 }
+
+double mk_cpu_plan_job_need(const mk_cpu_plan *p) { return job_floor(p); }
 
 double mk_cpu_plan_kernel_cost(double run_s, int copies, int trials) {
   if (run_s <= 0) return 0;
@@ -48,4 +59,13 @@ double mk_cpu_plan_final_limit(const mk_cpu_plan *p) {
 double mk_cpu_plan_eta(const mk_cpu_plan *p, double per_candidate_s, int candidates_left) {
   if (per_candidate_s <= 0) return -1;
   return per_candidate_s * (candidates_left > 0 ? candidates_left : 0) + p->base_s + p->reserve_s;
+}
+
+/* Eager PyTorch's time scales with the work: what ran through a fraction of
+ * the FLOPs, scaled to all of them, is one forward. Fixed costs (dispatch,
+ * small ops) make a shallow subkernel's estimate high, never low. */
+double mk_cpu_plan_check_base(double prefix_s, double fraction, int trials) {
+  if (prefix_s <= 0 || !(fraction > 0)) return 0;
+  if (fraction > 1) fraction = 1;
+  return 2.0 * (trials > 0 ? trials : 1) * prefix_s / fraction;
 }

@@ -243,16 +243,19 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* The median host seconds of one candidate call over the trials
- * (per_trial[].candidate_s, docs/verify.md); 0 when the report has none. */
-static double median_candidate_s(const cJSON *report) {
+/* The median over the trials of the host seconds per_trial[].KEY, plus
+ * per_trial[].KEY2 when given (docs/verify.md); 0 when the report has none. */
+static double median_trial_s(const cJSON *report, const char *key, const char *key2) {
   const cJSON *trials = cJSON_GetObjectItemCaseSensitive(report, "per_trial");
   double t[64];
   int n = 0;
   const cJSON *rec;
   cJSON_ArrayForEach(rec, trials) {
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(rec, "candidate_s");
-    if (cJSON_IsNumber(c) && n < (int)(sizeof t / sizeof t[0])) t[n++] = c->valuedouble;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(rec, key);
+    const cJSON *c2 = key2 ? cJSON_GetObjectItemCaseSensitive(rec, key2) : NULL;
+    if (key2 && !cJSON_IsNumber(c2)) continue;
+    if (cJSON_IsNumber(c) && n < (int)(sizeof t / sizeof t[0]))
+      t[n++] = c->valuedouble + (c2 ? c2->valuedouble : 0);
   }
   if (n == 0) return 0;
   qsort(t, (size_t)n, sizeof t[0], cmp_double);
@@ -274,7 +277,8 @@ static void on_verified(void *data, const mk_verify_result *v) {
       .trials = v->trials,
       .cached = v->cached,
       .cost_s = v->cached ? 0 : v->elapsed_ms / 1000.0,
-      .run_s = median_candidate_s(v->json),
+      .run_s = median_trial_s(v->json, "candidate_s", NULL),
+      .prefix_s = median_trial_s(v->json, "inputs_s", "reference_s"),
   };
   snprintf(r.reason, sizeof r.reason, "%s", v->reason ? v->reason : "");
   module_state *m = req->m;

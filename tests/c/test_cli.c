@@ -756,11 +756,11 @@ MK_TEST(cli, evolve_writes_to_the_working_directory) {
   run_free(&r);
 }
 
-/* A CPU evolve is bounded by its plan: candidates that never finish (a
- * kernel too slow for the interpreter) run only as long as the plan's share
- * of the budget, the next subkernel is not started once the budget is
- * spent, and each subkernel's summary, in the table and the JSON, says which
- * of those happened, not "slower". */
+/* A CPU evolve is bounded by its plan: a candidate that never finishes (a
+ * kernel too slow for the interpreter) runs only as long as the plan's share
+ * of the budget; the next subkernel, which would need half again as long, is
+ * not started with what is left; each subkernel's summary, in the table and
+ * the JSON, says which of those happened, not "slower". */
 MK_TEST(cli, cpu_evolve_stays_inside_its_budget) {
   fake_env f;
   fake_env_init(&f, "slow_candidates", false);
@@ -772,25 +772,22 @@ MK_TEST(cli, cpu_evolve_stays_inside_its_budget) {
   run(a, f.kv, 120, &r);
   MK_CHECK(!r.timed_out);
   MK_CHECK_INT(r.status, ==, 0); /* the plain program verifies */
-  MK_CHECK(r.seconds < 33 + 15);  /* the budget, the check of the plain program and restarts */
-  MK_CHECK(r.seconds > 20);       /* each candidate had its share */
+  MK_CHECK(r.seconds < 33);      /* the budget bounds the whole run */
+  MK_CHECK(r.seconds > 10);      /* the first candidate had its share */
   cJSON *j = cJSON_Parse(r.out);
   MK_REQUIRE(j != NULL);
   const cJSON *sks = cJSON_GetObjectItemCaseSensitive(j, "subkernels");
   MK_REQUIRE(cJSON_GetArraySize(sks) == 2);
-  for (int i = 0; i < 2; i++) {
-    const char *sum = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(sks, i), "summary")->valuestring;
-    MK_CHECK(strstr(sum, "1 tried: 1 timeout") != NULL);
-    MK_CHECK(strstr(sum, "the CPU plan's limit for this candidate") != NULL);
-    MK_CHECK(strstr(sum, "faster") == NULL);
-  }
-  /* 33 s over two subkernels and the check's share: 11 s for the first. */
   const char *s0 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(sks, 0), "summary")->valuestring;
-  MK_CHECK(strstr(s0, "limit for this candidate: 11 s of a 33 s budget") != NULL);
+  const char *s1 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(sks, 1), "summary")->valuestring;
+  /* 33 s over two subkernels and the check's share: 11 s for the first. */
+  MK_CHECK(strstr(s0, "no verified variant (1 tried: 1 timeout)") != NULL);
+  MK_CHECK(strstr(s0, "the CPU plan's limit for this candidate: 11 s of a 33 s budget") != NULL);
+  MK_CHECK(strstr(s1, "not tried: what is left of the CPU budget of 33 s") != NULL);
+  MK_CHECK(strstr(s0, "faster") == NULL && strstr(s1, "faster") == NULL);
   cJSON_Delete(j);
   MK_CHECK(strstr(r.err, "conv2d_min: candidate 1 (up to 11 s)") != NULL);
-  MK_CHECK(strstr(r.err, "tanh: candidate 1 (up to") != NULL);
-  MK_CHECK(strstr(r.err, "candidates 1/2 done") != NULL);
-  MK_CHECK(strstr(r.err, "ETA ~") != NULL);
+  MK_CHECK(strstr(r.err, "candidates 0/2 done") != NULL);
+  MK_CHECK(strstr(r.err, "candidates 1/1 done") != NULL);
   run_free(&r);
 }

@@ -687,7 +687,15 @@ MK_TEST(search, cpu_plan_shares_the_budget) {
   /* What is spent and kept for the check is not shared out again. */
   p = (mk_cpu_plan){.budget_s = 150, .spent_s = 60, .base_s = 10, .reserve_s = 20, .subkernels_left = 2};
   MK_CHECK(fabs(mk_cpu_plan_candidate_limit(&p) - 20) < 1e-9);
-  p.spent_s = 100; /* 20 s left for 3 parts: below a useful job */
+  p.spent_s = 100; /* 20 s left for 3 parts: the least a job needs, while that and its check fit */
+  MK_CHECK(fabs(mk_cpu_plan_candidate_limit(&p) - MK_CPU_PLAN_MIN_JOB_S) < 1e-9);
+  p.spent_s = 105;
+  MK_CHECK(mk_cpu_plan_candidate_limit(&p) == 0);
+  /* After a job ran past 20 s, the next needs at least 30 s. */
+  p = (mk_cpu_plan){.budget_s = 150, .spent_s = 60, .subkernels_left = 40, .floor_s = 30};
+  MK_CHECK(fabs(mk_cpu_plan_candidate_limit(&p) - 30) < 1e-9);
+  MK_CHECK(fabs(mk_cpu_plan_job_need(&p) - 30) < 1e-9);
+  p.spent_s = 95;
   MK_CHECK(mk_cpu_plan_candidate_limit(&p) == 0);
   /* A kernel's share of the check: per call x copies x trials. */
   MK_CHECK(fabs(mk_cpu_plan_kernel_cost(0.5, 3, 5) - 7.5) < 1e-9);
@@ -707,6 +715,11 @@ MK_TEST(search, cpu_plan_shares_the_budget) {
   p = (mk_cpu_plan){.budget_s = 150, .base_s = 4, .reserve_s = 6};
   MK_CHECK(fabs(mk_cpu_plan_eta(&p, 5, 3) - 25) < 1e-9);
   MK_CHECK(mk_cpu_plan_eta(&p, 0, 3) < 0);
+  /* The check without kernels: 0.5 s of eager through a quarter of the FLOPs is a
+   * 2 s forward, run twice per trial. */
+  MK_CHECK(fabs(mk_cpu_plan_check_base(0.5, 0.25, 5) - 20) < 1e-9);
+  MK_CHECK(mk_cpu_plan_check_base(0, 0.25, 5) == 0);
+  MK_CHECK(mk_cpu_plan_check_base(0.5, 0, 5) == 0);
 }
 
 /* An untimed evaluator whose verdicts and costs come from the candidate's
@@ -837,6 +850,12 @@ MK_TEST(search, cpu_plan_timeout_is_the_reason) {
   /* The first job had the whole budget's share: 60 s over (subkernels + 1). */
   int n = o.res->partition.nsubkernels;
   MK_CHECK(fabs(ce.limits[0] - 60.0 / (n + 1)) < 1.0);
+  /* The next subkernel (a longer prefix to replay) would need at least half
+   * again that long (30 s): with it and its check's share more than is left,
+   * it is not started, and says so. */
+  MK_REQUIRE(n == 2);
+  MK_CHECK_INT(ce.evaluations, ==, 1);
+  MK_CHECK(strstr(o.res->states[1].plan_reason, "cannot pay for another job of the 30 s one needs here") != NULL);
   mk_search_result_free(o.res);
   mk_graph_free(g);
 }
