@@ -247,11 +247,11 @@ typedef struct mk_cpu_plan {
  * long as the budget left pays for it and its check; at most job_cap_s.
  * 0: none fits. */
 double mk_cpu_plan_candidate_limit(const mk_cpu_plan *p);
-/* The whole-program check's cost without kernels, from one job: `prefix_s`
- * seconds of eager PyTorch ran the program through a subkernel that holds
- * `fraction` (0..1] of the program's FLOPs (mk_node_flops); the check runs the
- * whole program twice (reference and composition) per trial. 0: unknown. */
-double mk_cpu_plan_check_base(double prefix_s, double fraction, int trials);
+/* What the whole-program check costs without kernels at least, from one
+ * job: `prefix_s` seconds of eager PyTorch ran the program through a
+ * subkernel, and the check runs the whole program twice (reference and
+ * composition) per trial. 0: unknown. */
+double mk_cpu_plan_check_base(double prefix_s, int trials);
 /* The least a job needs: MK_CPU_PLAN_MIN_JOB_S or floor_s, the larger. */
 double mk_cpu_plan_job_need(const mk_cpu_plan *p);
 /* What a kernel adds to the whole-program check: run_s per call, `copies`

@@ -62,7 +62,6 @@ struct mk_search {
   double cpu_base, cpu_reserve; /* the planned whole-program check: without kernels, kernels kept */
   double cpu_cost_sum;          /* measured candidate jobs (not cached), for the ETA */
   double cpu_floor;             /* what a job was seen to need at least (mk_cpu_plan.floor_s) */
-  double cpu_base_fraction;     /* the FLOP fraction of the job cpu_base was scaled from */
   int cpu_costs;
   double ev_limit;              /* the evaluator's limit as last set (set_limit) */
 
@@ -668,37 +667,22 @@ static void cpu_keep_or_plan_out(mk_search *s, int k, mk_subkernel_state *st, co
   st->planned_out = true;
   snprintf(st->plan_reason, sizeof st->plan_reason,
            "verified, but under the CPU interpreter it would add ~%.0f s (%d cop%s x %d trials) to "
-           "the whole-program check, past the CPU budget of %.0f s: PyTorch kept",
-           add, copies, copies == 1 ? "y" : "ies", trials, s->cpu_budget);
+           "the whole-program check, which already needs ~%.0f s with %.0f s used, past the CPU "
+           "budget of %.0f s: PyTorch kept",
+           add, copies, copies == 1 ? "y" : "ies", trials, p.base_s + p.reserve_s, p.spent_s,
+           s->cpu_budget);
   cpu_log_plan(s, k, "planned_out", add);
 }
 
-/* Share of the program's FLOPs through subkernel k (its last node included). */
-static double flops_fraction_through(const mk_search *s, int k) {
-  const mk_subkernel *sk = &s->part.subkernels[k];
-  int last = -1;
-  for (int i = 0; i < sk->nnodes; i++)
-    if (sk->nodes[i] > last) last = sk->nodes[i];
-  double through = 0, total = 0;
-  for (int i = 0; i < s->g->nnodes; i++) {
-    double f = mk_node_flops(s->g, &s->g->nodes[i]);
-    total += f;
-    if (i <= last) through += f;
-  }
-  return total > 0 ? through / total : 0;
-}
-
-/* The whole-program check's cost without kernels, from the job that ran the
- * largest part of the program (the best scaled), and never below what a job
- * itself spent outside its candidate's calls. */
+/* The whole-program check's cost without kernels, at least: the most any
+ * job ran of the program per trial (twice per trial in the check), or what
+ * a job spent outside its candidate's calls. */
 static void cpu_learn_check_base(mk_search *s, int k, const mk_eval_result *r) {
+  (void)k;
   int trials = r->trials > 0 ? r->trials : 1;
   double rest = r->cost_s - trials * r->run_s;
-  double frac = r->prefix_s > 0 ? flops_fraction_through(s, k) : 0;
-  if (frac > s->cpu_base_fraction) {
-    s->cpu_base_fraction = frac;
-    s->cpu_base = mk_cpu_plan_check_base(r->prefix_s, frac, trials);
-  }
+  double seen = mk_cpu_plan_check_base(r->prefix_s, trials);
+  if (seen > s->cpu_base) s->cpu_base = seen;
   if (r->run_s > 0 && rest > s->cpu_base) s->cpu_base = rest;
 }
 
