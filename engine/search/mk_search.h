@@ -222,9 +222,10 @@ void mk_search_result_free(mk_search_result *r);
  * On the CPU every kernel runs in Triton's interpreter, where one candidate
  * can cost seconds to minutes and nothing is timed: one verified candidate
  * per subkernel is all a choice can use. The search then evaluates
- * candidates one at a time, stops a subkernel at its first verified one,
- * and sizes every job from what jobs measured so far against a wall-time
- * budget. These functions are that arithmetic, pure, on a snapshot. */
+ * candidates one at a time (at most depth + 1 per subkernel), gives a
+ * subkernel that has its verified kernel more only from a full share of the
+ * budget, and sizes every job from what jobs measured so far against a
+ * wall-time budget. These functions are that arithmetic, pure, on a snapshot. */
 typedef struct mk_cpu_plan {
   double budget_s;      /* the search's wall-time budget */
   double job_cap_s;     /* the configured limit of one job, 0 = none */
@@ -254,6 +255,8 @@ double mk_cpu_plan_candidate_limit(const mk_cpu_plan *p);
 double mk_cpu_plan_check_base(double prefix_s, int trials);
 /* The least a job needs: MK_CPU_PLAN_MIN_JOB_S or floor_s, the larger. */
 double mk_cpu_plan_job_need(const mk_cpu_plan *p);
+/* The budget left after the planned check over subkernels_left + 1 parts. */
+double mk_cpu_plan_share(const mk_cpu_plan *p);
 /* What a kernel adds to the whole-program check: run_s per call, `copies`
  * calls per forward (twins), `trials` forwards. */
 double mk_cpu_plan_kernel_cost(double run_s, int copies, int trials);

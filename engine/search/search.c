@@ -64,6 +64,7 @@ struct mk_search {
   double cpu_floor;             /* what a job was seen to need at least (mk_cpu_plan.floor_s) */
   int cpu_costs;
   double ev_limit;              /* the evaluator's limit as last set (set_limit) */
+  int cpu_requests;             /* proposal requests for the current subkernel (the beam's steps) */
 
   int final_round;
   char *graph_path;    /* the CUDA-graph variant being verified (PH_GRAPH), owned */
@@ -563,8 +564,8 @@ static bool cpu_step(mk_search *s);
 static void phase_subkernel(mk_search *s) {
   while (s->cur < s->part.nsubkernels) {
     if (s->step == 0) s->budget_for_cur = budget_for(s, s->order[s->cur]);
-    /* The CPU plan proposes at step 0 and evaluates one candidate per step after. */
-    int last_step = s->cpu_budget > 0 ? s->cfg.depth + 1 : s->cfg.depth;
+    /* The CPU plan takes a step per candidate and per request for more. */
+    int last_step = s->cpu_budget > 0 ? 2 * (s->cfg.depth + 1) : s->cfg.depth;
     if (s->step <= last_step) {
       if (s->cpu_budget <= 0) {
         char msg[256];
@@ -706,7 +707,10 @@ static void cpu_measure(mk_search *s, const eval_req *req, mk_variant *v) {
              " (the CPU plan's limit for this candidate: %.0f s of a %.0f s budget)", req->limit_s,
              s->cpu_budget);
   }
-  if (verified(v) && req->st == &s->st[req->subkernel]) cpu_keep_or_plan_out(s, req->subkernel, req->st, v);
+  /* The first verified kernel is the one an untimed choice takes: it alone
+   * goes into the planned check. */
+  if (verified(v) && req->st == &s->st[req->subkernel] && best_generated(req->st) == req->variant)
+    cpu_keep_or_plan_out(s, req->subkernel, req->st, v);
 }
 
 static bool last_timed_out(const mk_subkernel_state *st) {
@@ -736,16 +740,43 @@ static bool cpu_submit_next(mk_search *s, int k, double limit) {
   return true;
 }
 
-/* One step of the CPU plan for subkernel order[cur]: step 0 asks for up to
- * depth + 1 proposals (kept in order), every later step evaluates the next,
- * until one verifies (an untimed choice can use no second), one runs out of
- * time (its next would too), or the plan has no time left for another. */
+/* A request for more proposals, kept in the queue: REPAIR of the last
+ * failure, or OPTIMISE of the kernel that will be chosen, as the beam asks;
+ * NEW again when nothing came at all (an LLM's unusable reply). */
+static bool cpu_ask_more(mk_search *s, int k, mk_subkernel_state *st, bool has_verified) {
+  int left = s->cfg.depth + 1 - st->proposals;
+  int parent = has_verified ? best_generated(st) : st->nvariants - 1;
+  if (left <= 0 || s->cpu_requests > s->cfg.depth) return false;
+  mk_propose_mode mode = has_verified ? MK_PROPOSE_OPTIMISE : parent >= 1 ? MK_PROPOSE_REPAIR : MK_PROPOSE_NEW;
+  mk_candidate_list_free(&s->cpu_queue);
+  s->cpu_qpos = 0;
+  s->cpu_requests++;
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s: asking for %s", s->part.subkernels[k].name,
+           mode == MK_PROPOSE_OPTIMISE ? "an optimisation" : mode == MK_PROPOSE_REPAIR ? "a repair"
+                                                                                   : "proposals again");
+  emit_progress(s, msg);
+  submit_propose(s, &s->part.subkernels[k], k, st, mode, mode == MK_PROPOSE_NEW ? -1 : parent, left, true);
+  return true;
+}
+
+/* One step of the CPU plan for subkernel order[cur]: the beam's modes, one
+ * candidate at a time. Step 0 asks for up to depth + 1 proposals (kept in
+ * order); each later step evaluates the next, and when none is left asks for
+ * more (cpu_ask_more), depth more requests at most, like the beam's steps.
+ * A subkernel ends at depth + 1 candidates, at a timeout (its next would run
+ * as long), after its requests, or when the plan has no time for another job; once it has a verified
+ * kernel (all an untimed choice uses) it gets more only from a full share of
+ * the budget, never from the least a job needs: that goes to the subkernels
+ * not started yet. */
 static bool cpu_step(mk_search *s) {
   int k = s->order[s->cur];
   mk_subkernel_state *st = &s->st[k];
   if (!in_scope(s, k) || st->unsupported || s->cancelled) return false;
-  if (best_generated(st) >= 0 || last_timed_out(st) || st->proposals > s->cfg.depth) return false;
+  if (last_timed_out(st) || st->proposals > s->cfg.depth) return false;
+  bool has_verified = best_generated(st) >= 0;
   mk_cpu_plan p = cpu_snapshot(s);
+  if (has_verified && mk_cpu_plan_share(&p) < mk_cpu_plan_job_need(&p)) return false;
   double limit = mk_cpu_plan_candidate_limit(&p);
   if (limit <= 0) {
     if (st->proposals == 0)
@@ -756,14 +787,18 @@ static bool cpu_step(mk_search *s) {
     cpu_log_plan(s, k, "no_time", 0);
     return false;
   }
-  if (s->step > 0) return cpu_submit_next(s, k, limit);
-  mk_candidate_list_free(&s->cpu_queue);
-  s->cpu_qpos = 0;
-  char msg[256];
-  snprintf(msg, sizeof msg, "%s: proposing", s->part.subkernels[k].name);
-  emit_progress(s, msg);
-  submit_propose(s, &s->part.subkernels[k], k, st, MK_PROPOSE_NEW, -1, s->cfg.depth + 1, true);
-  return true;
+  if (s->step == 0) {
+    mk_candidate_list_free(&s->cpu_queue);
+    s->cpu_qpos = 0;
+    s->cpu_requests = 1;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s: proposing", s->part.subkernels[k].name);
+    emit_progress(s, msg);
+    submit_propose(s, &s->part.subkernels[k], k, st, MK_PROPOSE_NEW, -1, s->cfg.depth + 1, true);
+    return true;
+  }
+  if (s->cpu_qpos < s->cpu_queue.n) return cpu_submit_next(s, k, limit);
+  return cpu_ask_more(s, k, st, has_verified);
 }
 
 /* The whole-program check gets what the plan kept for it; the plain

@@ -37,6 +37,11 @@ double mk_cpu_plan_candidate_limit(const mk_cpu_plan *p) {
 
 double mk_cpu_plan_job_need(const mk_cpu_plan *p) { return job_floor(p); }
 
+double mk_cpu_plan_share(const mk_cpu_plan *p) {
+  int parts = (p->subkernels_left > 0 ? p->subkernels_left : 1) + 1;
+  return budget_after_check(p) / parts;
+}
+
 double mk_cpu_plan_kernel_cost(double run_s, int copies, int trials) {
   if (run_s <= 0) return 0;
   return run_s * (copies > 0 ? copies : 1) * (trials > 0 ? trials : 1);

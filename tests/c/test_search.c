@@ -796,9 +796,10 @@ static int generated_evaluations(const mk_search_result *r) {
   return n;
 }
 
-/* One verified candidate is all an untimed choice uses: the plan evaluates in
- * proposer order and stops each subkernel at its first verified one. */
-MK_TEST(search, cpu_plan_stops_at_the_first_verified) {
+/* The plan evaluates in proposer order, at most depth + 1 candidates per
+ * subkernel, and the first verified one is chosen (an untimed choice has
+ * nothing else to go by). */
+MK_TEST(search, cpu_plan_evaluates_in_order_within_depth) {
   const char *names[] = {"bad_1", "ok_2", "ok_3", "ok_4"};
   fake_prop fp = {.names = names, .nnames = 4};
   cpu_eval ce = {.cost_s = 2, .run_s = 0.1};
@@ -813,15 +814,29 @@ MK_TEST(search, cpu_plan_stops_at_the_first_verified) {
   MK_CHECK_INT(o.status, ==, 0);
   for (int i = 0; i < n; i++) {
     const mk_subkernel_state *st = &o.res->states[i];
-    MK_CHECK_INT(st->nvariants, ==, 3); /* the reference, bad_1, ok_2 */
+    MK_CHECK_INT(st->nvariants, ==, 1 + cfg.depth + 1); /* the reference, bad_1, ok_2, ok_3 */
     MK_CHECK_STR(st->variants[st->chosen].cand.name, "ok_2");
     MK_CHECK_STR(st->plan_reason, "");
   }
-  MK_CHECK_INT(o.res->proposals, ==, 2 * n);
+  MK_CHECK_INT(o.res->proposals, ==, (cfg.depth + 1) * n);
   /* Every job ran under a limit: the budget's share, never above it. */
   for (int i = 0; i < ce.evaluations && i < 32; i++) MK_CHECK(ce.limits[i] > 0 && ce.limits[i] <= 75);
   MK_CHECK(ce.composition_limit > 0);
   mk_search_result_free(o.res);
+  mk_graph_free(g);
+
+  /* Once a subkernel has its verified kernel, it gets more only from a full
+   * share: here its kernel's 17.5 s in the check (3.5 s x 5 trials) leave
+   * 17.5 s for two parts, under the 10 s a job needs, so it stops at ok_2. */
+  cpu_eval ce2 = {.cost_s = 1, .run_s = 3.5};
+  config(&cfg);
+  cfg.cpu_seconds = 35;
+  outcome o2 = {0};
+  MK_REQUIRE(run_cpu_search(&fp, &ce2, &cfg, &o2, &g) == 0);
+  MK_REQUIRE(o2.res != NULL);
+  MK_CHECK_INT(o2.res->states[0].nvariants, ==, 3);
+  MK_CHECK_STR(o2.res->states[0].variants[o2.res->states[0].chosen].cand.name, "ok_2");
+  mk_search_result_free(o2.res);
   mk_graph_free(g);
 }
 
