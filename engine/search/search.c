@@ -740,11 +740,18 @@ static bool cpu_submit_next(mk_search *s, int k, double limit) {
   return true;
 }
 
+/* Candidates for the current subkernel: depth + 1, within its share of the
+ * proposal budget (budget_for, as the beam's). */
+static int cpu_candidate_cap(const mk_search *s) {
+  int cap = s->cfg.depth + 1;
+  return s->budget_for_cur < cap ? s->budget_for_cur : cap;
+}
+
 /* A request for more proposals, kept in the queue: REPAIR of the last
  * failure, or OPTIMISE of the kernel that will be chosen, as the beam asks;
  * NEW again when nothing came at all (an LLM's unusable reply). */
 static bool cpu_ask_more(mk_search *s, int k, mk_subkernel_state *st, bool has_verified) {
-  int left = s->cfg.depth + 1 - st->proposals;
+  int left = cpu_candidate_cap(s) - st->proposals;
   int parent = has_verified ? best_generated(st) : st->nvariants - 1;
   if (left <= 0 || s->cpu_requests > s->cfg.depth) return false;
   mk_propose_mode mode = has_verified ? MK_PROPOSE_OPTIMISE : parent >= 1 ? MK_PROPOSE_REPAIR : MK_PROPOSE_NEW;
@@ -773,7 +780,7 @@ static bool cpu_step(mk_search *s) {
   int k = s->order[s->cur];
   mk_subkernel_state *st = &s->st[k];
   if (!in_scope(s, k) || st->unsupported || s->cancelled) return false;
-  if (last_timed_out(st) || st->proposals > s->cfg.depth) return false;
+  if (last_timed_out(st) || st->proposals >= cpu_candidate_cap(s)) return false;
   bool has_verified = best_generated(st) >= 0;
   mk_cpu_plan p = cpu_snapshot(s);
   if (has_verified && mk_cpu_plan_share(&p) < mk_cpu_plan_job_need(&p)) return false;
@@ -794,7 +801,7 @@ static bool cpu_step(mk_search *s) {
     char msg[256];
     snprintf(msg, sizeof msg, "%s: proposing", s->part.subkernels[k].name);
     emit_progress(s, msg);
-    submit_propose(s, &s->part.subkernels[k], k, st, MK_PROPOSE_NEW, -1, s->cfg.depth + 1, true);
+    submit_propose(s, &s->part.subkernels[k], k, st, MK_PROPOSE_NEW, -1, cpu_candidate_cap(s), true);
     return true;
   }
   if (s->cpu_qpos < s->cpu_queue.n) return cpu_submit_next(s, k, limit);
