@@ -840,6 +840,25 @@ MK_TEST(search, cpu_plan_evaluates_in_order_within_depth) {
   mk_graph_free(g);
 }
 
+/* A small --budget is shared between the subkernels as the beam shares it:
+ * the first does not take it all. */
+MK_TEST(search, cpu_plan_shares_the_proposal_budget) {
+  const char *names[] = {"bad_1", "ok_2", "ok_3"};
+  fake_prop fp = {.names = names, .nnames = 3};
+  cpu_eval ce = {.cost_s = 1, .run_s = 0.1};
+  mk_search_config cfg;
+  config(&cfg);
+  cfg.beam_width = 1;
+  cfg.max_proposals = 2;
+  outcome o = {0};
+  mk_graph *g = NULL;
+  MK_REQUIRE(run_cpu_search(&fp, &ce, &cfg, &o, &g) == 0);
+  MK_REQUIRE(o.res != NULL && o.res->partition.nsubkernels == 2);
+  for (int i = 0; i < 2; i++) MK_CHECK_INT(o.res->states[i].proposals, ==, 1);
+  mk_search_result_free(o.res);
+  mk_graph_free(g);
+}
+
 /* A candidate that runs past its limit ends its subkernel (the next would
  * cost as much), and the verdict says which limit it was. */
 MK_TEST(search, cpu_plan_timeout_is_the_reason) {
