@@ -61,6 +61,13 @@ typedef struct mk_eval_result {
                             when the answer came from the cache */
   char reason[1024];     /* one readable sentence when status != OK */
   const char *report_json; /* the verifier's full report (borrowed, valid during the callback) */
+  /* What the evaluation cost, for the CPU plan (mk_cpu_plan): the job's wall
+   * seconds (0: unknown, the search measures submit to callback) and the
+   * median seconds of one call of the candidate (0: unknown). */
+  double cost_s, run_s;
+  /* Median seconds of eager PyTorch through the subkernel per trial (its
+   * inputs made by the program before it, then its reference); 0: unknown. */
+  double prefix_s;
 } mk_eval_result;
 
 typedef void (*mk_eval_cb)(void *data, const mk_eval_result *r);
@@ -79,6 +86,9 @@ typedef struct mk_evaluator {
                   mk_eval_cb cb, void *data);
   int (*evaluate_composition)(void *self, const char *modelnew_path, mk_eval_cb cb, void *data);
   void (*cancel)(void *self);
+  /* Optional: the time limit, in seconds, of the evaluations submitted from
+   * now on (0: the evaluator's own). The CPU plan sets it per job. */
+  void (*limit)(void *self, double seconds);
   bool timed; /* false on CPU: no timings, choices say "untimed" */
 } mk_evaluator;
 
@@ -100,6 +110,11 @@ typedef struct mk_search_config {
   int depth;               /* D: beam steps after the first proposals */
   int max_proposals;       /* candidates per run, all subkernels together (0: no limit) */
   double max_seconds;      /* wall-time budget, default 0 = none */
+  double cpu_seconds;      /* untimed evaluator (the CPU's interpreter) and no max_seconds:
+                              the wall time the CPU plan sizes the work to, default 150;
+                              0: no plan, the beam as on a GPU */
+  double job_timeout_s;    /* the configured limit of one evaluation (the plan's ceiling),
+                              0 = none */
   long max_tokens;         /* LLM token budget, 0 = none */
   unsigned long long seed;
   bool try_merge;          /* default true */
@@ -136,6 +151,12 @@ typedef struct mk_subkernel_state {
   int proposals;         /* candidates proposed for this subkernel */
   bool unsupported;      /* the proposer had nothing for it */
   char unsupported_reason[256];
+  /* The CPU plan's word on this subkernel: `planned_out` when a verified
+   * variant is not used because the whole-program check could not afford
+   * it; `plan_reason` why the reference stays (budget spent, a timeout, too
+   * costly), "" when the plan had nothing to say. */
+  bool planned_out;
+  char plan_reason[256];
 } mk_subkernel_state;
 
 typedef struct mk_search_result {
@@ -169,6 +190,12 @@ typedef struct mk_search_event {
   const char *message;
   int subkernel;           /* for VARIANT */
   const mk_variant *variant;
+  /* PROGRESS under the CPU plan: candidates judged, candidates planned in
+   * all (judged + in flight + one per subkernel still to search), and the
+   * plan's estimate of the seconds left (< 0: none; the GPU search gives
+   * none and these stay 0). */
+  int cand_done, cand_planned;
+  double eta_s;
 } mk_search_event;
 
 typedef void (*mk_search_event_cb)(void *data, const mk_search_event *ev);
@@ -195,6 +222,57 @@ int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *
 void mk_search_cancel(mk_search *s);
 
 void mk_search_result_free(mk_search_result *r);
+
+/* ---- the CPU plan (search_plan.c) ----------------------------------------
+ * On the CPU every kernel runs in Triton's interpreter, where one candidate
+ * can cost seconds to minutes and nothing is timed: one verified candidate
+ * per subkernel is all a choice can use. The search then evaluates
+ * candidates one at a time (at most depth + 1 per subkernel), gives a
+ * subkernel that has its verified kernel more only from a full share of the
+ * budget, and sizes every job from what jobs measured so far against a
+ * wall-time budget. These functions are that arithmetic, pure, on a snapshot. */
+typedef struct mk_cpu_plan {
+  double budget_s;      /* the search's wall-time budget */
+  double job_cap_s;     /* the configured limit of one job, 0 = none */
+  double spent_s;       /* wall time so far */
+  double base_s;        /* the whole-program check without kernels: the reference model
+                           and the eager rest over every trial (largest measured) */
+  double reserve_s;     /* what the kernels kept so far add to that check */
+  int subkernels_left;  /* distinct subkernels still to search, the current one included */
+  double floor_s;       /* what a job was seen to need at least (a timed-out job's limit, and
+                           half again), 0: nothing seen */
+} mk_cpu_plan;
+
+/* Below this a job cannot do its work (a worker restart alone is seconds). */
+#define MK_CPU_PLAN_MIN_JOB_S 10.0
+
+/* Seconds the next candidate may run: the budget left after the planned
+ * whole-program check, shared by the subkernels left and the check's share
+ * of this candidate's kernel; when that share is below what a job needs
+ * (MK_CPU_PLAN_MIN_JOB_S, floor_s), that much, first come first served, as
+ * long as the budget left pays for it and its check; at most job_cap_s.
+ * 0: none fits. */
+double mk_cpu_plan_candidate_limit(const mk_cpu_plan *p);
+/* What the whole-program check costs without kernels at least, from one
+ * job: `prefix_s` seconds of eager PyTorch ran the program through a
+ * subkernel, and the check runs the whole program twice (reference and
+ * composition) per trial. 0: unknown. */
+double mk_cpu_plan_check_base(double prefix_s, int trials);
+/* The least a job needs: MK_CPU_PLAN_MIN_JOB_S or floor_s, the larger. */
+double mk_cpu_plan_job_need(const mk_cpu_plan *p);
+/* The budget left after the planned check over subkernels_left + 1 parts. */
+double mk_cpu_plan_share(const mk_cpu_plan *p);
+/* What a kernel adds to the whole-program check: run_s per call, `copies`
+ * calls per forward (twins), `trials` forwards. */
+double mk_cpu_plan_kernel_cost(double run_s, int copies, int trials);
+/* True when the check still fits the budget with `add_s` more. */
+bool mk_cpu_plan_affords(const mk_cpu_plan *p, double add_s);
+/* Seconds the whole-program check may run: the budget left or half again
+ * its planned cost, whichever is larger, within [MIN_JOB, job_cap_s]. */
+double mk_cpu_plan_final_limit(const mk_cpu_plan *p);
+/* Seconds left, estimated: `per_candidate_s` for each of `candidates_left`
+ * plus the planned check. < 0 when per_candidate_s is unknown (<= 0). */
+double mk_cpu_plan_eta(const mk_cpu_plan *p, double per_candidate_s, int candidates_left);
 const char *mk_eval_status_name(mk_eval_status s);
 
 #endif

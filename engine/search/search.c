@@ -55,6 +55,17 @@ struct mk_search {
   mk_subkernel_state trial_st[2];
   int trial_n;
 
+  /* The CPU plan (untimed evaluator; see mk_search.h): on when cpu_budget > 0. */
+  double cpu_budget;
+  mk_candidate_list cpu_queue; /* the current subkernel's proposals not evaluated yet */
+  int cpu_qpos;
+  double cpu_base, cpu_reserve; /* the planned whole-program check: without kernels, kernels kept */
+  double cpu_cost_sum;          /* measured candidate jobs (not cached), for the ETA */
+  double cpu_floor;             /* what a job was seen to need at least (mk_cpu_plan.floor_s) */
+  int cpu_costs;
+  double ev_limit;              /* the evaluator's limit as last set (set_limit) */
+  int cpu_requests;             /* proposal requests for the current subkernel (the beam's steps) */
+
   int final_round;
   char *graph_path;    /* the CUDA-graph variant being verified (PH_GRAPH), owned */
   mk_search_result *res;
@@ -79,6 +90,7 @@ void mk_search_config_defaults(mk_search_config *c) {
   c->beam_width = 4;
   c->depth = 2;
   c->max_proposals = 200; /* candidates per evolve run, all subkernels together */
+  c->cpu_seconds = 150;
   c->try_merge = true;
   c->try_split = true;
   c->try_cuda_graph = true;
@@ -105,6 +117,8 @@ static void log_event(mk_search *s, const char *event, cJSON *fields) {
   cJSON_Delete(o);
 }
 
+static void cpu_progress_fields(const mk_search *s, mk_search_event *ev);
+
 static void emit_progress(mk_search *s, const char *msg) {
   if (s->on_event == NULL) return;
   double frac = 0.0;
@@ -117,7 +131,8 @@ static void emit_progress(mk_search *s, const char *msg) {
   case PH_GRAPH: frac = 0.96; break;
   case PH_DONE: frac = 1.0; break;
   }
-  mk_search_event ev = {.kind = MK_SEARCH_PROGRESS, .fraction = frac, .message = msg};
+  mk_search_event ev = {.kind = MK_SEARCH_PROGRESS, .fraction = frac, .message = msg, .eta_s = -1};
+  if (s->cpu_budget > 0) cpu_progress_fields(s, &ev);
   s->on_event(s->data, &ev);
 }
 
@@ -194,7 +209,12 @@ typedef struct eval_req {
   mk_subkernel_state *st;
   int variant;
   int subkernel;
+  double t_submit;
+  double limit_s;      /* the CPU plan's limit for this job, 0 = the evaluator's own */
 } eval_req;
+
+static void cpu_measure(mk_search *s, const eval_req *req, mk_variant *v);
+static void cpu_learn_check_base(mk_search *s, int k, const mk_eval_result *r);
 
 static void advance(mk_search *s);
 
@@ -214,6 +234,7 @@ static void on_evaluated(void *data, const mk_eval_result *r) {
     if (verified(v)) s->res->verified++;
     else s->res->failed++;
   }
+  if (s->cpu_budget > 0 && req->variant > 0 && r->status != MK_EVAL_CANCELLED) cpu_measure(s, req, v);
   cJSON *f = cJSON_CreateObject();
   cJSON_AddNumberToObject(f, "subkernel", req->subkernel);
   cJSON_AddStringToObject(f, "variant", v->cand.name ? v->cand.name : "?");
@@ -237,7 +258,7 @@ static void submit_eval(mk_search *s, const mk_subkernel *sk, int sk_index, mk_s
                         int vi) {
   eval_req *req = malloc(sizeof *req);
   if (req == NULL) return;
-  *req = (eval_req){s, st, vi, sk_index};
+  *req = (eval_req){s, st, vi, sk_index, now_s(), s->ev_limit};
   s->pending++;
   if (s->cancelled) { /* nothing new starts after a cancel */
     mk_eval_result r = {.status = MK_EVAL_CANCELLED, .time_ms = -1};
@@ -259,6 +280,7 @@ typedef struct propose_req {
   int sk_index;
   mk_subkernel_state *st;
   int limit;
+  bool queue;  /* CPU plan: keep the proposals in cpu_queue, evaluated one at a time */
 } propose_req;
 
 /* A proposal whose code is already a variant of this subkernel teaches
@@ -291,6 +313,10 @@ static void on_proposed(void *data, int status, mk_candidate_list *cands, const 
       mk_candidate_free(&c);
       continue;
     }
+    if (pr->queue) {
+      if (mk_candidate_list_push(&s->cpu_queue, c)) mk_candidate_free(&c);
+      continue;
+    }
     s->res->proposals++;
     s->res->tokens_in += c.tokens_in;
     s->res->tokens_out += c.tokens_out;
@@ -307,10 +333,11 @@ static void on_proposed(void *data, int status, mk_candidate_list *cands, const 
 }
 
 static void submit_propose(mk_search *s, const mk_subkernel *sk, int sk_index,
-                           mk_subkernel_state *st, mk_propose_mode mode, int parent, int limit) {
+                           mk_subkernel_state *st, mk_propose_mode mode, int parent, int limit,
+                           bool queue) {
   propose_req *pr = malloc(sizeof *pr);
   if (pr == NULL) return;
-  *pr = (propose_req){s, sk, sk_index, st, limit};
+  *pr = (propose_req){s, sk, sk_index, st, limit, queue};
   mk_propose_request req = {
       .graph = s->g,
       .subkernel = sk,
@@ -380,6 +407,8 @@ static int state_copy(const mk_subkernel_state *src, mk_subkernel_state *dst) {
   dst->proposals = 0; /* proposals were counted once, for the representative */
   dst->unsupported = src->unsupported;
   memcpy(dst->unsupported_reason, src->unsupported_reason, sizeof dst->unsupported_reason);
+  dst->planned_out = src->planned_out;
+  memcpy(dst->plan_reason, src->plan_reason, sizeof dst->plan_reason);
   return 0;
 }
 
@@ -507,7 +536,7 @@ static bool beam_step(mk_search *s) {
   if (left <= 0 || !budget_left(s) || st->unsupported) return false;
   int w = s->cfg.beam_width;
   if (s->step == 0) {
-    submit_propose(s, sk, k, st, MK_PROPOSE_NEW, -1, left < 2 * w ? left : 2 * w);
+    submit_propose(s, sk, k, st, MK_PROPOSE_NEW, -1, left < 2 * w ? left : 2 * w, false);
     return true;
   }
   int *rank = malloc(sizeof *rank * (size_t)(st->nvariants + 1));
@@ -525,20 +554,26 @@ static bool beam_step(mk_search *s) {
   int submitted = 0;
   for (int i = 0; i < nr && i < w && left > 0; i++, submitted++)
     submit_propose(s, sk, k, st, any_ok ? MK_PROPOSE_OPTIMISE : MK_PROPOSE_REPAIR, rank[i],
-                   left < 2 ? left : 2);
+                   left < 2 ? left : 2, false);
   free(rank);
   return submitted > 0;
 }
 
+static bool cpu_step(mk_search *s);
+
 static void phase_subkernel(mk_search *s) {
   while (s->cur < s->part.nsubkernels) {
     if (s->step == 0) s->budget_for_cur = budget_for(s, s->order[s->cur]);
-    if (s->step <= s->cfg.depth) {
-      char msg[256];
-      snprintf(msg, sizeof msg, "%s: step %d", s->part.subkernels[s->order[s->cur]].name, s->step);
-      emit_progress(s, msg);
+    /* The CPU plan takes a step per candidate and per request for more. */
+    int last_step = s->cpu_budget > 0 ? 2 * (s->cfg.depth + 1) : s->cfg.depth;
+    if (s->step <= last_step) {
+      if (s->cpu_budget <= 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s: step %d", s->part.subkernels[s->order[s->cur]].name, s->step);
+        emit_progress(s, msg);
+      }
       start_batch(s);
-      bool any = beam_step(s);
+      bool any = s->cpu_budget > 0 ? cpu_step(s) : beam_step(s);
       s->step++;
       if (any) {
         end_batch(s);
@@ -550,15 +585,245 @@ static void phase_subkernel(mk_search *s) {
     }
     s->cur++;
     s->step = 0;
+    mk_candidate_list_free(&s->cpu_queue); /* the surplus of a subkernel the plan is done with */
+    s->cpu_qpos = 0;
   }
   share_with_twins(s, true);
   free(s->rep); /* split and merge renumber subkernels: from here on each stands alone */
   s->rep = NULL;
   bool whole = s->cfg.only_subkernel < 0;
-  s->ph = whole && s->cfg.try_split ? PH_SPLIT : whole && s->cfg.try_merge ? PH_MERGE : PH_FINAL;
+  /* Under the CPU plan the budget goes to the subkernels as decomposed: a
+   * split would search two more with what is left of it. */
+  bool split = whole && s->cfg.try_split && s->cpu_budget <= 0;
+  s->ph = split ? PH_SPLIT : whole && s->cfg.try_merge ? PH_MERGE : PH_FINAL;
   s->cur = 0;
   s->step = 0;
   advance(s);
+}
+
+/* ---- the CPU plan (untimed evaluator) ------------------------------------- */
+
+static void set_limit(mk_search *s, double seconds) {
+  s->ev_limit = seconds;
+  if (s->ev.limit) s->ev.limit(s->ev.self, seconds);
+}
+
+static bool in_scope(const mk_search *s, int k) {
+  return !is_twin(s, k) && (s->cfg.only_subkernel < 0 || s->cfg.only_subkernel == k);
+}
+
+/* Distinct subkernels the plan has not started yet (the current one included
+ * while it has no candidate). */
+static int cpu_untouched(const mk_search *s) {
+  int n = 0;
+  for (int p = s->cur; p < s->part.nsubkernels; p++) {
+    int k = s->order[p];
+    const mk_subkernel_state *st = &s->st[k];
+    n += in_scope(s, k) && st->proposals == 0 && !st->unsupported && !st->plan_reason[0];
+  }
+  return n;
+}
+
+static mk_cpu_plan cpu_snapshot(const mk_search *s) {
+  return (mk_cpu_plan){.budget_s = s->cpu_budget, .job_cap_s = s->cfg.job_timeout_s,
+                       .spent_s = now_s() - s->t0, .base_s = s->cpu_base,
+                       .reserve_s = s->cpu_reserve, .subkernels_left = cpu_untouched(s),
+                       .floor_s = s->cpu_floor};
+}
+
+static void cpu_progress_fields(const mk_search *s, mk_search_event *ev) {
+  int done = s->res->verified + s->res->failed;
+  int in_flight = s->res->proposals - done; /* the plan counts a proposal when it submits it */
+  ev->cand_done = done;
+  ev->cand_planned = done + in_flight + (s->ph <= PH_SUBKERNEL ? cpu_untouched(s) : 0);
+  mk_cpu_plan p = cpu_snapshot(s);
+  double mean = s->cpu_costs ? s->cpu_cost_sum / s->cpu_costs : -1;
+  ev->eta_s = mk_cpu_plan_eta(&p, mean, ev->cand_planned - done);
+}
+
+static void cpu_log_plan(mk_search *s, int k, const char *decision, double seconds) {
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddNumberToObject(f, "subkernel", k);
+  cJSON_AddStringToObject(f, "decision", decision);
+  cJSON_AddNumberToObject(f, "seconds", seconds);
+  cJSON_AddNumberToObject(f, "budget_s", s->cpu_budget);
+  cJSON_AddNumberToObject(f, "check_base_s", s->cpu_base);
+  cJSON_AddNumberToObject(f, "check_kernels_s", s->cpu_reserve);
+  log_event(s, "cpu_plan", f);
+}
+
+/* A verified kernel is kept when the whole-program check can still afford
+ * it: it runs there once per twin and trial, at the speed measured here. */
+static void cpu_keep_or_plan_out(mk_search *s, int k, mk_subkernel_state *st, const mk_variant *v) {
+  const mk_eval_result *r = &v->result;
+  int trials = r->trials > 0 ? r->trials : 1, copies = multiplicity(s, k);
+  double cost = r->cost_s;
+  double add = mk_cpu_plan_kernel_cost(r->run_s > 0 ? r->run_s : cost / trials, copies, trials);
+  mk_cpu_plan p = cpu_snapshot(s);
+  if (mk_cpu_plan_affords(&p, add)) {
+    s->cpu_reserve += add;
+    cpu_log_plan(s, k, "kept", add);
+    return;
+  }
+  st->planned_out = true;
+  snprintf(st->plan_reason, sizeof st->plan_reason,
+           "verified, but under the CPU interpreter it would add ~%.0f s (%d cop%s x %d trials) to "
+           "the whole-program check, which already needs ~%.0f s with %.0f s used, past the CPU "
+           "budget of %.0f s: PyTorch kept",
+           add, copies, copies == 1 ? "y" : "ies", trials, p.base_s + p.reserve_s, p.spent_s,
+           s->cpu_budget);
+  cpu_log_plan(s, k, "planned_out", add);
+}
+
+/* The whole-program check's cost without kernels, at least: the most any
+ * job ran of the program per trial (twice per trial in the check), or what
+ * a job spent outside its candidate's calls. */
+static void cpu_learn_check_base(mk_search *s, int k, const mk_eval_result *r) {
+  (void)k;
+  int trials = r->trials > 0 ? r->trials : 1;
+  double rest = r->cost_s - trials * r->run_s;
+  double seen = mk_cpu_plan_check_base(r->prefix_s, trials);
+  if (seen > s->cpu_base) s->cpu_base = seen;
+  if (r->run_s > 0 && rest > s->cpu_base) s->cpu_base = rest;
+}
+
+/* What a candidate's job cost teaches the plan: the mean job (ETA), the
+ * check's part without kernels (the job less its candidate's calls), and
+ * whether a verified kernel fits. A timeout says which limit it hit. */
+static void cpu_measure(mk_search *s, const eval_req *req, mk_variant *v) {
+  mk_eval_result *r = &v->result;
+  if (r->cost_s <= 0) r->cost_s = r->cached ? 0 : now_s() - req->t_submit;
+  if (!r->cached) {
+    s->cpu_cost_sum += r->cost_s;
+    s->cpu_costs++;
+  }
+  cpu_learn_check_base(s, req->subkernel, r);
+  if (r->status == MK_EVAL_TIMEOUT && req->limit_s > 0) {
+    /* Later subkernels replay a longer prefix of the program to make their
+     * inputs: they need at least as long, and some more. */
+    if (1.5 * req->limit_s > s->cpu_floor) s->cpu_floor = 1.5 * req->limit_s;
+    size_t n = strlen(r->reason);
+    snprintf(r->reason + n, sizeof r->reason - n,
+             " (the CPU plan's limit for this candidate: %.0f s of a %.0f s budget)", req->limit_s,
+             s->cpu_budget);
+  }
+  /* The first verified kernel is the one an untimed choice takes: it alone
+   * goes into the planned check. */
+  if (verified(v) && req->st == &s->st[req->subkernel] && best_generated(req->st) == req->variant)
+    cpu_keep_or_plan_out(s, req->subkernel, req->st, v);
+}
+
+static bool last_timed_out(const mk_subkernel_state *st) {
+  return st->nvariants > 1 && st->variants[st->nvariants - 1].result.status == MK_EVAL_TIMEOUT;
+}
+
+/* The next candidate from the queue, evaluated within the plan's limit. */
+static bool cpu_submit_next(mk_search *s, int k, double limit) {
+  mk_subkernel_state *st = &s->st[k];
+  if (s->cpu_qpos >= s->cpu_queue.n || !budget_left(s)) return false;
+  mk_candidate c = s->cpu_queue.items[s->cpu_qpos];
+  s->cpu_queue.items[s->cpu_qpos++] = (mk_candidate){0};
+  if (state_add(st, c) == NULL) {
+    mk_candidate_free(&c);
+    return false;
+  }
+  s->res->proposals++;
+  s->res->tokens_in += c.tokens_in;
+  s->res->tokens_out += c.tokens_out;
+  st->proposals++;
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s: candidate %d (up to %.0f s)", s->part.subkernels[k].name,
+           st->proposals, limit);
+  set_limit(s, limit);
+  submit_eval(s, &s->part.subkernels[k], k, st, st->nvariants - 1);
+  emit_progress(s, msg);
+  return true;
+}
+
+/* Candidates for the current subkernel: depth + 1, within its share of the
+ * proposal budget (budget_for, as the beam's). */
+static int cpu_candidate_cap(const mk_search *s) {
+  int cap = s->cfg.depth + 1;
+  return s->budget_for_cur < cap ? s->budget_for_cur : cap;
+}
+
+/* A request for more proposals, kept in the queue: REPAIR of the last
+ * failure, or OPTIMISE of the kernel that will be chosen, as the beam asks;
+ * NEW again when nothing came at all (an LLM's unusable reply). */
+static bool cpu_ask_more(mk_search *s, int k, mk_subkernel_state *st, bool has_verified) {
+  int left = cpu_candidate_cap(s) - st->proposals;
+  int parent = has_verified ? best_generated(st) : st->nvariants - 1;
+  if (left <= 0 || s->cpu_requests > s->cfg.depth) return false;
+  mk_propose_mode mode = has_verified ? MK_PROPOSE_OPTIMISE : parent >= 1 ? MK_PROPOSE_REPAIR : MK_PROPOSE_NEW;
+  mk_candidate_list_free(&s->cpu_queue);
+  s->cpu_qpos = 0;
+  s->cpu_requests++;
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s: asking for %s", s->part.subkernels[k].name,
+           mode == MK_PROPOSE_OPTIMISE ? "an optimisation" : mode == MK_PROPOSE_REPAIR ? "a repair"
+                                                                                   : "proposals again");
+  emit_progress(s, msg);
+  submit_propose(s, &s->part.subkernels[k], k, st, mode, mode == MK_PROPOSE_NEW ? -1 : parent, left, true);
+  return true;
+}
+
+/* One step of the CPU plan for subkernel order[cur]: the beam's modes, one
+ * candidate at a time. Step 0 asks for up to depth + 1 proposals (kept in
+ * order); each later step evaluates the next, and when none is left asks for
+ * more (cpu_ask_more), depth more requests at most, like the beam's steps.
+ * A subkernel ends at depth + 1 candidates, at a timeout (its next would run
+ * as long), after its requests, or when the plan has no time for another job; once it has a verified
+ * kernel (all an untimed choice uses) it gets more only from a full share of
+ * the budget, never from the least a job needs: that goes to the subkernels
+ * not started yet. */
+static bool cpu_step(mk_search *s) {
+  int k = s->order[s->cur];
+  mk_subkernel_state *st = &s->st[k];
+  if (!in_scope(s, k) || st->unsupported || s->cancelled) return false;
+  if (last_timed_out(st) || st->proposals >= cpu_candidate_cap(s)) return false;
+  bool has_verified = best_generated(st) >= 0;
+  mk_cpu_plan p = cpu_snapshot(s);
+  if (has_verified && mk_cpu_plan_share(&p) < mk_cpu_plan_job_need(&p)) return false;
+  double limit = mk_cpu_plan_candidate_limit(&p);
+  if (limit <= 0) {
+    if (st->proposals == 0)
+      snprintf(st->plan_reason, sizeof st->plan_reason,
+               "not tried: what is left of the CPU budget of %.0f s (%.0f s used, %.0f s kept for "
+               "the whole-program check) cannot pay for another job of the %.0f s one needs here",
+               s->cpu_budget, p.spent_s, p.base_s + p.reserve_s, mk_cpu_plan_job_need(&p));
+    cpu_log_plan(s, k, "no_time", 0);
+    return false;
+  }
+  if (s->step == 0) {
+    mk_candidate_list_free(&s->cpu_queue);
+    s->cpu_qpos = 0;
+    s->cpu_requests = 1;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s: proposing", s->part.subkernels[k].name);
+    emit_progress(s, msg);
+    submit_propose(s, &s->part.subkernels[k], k, st, MK_PROPOSE_NEW, -1, cpu_candidate_cap(s), true);
+    return true;
+  }
+  if (s->cpu_qpos < s->cpu_queue.n) return cpu_submit_next(s, k, limit);
+  return cpu_ask_more(s, k, st, has_verified);
+}
+
+/* The whole-program check gets what the plan kept for it; the plain
+ * subclass (a later round, eager PyTorch only) gets the evaluator's own limit. */
+static bool any_chosen(const mk_search *s) {
+  for (int i = 0; i < s->part.nsubkernels; i++)
+    if (s->st[i].chosen > 0) return true;
+  return false;
+}
+
+/* A composition without kernels is the user's Model, eager: the check it
+ * needs is all PyTorch, and cutting it short would only make the plain
+ * subclass pay the same again. */
+static void cpu_limit_final(mk_search *s) {
+  mk_cpu_plan p = cpu_snapshot(s);
+  double limit = s->final_round == 0 && any_chosen(s) ? mk_cpu_plan_final_limit(&p) : 0;
+  cpu_log_plan(s, -1, "final_check", limit);
+  set_limit(s, limit);
 }
 
 /* ---- split and merge trials ---------------------------------------------- */
@@ -605,7 +870,8 @@ static void submit_trial(mk_search *s) {
     const mk_subkernel *sk = &s->trial.subkernels[s->cur + i];
     if (add_reference(s, sk, &s->trial_st[i]) == 0 && s->trial_st[i].variants[0].cand.source)
       submit_eval(s, sk, s->cur + i, &s->trial_st[i], 0);
-    submit_propose(s, sk, s->cur + i, &s->trial_st[i], MK_PROPOSE_NEW, -1, 2 * s->cfg.beam_width);
+    submit_propose(s, sk, s->cur + i, &s->trial_st[i], MK_PROPOSE_NEW, -1, 2 * s->cfg.beam_width,
+                   false);
   }
   end_batch(s);
 }
@@ -705,7 +971,7 @@ static void choose_variants(mk_search *s, bool reference_only) {
     st->chosen = 0;
     if (reference_only) continue;
     int b = best_generated(st);
-    if (b < 0) continue;
+    if (b < 0 || st->planned_out) continue;
     /* Timed: only when faster than the reference. Untimed: the verified kernel. */
     if (!s->ev.timed || rank_time(st, &st->variants[b]) < reference_time(st)) st->chosen = b;
   }
@@ -783,6 +1049,8 @@ static void on_final(void *data, const mk_eval_result *r) {
   batch_done(s);
 }
 
+static void cpu_limit_final(mk_search *s);
+
 static void phase_final(mk_search *s) {
   choose_variants(s, s->final_round >= 1);
   emit_progress(s, "verifying the composed program");
@@ -811,6 +1079,7 @@ static void phase_final(mk_search *s) {
     advance(s);
     return;
   }
+  if (s->cpu_budget > 0) cpu_limit_final(s);
   start_batch(s);
   s->pending++;
   if (s->ev.evaluate_composition(s->ev.self, path, on_final, s) < 0) {
@@ -940,6 +1209,7 @@ static void finish(mk_search *s) {
   mk_search_done_cb done = s->on_done;
   void *data = s->data;
   trial_reset(s);
+  mk_candidate_list_free(&s->cpu_queue);
   free(s->rep);
   free(s->order);
   free(s->source);
@@ -1021,6 +1291,7 @@ int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *
   s->workdir = mk_strdup(cfg->workdir ? cfg->workdir : ".");
   s->cfg.workdir = s->workdir;
   s->cfg.prior = NULL; /* borrowed only during start (copied below) */
+  if (!evaluator.timed) s->cpu_budget = cfg->max_seconds > 0 ? cfg->max_seconds : cfg->cpu_seconds;
   s->res = calloc(1, sizeof *s->res);
   int n = initial->nsubkernels;
   s->st = calloc((size_t)n + 1, sizeof *s->st);

@@ -310,11 +310,12 @@ static const char *summary(module_state *m, const mk_session_subkernel *v) {
   switch (v->state) {
   case MK_SK_RUNNING: return "evolving…";
   case MK_SK_REFERENCE:
+    if (st->plan_reason[0]) return keep(m, "%s", st->plan_reason);
     if (st->unsupported)
       return keep(m, "PyTorch reference: the proposer has no kernel for it (%s)", st->unsupported_reason);
     return "PyTorch reference (not evolved: no candidate was tried)";
   case MK_SK_FAILED: return failed_summary(m, v);
-  case MK_SK_SLOWER: return kept_summary(m, v);
+  case MK_SK_SLOWER: return st->planned_out ? keep(m, "%s", st->plan_reason) : kept_summary(m, v);
   case MK_SK_VERIFIED: break;
   }
   if (c->speedup_eager > 0 && c->speedup_compile > 0)
@@ -714,6 +715,10 @@ static void fmt_duration(char *out, size_t n, double secs) {
  * phase), and the candidates still in flight at the mean time per verdict
  * so far. < 0 when neither is known yet. */
 static double progress_eta(const module_state *m, double elapsed) {
+  if (m->plan_eta_s >= 0) { /* the CPU plan's own estimate, less the time since it was made */
+    double left = m->plan_eta_s - (elapsed - m->plan_eta_at);
+    return left > 0 ? left : 0;
+  }
   double eta = -1;
   if (m->fraction > 0.06 && m->fraction < 1) eta = elapsed * (1 - m->fraction) / m->fraction;
   if (m->cand_done > 0) {
@@ -732,9 +737,10 @@ void session_progress(mk_session *s, module_state *m) {
   double e = progress_eta(m, elapsed);
   if (e >= 0) fmt_duration(eta, sizeof eta, e);
   int n = snprintf(msg, sizeof msg, "%s", m->phase);
-  if (m->cand_submitted > 0 && n >= 0 && (size_t)n < sizeof msg)
+  int total = m->plan_candidates > m->cand_submitted ? m->plan_candidates : m->cand_submitted;
+  if (total > 0 && n >= 0 && (size_t)n < sizeof msg)
     n += snprintf(msg + n, sizeof msg - (size_t)n, " | candidates %d/%d done, %d verified", m->cand_done,
-                  m->cand_submitted, m->cand_ok);
+                  total, m->cand_ok);
   if (n >= 0 && (size_t)n < sizeof msg)
     snprintf(msg + n, sizeof msg - (size_t)n, " | %s%s%s", el, e >= 0 ? ", ETA ~" : "", e >= 0 ? eta : "");
   m->progress(m->progress_data, m->fraction, msg);
@@ -744,6 +750,9 @@ static void on_search_event(void *data, const mk_search_event *ev) {
   evolve_req *req = data;
   if (ev->kind == MK_SEARCH_PROGRESS) {
     req->m->fraction = ev->fraction;
+    req->m->plan_candidates = ev->cand_planned;
+    req->m->plan_eta_s = ev->eta_s;
+    req->m->plan_eta_at = (double)uv_hrtime() * 1e-9 - req->m->evolve_t0;
     snprintf(req->m->phase, sizeof req->m->phase, "%s", ev->message ? ev->message : "");
     session_progress(req->s, req->m);
   }
@@ -845,6 +854,7 @@ int mk_session_evolve(mk_session *s, const char *path, int subkernel,
   *req = (evolve_req){s, m, progress, done, data, open_run_log(m, workdir), subkernel};
   /* The user's search settings; the per-run fields below are this run's. */
   mk_search_config cfg = s->cfg.search;
+  cfg.job_timeout_s = s->cfg.job_timeout_s; /* the CPU plan's ceiling per job */
   cfg.device = session_runtime_device(s);
   cfg.workdir = workdir;
   cfg.source_path = m->path;
@@ -860,6 +870,8 @@ int mk_session_evolve(mk_session *s, const char *path, int subkernel,
   m->fraction = 0;
   m->phase[0] = m->final_failure[0] = '\0';
   m->cand_submitted = m->cand_done = m->cand_ok = 0;
+  m->plan_candidates = 0;
+  m->plan_eta_s = -1;
   cfg.nprior = m->part.nsubkernels;
   cfg.input_names = (const char *const *)m->input_names;
   cfg.ninput_names = m->ninput_names;

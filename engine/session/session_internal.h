@@ -20,6 +20,7 @@ struct module_state;
 typedef struct session_eval_ctx {
   struct mk_session *s;
   struct module_state *m;
+  double limit_s;           /* the search's limit for the next jobs (mk_evaluator.limit), 0: none */
 } session_eval_ctx;
 
 typedef struct module_state {
@@ -53,6 +54,9 @@ typedef struct module_state {
   double fraction;
   char phase[160];
   int cand_submitted, cand_done, cand_ok;
+  int plan_candidates;      /* the search's CPU plan: candidates planned in all, 0: no plan */
+  double plan_eta_s;        /* its estimate of the time left, < 0: none */
+  double plan_eta_at;       /* seconds into the evolve when it was made */
   /* The first whole-program verification of the evolve that failed: why a
    * verified kernel was reverted to PyTorch. */
   char final_failure[256];

@@ -272,6 +272,30 @@ static mk_eval_status status_of(mk_verify_status v) {
   return MK_EVAL_ERROR;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The median over the trials of the host seconds per_trial[].KEY, plus
+ * per_trial[].KEY2 when given (docs/verify.md); 0 when the report has none. */
+static double median_trial_s(const cJSON *report, const char *key, const char *key2) {
+  const cJSON *trials = cJSON_GetObjectItemCaseSensitive(report, "per_trial");
+  double t[64];
+  int n = 0;
+  const cJSON *rec;
+  cJSON_ArrayForEach(rec, trials) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(rec, key);
+    const cJSON *c2 = key2 ? cJSON_GetObjectItemCaseSensitive(rec, key2) : NULL;
+    if (key2 && !cJSON_IsNumber(c2)) continue;
+    if (cJSON_IsNumber(c) && n < (int)(sizeof t / sizeof t[0]))
+      t[n++] = c->valuedouble + (c2 ? c2->valuedouble : 0);
+  }
+  if (n == 0) return 0;
+  qsort(t, (size_t)n, sizeof t[0], cmp_double);
+  return t[n / 2];
+}
+
 static void on_verified(void *data, const mk_verify_result *v) {
   eval_req *req = data;
   untrack_job(req->m, req->job);
@@ -288,6 +312,9 @@ static void on_verified(void *data, const mk_verify_result *v) {
       .trials_passed = v->trials_passed,
       .trials = v->trials,
       .cached = v->cached,
+      .cost_s = v->cached ? 0 : v->elapsed_ms / 1000.0,
+      .run_s = median_trial_s(v->json, "candidate_s", NULL),
+      .prefix_s = median_trial_s(v->json, "inputs_s", "reference_s"),
   };
   snprintf(r.reason, sizeof r.reason, "%s", v->reason ? v->reason : "");
   snprintf(r.gpu, sizeof r.gpu, "%s", v->gpu ? v->gpu : "");
@@ -308,13 +335,14 @@ static void on_verified(void *data, const mk_verify_result *v) {
 }
 
 static void options_for(mk_session *s, const module_state *m, mk_verify_options *o) {
+  double limit = m->eval.limit_s;
   /* The user's settings as given: an explicit atol 0 stays 0. */
   *o = s->cfg.verify;
   o->seed = (int64_t)s->cfg.search.seed;
   o->device = s->rt->gpu ? MK_VERIFY_DEVICE_CUDA : MK_VERIFY_DEVICE_CPU;
   o->timing = s->rt->gpu;
   o->batch = m->batch;
-  o->timeout_s = s->cfg.job_timeout_s;
+  o->timeout_s = limit > 0 ? limit : s->cfg.job_timeout_s;
 }
 
 /* The search only needs to know that nothing will call back. */
@@ -378,11 +406,17 @@ static void cancel_all(void *self) {
   for (int i = 0; i < ec->m->nverify_jobs; i++) mk_verify_cancel(ec->s->rt->verify, ec->m->verify_jobs[i]);
 }
 
+/* The search's per-job limit (its CPU plan): kept for the jobs it submits next. */
+static void set_limit(void *self, double seconds) {
+  session_eval_ctx *ec = self;
+  ec->limit_s = seconds > 0 ? seconds : 0;
+}
+
 mk_evaluator session_runtime_evaluator(mk_session *s, module_state *m) {
-  m->eval = (session_eval_ctx){s, m};
+  m->eval = (session_eval_ctx){s, m, 0};
   return (mk_evaluator){.self = &m->eval, .evaluate = evaluate,
                         .evaluate_composition = evaluate_composition, .cancel = cancel_all,
-                        .timed = s->rt->gpu};
+                        .limit = set_limit, .timed = s->rt->gpu};
 }
 
 /* ---- proposers ----------------------------------------------------------------- */

@@ -391,6 +391,7 @@ MK_TEST(search, cancel_aborts_evaluations_in_flight) {
   mk_search_config cfg;
   config(&cfg);
   cfg.beam_width = 2;
+  cfg.cpu_seconds = 0; /* an untimed evaluator without the CPU plan: the beam's batches in flight */
   outcome o = {0};
   mk_errmsg err = {{0}};
   mk_graph *g = NULL;
@@ -690,5 +691,278 @@ MK_TEST(search, merges_tried_and_kept_are_counted) {
   MK_CHECK_INT(o.res->merges, ==, o.res->merges_tried);
   MK_CHECK_INT(o.res->splits_tried, ==, 0);
   mk_search_result_free(o.res);
+  mk_graph_free(g);
+}
+
+/* ---- the CPU plan ------------------------------------------------------------ */
+
+MK_TEST(search, cpu_plan_shares_the_budget) {
+  mk_cpu_plan p = {.budget_s = 150, .subkernels_left = 1};
+  /* One subkernel: half for its candidate, half for the check's run of its kernel. */
+  MK_CHECK(fabs(mk_cpu_plan_candidate_limit(&p) - 75) < 1e-9);
+  p.subkernels_left = 4;
+  MK_CHECK(fabs(mk_cpu_plan_candidate_limit(&p) - 30) < 1e-9);
+  p.job_cap_s = 20; /* the configured job limit is the ceiling */
+  MK_CHECK(fabs(mk_cpu_plan_candidate_limit(&p) - 20) < 1e-9);
+  /* What is spent and kept for the check is not shared out again. */
+  p = (mk_cpu_plan){.budget_s = 150, .spent_s = 60, .base_s = 10, .reserve_s = 20, .subkernels_left = 2};
+  MK_CHECK(fabs(mk_cpu_plan_candidate_limit(&p) - 20) < 1e-9);
+  p.spent_s = 100; /* 20 s left for 3 parts: the least a job needs, while that and its check fit */
+  MK_CHECK(fabs(mk_cpu_plan_candidate_limit(&p) - MK_CPU_PLAN_MIN_JOB_S) < 1e-9);
+  p.spent_s = 105;
+  MK_CHECK(mk_cpu_plan_candidate_limit(&p) == 0);
+  /* After a job ran past 20 s, the next needs at least 30 s. */
+  p = (mk_cpu_plan){.budget_s = 150, .spent_s = 60, .subkernels_left = 40, .floor_s = 30};
+  MK_CHECK(fabs(mk_cpu_plan_candidate_limit(&p) - 30) < 1e-9);
+  MK_CHECK(fabs(mk_cpu_plan_job_need(&p) - 30) < 1e-9);
+  p.spent_s = 95;
+  MK_CHECK(mk_cpu_plan_candidate_limit(&p) == 0);
+  /* A kernel's share of the check: per call x copies x trials. */
+  MK_CHECK(fabs(mk_cpu_plan_kernel_cost(0.5, 3, 5) - 7.5) < 1e-9);
+  MK_CHECK(mk_cpu_plan_kernel_cost(0, 3, 5) == 0);
+  p = (mk_cpu_plan){.budget_s = 150, .spent_s = 50, .base_s = 10, .reserve_s = 20};
+  MK_CHECK(mk_cpu_plan_affords(&p, 70));
+  MK_CHECK(!mk_cpu_plan_affords(&p, 71));
+  /* The check gets the budget left, or half again its planned cost. */
+  MK_CHECK(fabs(mk_cpu_plan_final_limit(&p) - 100) < 1e-9);
+  p.spent_s = 140;
+  MK_CHECK(fabs(mk_cpu_plan_final_limit(&p) - 45) < 1e-9);
+  p.job_cap_s = 30;
+  MK_CHECK(fabs(mk_cpu_plan_final_limit(&p) - 30) < 1e-9);
+  p = (mk_cpu_plan){.budget_s = 150, .spent_s = 150};
+  MK_CHECK(fabs(mk_cpu_plan_final_limit(&p) - MK_CPU_PLAN_MIN_JOB_S) < 1e-9);
+  /* ETA: the mean job for each planned candidate, then the check. */
+  p = (mk_cpu_plan){.budget_s = 150, .base_s = 4, .reserve_s = 6};
+  MK_CHECK(fabs(mk_cpu_plan_eta(&p, 5, 3) - 25) < 1e-9);
+  MK_CHECK(mk_cpu_plan_eta(&p, 0, 3) < 0);
+  /* The check without kernels runs at least that much of the program twice per trial. */
+  MK_CHECK(fabs(mk_cpu_plan_check_base(0.5, 5) - 5) < 1e-9);
+  MK_CHECK(mk_cpu_plan_check_base(0, 5) == 0);
+}
+
+/* An untimed evaluator whose verdicts and costs come from the candidate's
+ * name: "ok*" verified, "bad*" mismatch, "slow*" runs past its limit, "big*"
+ * verified but 100 s a call. Every job costs `cost_s`; limits are recorded. */
+typedef struct cpu_eval {
+  int evaluations, compositions, references;
+  double cost_s, run_s, prefix_s;
+  double limit;              /* the last limit set */
+  double limits[32];         /* the limit each evaluation ran under */
+  double composition_limit;
+} cpu_eval;
+
+static void cpu_eval_limit(void *self, double seconds) { ((cpu_eval *)self)->limit = seconds; }
+
+static int cpu_evaluate(void *self, const mk_graph *g, const mk_subkernel *sk, const mk_candidate *c,
+                        mk_eval_cb cb, void *data) {
+  cpu_eval *ce = self;
+  mk_eval_result r = {.status = MK_EVAL_OK, .time_ms = -1, .ref_eager_ms = -1, .ref_compile_ms = -1,
+                      .trials = 5, .trials_passed = 5, .cost_s = ce->cost_s, .run_s = ce->run_s,
+                      .prefix_s = ce->prefix_s};
+  if (strcmp(c->origin, "reference") == 0) { /* a fresh search checks its references first */
+    ce->references++;
+    cb(data, &r);
+    return 0;
+  }
+  if (ce->evaluations < 32) ce->limits[ce->evaluations] = ce->limit;
+  ce->evaluations++;
+  if (strncmp(c->name, "bad", 3) == 0) {
+    r.status = MK_EVAL_MISMATCH;
+    r.trials_passed = 0;
+    snprintf(r.reason, sizeof r.reason, "max abs error 1.0 at [0, 0]");
+  } else if (strncmp(c->name, "slow", 4) == 0) {
+    r.status = MK_EVAL_TIMEOUT;
+    r.trials_passed = r.trials = 0;
+    r.cost_s = ce->limit;
+    snprintf(r.reason, sizeof r.reason, "killed after `verify_subkernel` ran past %.1f s", ce->limit);
+  } else if (strncmp(c->name, "big", 3) == 0) {
+    r.run_s = 100;
+  }
+  cb(data, &r);
+  return 0;
+}
+
+static int cpu_composition(void *self, const char *path, mk_eval_cb cb, void *data) {
+  cpu_eval *ce = self;
+  ce->compositions++;
+  ce->composition_limit = ce->limit;
+  mk_eval_result r = {.status = MK_EVAL_OK, .time_ms = -1, .trials = 5, .trials_passed = 5};
+  cb(data, &r);
+  return 0;
+}
+
+static int run_cpu_search(fake_prop *fp, cpu_eval *ce, mk_search_config *cfg, outcome *o,
+                          mk_graph **gout) {
+  mk_errmsg err = {{0}};
+  mk_graph *g = NULL;
+  if (mk_graph_from_json(GRAPH_JSON, strlen(GRAPH_JSON), &g, &err)) return -1;
+  mk_partition p = {0};
+  if (mk_decompose_initial(g, &p, &err)) {
+    mk_graph_free(g);
+    return -1;
+  }
+  mk_proposer prop = {.self = fp, .name = "fake", .propose = fake_propose};
+  mk_evaluator ev = {.self = ce, .evaluate = cpu_evaluate, .evaluate_composition = cpu_composition,
+                     .limit = cpu_eval_limit, .timed = false};
+  int rc = mk_search_start(g, &p, SOURCE, cfg, prop, ev, NULL, on_done, o, NULL, &err);
+  mk_partition_free(&p);
+  *gout = g;
+  return rc;
+}
+
+static int generated_evaluations(const mk_search_result *r) {
+  int n = 0;
+  for (int i = 0; i < r->partition.nsubkernels; i++) n += r->states[i].nvariants - 1;
+  return n;
+}
+
+/* The plan evaluates in proposer order, at most depth + 1 candidates per
+ * subkernel, and the first verified one is chosen (an untimed choice has
+ * nothing else to go by). */
+MK_TEST(search, cpu_plan_evaluates_in_order_within_depth) {
+  const char *names[] = {"bad_1", "ok_2", "ok_3", "ok_4"};
+  fake_prop fp = {.names = names, .nnames = 4};
+  cpu_eval ce = {.cost_s = 2, .run_s = 0.1};
+  mk_search_config cfg;
+  config(&cfg);
+  outcome o = {0};
+  mk_graph *g = NULL;
+  MK_REQUIRE(run_cpu_search(&fp, &ce, &cfg, &o, &g) == 0);
+  MK_REQUIRE(o.res != NULL);
+  int n = o.res->partition.nsubkernels;
+  MK_REQUIRE(n >= 2);
+  MK_CHECK_INT(o.status, ==, 0);
+  for (int i = 0; i < n; i++) {
+    const mk_subkernel_state *st = &o.res->states[i];
+    MK_CHECK_INT(st->nvariants, ==, 1 + cfg.depth + 1); /* the reference, bad_1, ok_2, ok_3 */
+    MK_CHECK_STR(st->variants[st->chosen].cand.name, "ok_2");
+    MK_CHECK_STR(st->plan_reason, "");
+  }
+  MK_CHECK_INT(o.res->proposals, ==, (cfg.depth + 1) * n);
+  /* Every job ran under a limit: the budget's share, never above it. */
+  for (int i = 0; i < ce.evaluations && i < 32; i++) MK_CHECK(ce.limits[i] > 0 && ce.limits[i] <= 75);
+  MK_CHECK(ce.composition_limit > 0);
+  mk_search_result_free(o.res);
+  mk_graph_free(g);
+
+  /* Once a subkernel has its verified kernel, it gets more only from a full
+   * share: here its kernel's 17.5 s in the check (3.5 s x 5 trials) leave
+   * 17.5 s for two parts, under the 10 s a job needs, so it stops at ok_2. */
+  cpu_eval ce2 = {.cost_s = 1, .run_s = 3.5};
+  config(&cfg);
+  cfg.cpu_seconds = 35;
+  outcome o2 = {0};
+  MK_REQUIRE(run_cpu_search(&fp, &ce2, &cfg, &o2, &g) == 0);
+  MK_REQUIRE(o2.res != NULL);
+  MK_CHECK_INT(o2.res->states[0].nvariants, ==, 3);
+  MK_CHECK_STR(o2.res->states[0].variants[o2.res->states[0].chosen].cand.name, "ok_2");
+  mk_search_result_free(o2.res);
+  mk_graph_free(g);
+}
+
+/* A small --budget is shared between the subkernels as the beam shares it:
+ * the first does not take it all. */
+MK_TEST(search, cpu_plan_shares_the_proposal_budget) {
+  const char *names[] = {"bad_1", "ok_2", "ok_3"};
+  fake_prop fp = {.names = names, .nnames = 3};
+  cpu_eval ce = {.cost_s = 1, .run_s = 0.1};
+  mk_search_config cfg;
+  config(&cfg);
+  cfg.beam_width = 1;
+  cfg.max_proposals = 2;
+  outcome o = {0};
+  mk_graph *g = NULL;
+  MK_REQUIRE(run_cpu_search(&fp, &ce, &cfg, &o, &g) == 0);
+  MK_REQUIRE(o.res != NULL && o.res->partition.nsubkernels == 2);
+  for (int i = 0; i < 2; i++) MK_CHECK_INT(o.res->states[i].proposals, ==, 1);
+  mk_search_result_free(o.res);
+  mk_graph_free(g);
+}
+
+/* A candidate that runs past its limit ends its subkernel (the next would
+ * cost as much), and the verdict says which limit it was. */
+MK_TEST(search, cpu_plan_timeout_is_the_reason) {
+  const char *names[] = {"slow_1", "ok_2"};
+  fake_prop fp = {.names = names, .nnames = 2};
+  cpu_eval ce = {.cost_s = 1, .run_s = 0.1};
+  mk_search_config cfg;
+  config(&cfg);
+  cfg.cpu_seconds = 60;
+  cfg.job_timeout_s = 300;
+  outcome o = {0};
+  mk_graph *g = NULL;
+  MK_REQUIRE(run_cpu_search(&fp, &ce, &cfg, &o, &g) == 0);
+  MK_REQUIRE(o.res != NULL);
+  const mk_subkernel_state *st = &o.res->states[0];
+  MK_CHECK_INT(st->nvariants, ==, 2);
+  MK_CHECK_INT(st->chosen, ==, 0);
+  MK_CHECK_INT(st->variants[1].result.status, ==, MK_EVAL_TIMEOUT);
+  MK_CHECK(strstr(st->variants[1].result.reason, "ran past") != NULL);
+  MK_CHECK(strstr(st->variants[1].result.reason, "the CPU plan's limit for this candidate") != NULL);
+  MK_CHECK(strstr(st->variants[1].result.reason, "of a 60 s budget") != NULL);
+  /* The first job had the whole budget's share: 60 s over (subkernels + 1). */
+  int n = o.res->partition.nsubkernels;
+  MK_CHECK(fabs(ce.limits[0] - 60.0 / (n + 1)) < 1.0);
+  /* The next subkernel (a longer prefix to replay) would need at least half
+   * again that long (30 s): with it and its check's share more than is left,
+   * it is not started, and says so. */
+  MK_REQUIRE(n == 2);
+  MK_CHECK_INT(ce.evaluations, ==, 1);
+  MK_CHECK(strstr(o.res->states[1].plan_reason, "cannot pay for another job of the 30 s one needs here") != NULL);
+  mk_search_result_free(o.res);
+  mk_graph_free(g);
+}
+
+/* A verified kernel the whole-program check cannot afford stays out, and so
+ * does every subkernel once the budget is spent: each says so. */
+MK_TEST(search, cpu_plan_keeps_pytorch_where_the_budget_ends) {
+  const char *names[] = {"big_1"};
+  fake_prop fp = {.names = names, .nnames = 1};
+  cpu_eval ce = {.cost_s = 1};
+  mk_search_config cfg;
+  config(&cfg);
+  outcome o = {0};
+  mk_graph *g = NULL;
+  MK_REQUIRE(run_cpu_search(&fp, &ce, &cfg, &o, &g) == 0);
+  MK_REQUIRE(o.res != NULL);
+  for (int i = 0; i < o.res->partition.nsubkernels; i++) {
+    const mk_subkernel_state *st = &o.res->states[i];
+    MK_CHECK_INT(st->chosen, ==, 0);
+    MK_CHECK(st->planned_out);
+    MK_CHECK(strstr(st->plan_reason, "would add ~500 s (1 copy x 5 trials)") != NULL); /* 100 s a call */
+    MK_CHECK(strstr(st->plan_reason, "past the CPU budget of 150 s") != NULL);
+  }
+  mk_search_result_free(o.res);
+  mk_graph_free(g);
+
+  /* A program whose eager run alone (20 s a trial through the first subkernel,
+   * twice in each of 5 trials) outgrows the budget keeps PyTorch, and says so. */
+  const char *one[] = {"ok_1"};
+  fake_prop fp3 = {.names = one, .nnames = 1};
+  cpu_eval ce3 = {.cost_s = 1, .run_s = 0.01, .prefix_s = 20};
+  config(&cfg);
+  outcome o3 = {0};
+  MK_REQUIRE(run_cpu_search(&fp3, &ce3, &cfg, &o3, &g) == 0);
+  MK_REQUIRE(o3.res != NULL);
+  MK_CHECK_INT(o3.res->states[0].chosen, ==, 0);
+  MK_CHECK(strstr(o3.res->states[0].plan_reason, "which already needs ~200 s") != NULL);
+  mk_search_result_free(o3.res);
+  mk_graph_free(g);
+
+  /* 15 s cannot pay for one useful job: nothing is tried, and the reason says why. */
+  const char *oks[] = {"ok_1"};
+  fake_prop fp2 = {.names = oks, .nnames = 1};
+  cpu_eval ce2 = {.cost_s = 1};
+  config(&cfg);
+  cfg.cpu_seconds = 15;
+  outcome o2 = {0};
+  MK_REQUIRE(run_cpu_search(&fp2, &ce2, &cfg, &o2, &g) == 0);
+  MK_REQUIRE(o2.res != NULL);
+  MK_CHECK_INT(ce2.evaluations, ==, 0);
+  MK_CHECK_INT(generated_evaluations(o2.res), ==, 0);
+  for (int i = 0; i < o2.res->partition.nsubkernels; i++)
+    MK_CHECK(strstr(o2.res->states[i].plan_reason, "not tried: what is left of the CPU budget of 15 s") != NULL);
+  MK_CHECK_INT(ce2.compositions, ==, 1); /* the plain program is still verified */
+  mk_search_result_free(o2.res);
   mk_graph_free(g);
 }

@@ -17,6 +17,23 @@ def test_correct_kernel_passes():
     assert len({t["seed"] for t in out.per_trial}) == 4
 
 
+def test_trials_record_the_host_seconds_the_cpu_plan_reads():
+    out = check(load("sbr_ok"), trials=3)
+    assert out.status == "ok", out.reason
+    for t in out.per_trial:
+        for key in ("inputs_s", "reference_s", "candidate_s"):
+            assert isinstance(t[key], float) and t[key] >= 0, (key, t)
+    # The interpreted kernel costs more than the eager reference of the same work.
+    cand = sum(t["candidate_s"] for t in out.per_trial)
+    assert cand > sum(t["reference_s"] for t in out.per_trial)
+
+
+def test_failed_call_still_records_its_seconds():
+    out = check(load("sbr_wrong_constant"), trials=2)
+    assert out.status == "mismatch"
+    assert all(t["candidate_s"] >= 0 and t["inputs_s"] >= 0 for t in out.per_trial)
+
+
 def test_correct_kernel_on_non_contiguous_input():
     # A transposed input: the candidate must see the same strides as in the program.
     def inputs_for(seed):

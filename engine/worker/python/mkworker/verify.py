@@ -438,6 +438,7 @@ def run_trials(ref: Side, cand: Side, inputs_for: Callable[[int], list[Any]],
     for t, seed in enumerate(spec.seeds):
         if progress is not None:
             progress(f"trial {t + 1}/{n} (seed {seed})", lo + (hi - lo) * t / n)
+        t_inputs = time.perf_counter()
         try:
             with torch.no_grad():
                 base = inputs_for(seed)
@@ -449,20 +450,31 @@ def run_trials(ref: Side, cand: Side, inputs_for: Callable[[int], list[Any]],
         cand_in = [clone_exact(x) for x in base]
         cand_first = t % 2 == 0
         record: dict[str, Any] = {"trial": t, "seed": seed,
-                                  "order": "candidate_first" if cand_first else "reference_first"}
+                                  "order": "candidate_first" if cand_first else "reference_first",
+                                  "inputs_s": round(time.perf_counter() - t_inputs, 6)}
         out.trials += 1
         ok_call, cand_raw = True, None
+        t_cand = time.perf_counter()
         if cand_first:
             ok_call, cand_raw = _call_candidate(cand, cand_in, spec, out)
+            t_cand = time.perf_counter() - t_cand
+        t_ref = time.perf_counter()
         try:
             with torch.no_grad():
                 ref_out = _flatten(ref.call(ref_in))
             _sync(spec.device)
+            record["reference_s"] = round(time.perf_counter() - t_ref, 6)
         except Exception as e:
             _fatal_if_poisoned(spec.device, e)
             raise _ReferenceFailed(f"the reference failed: {type(e).__name__}: {e}") from e
         if not cand_first:
+            t_cand = time.perf_counter()
             ok_call, cand_raw = _call_candidate(cand, cand_in, spec, out)
+            t_cand = time.perf_counter() - t_cand
+        # Host seconds of the candidate's call (what a kernel costs under the CPU's
+        # interpreter), of making the inputs (the program before the subkernel) and of
+        # the reference: the engine's CPU plan sizes its work from them.
+        record["candidate_s"] = round(t_cand, 6)
         if not ok_call:
             record["status"] = out.status
             out.per_trial.append(record)
