@@ -294,6 +294,14 @@ cJSON *mk_cli_module_json(const mk_session_module *m) {
   add_ms(o, "eager_ms", m->eager_ms);
   add_ms(o, "compile_ms", m->compile_ms);
   add_ms(o, "ours_ms", m->ours_ms);
+  add_ms(o, "compile_max_autotune_ms", m->compile_max_ms > 0 ? m->compile_max_ms : -1);
+  add_ms(o, "compile_reduce_overhead_ms", m->compile_ro_ms > 0 ? m->compile_ro_ms : -1);
+  cJSON_AddBoolToObject(o, "cuda_graph", m->moves.cuda_graph);
+  cJSON *moves = cJSON_AddObjectToObject(o, "search");
+  cJSON_AddNumberToObject(moves, "merges_tried", m->moves.merges_tried);
+  cJSON_AddNumberToObject(moves, "merges_won", m->moves.merges_won);
+  cJSON_AddNumberToObject(moves, "splits_tried", m->moves.splits_tried);
+  cJSON_AddNumberToObject(moves, "splits_won", m->moves.splits_won);
   if (m->gpu && *m->gpu) cJSON_AddStringToObject(o, "gpu", m->gpu); /* which GPU timed it */
   cJSON_AddNumberToObject(o, "tokens_in", (double)m->tokens_in);
   cJSON_AddNumberToObject(o, "tokens_out", (double)m->tokens_out);

@@ -116,6 +116,16 @@ static void print_table(const mk_session_module *m, FILE *out) {
     fprintf(out, "\nno timings on %s: correctness only (Triton's interpreter runs the kernels as "
                  "Python; a time there says nothing about a GPU)\n",
             m->device);
+  if (m->timed && m->moves.cuda_graph)
+    fprintf(out, "the emitted ModelNew replays the composition as a CUDA graph (the plain "
+                 "forward where a graph would be wrong; docs/design.md)\n");
+  if (m->compile_max_ms > 0 || m->compile_ro_ms > 0) {
+    char mx[32], ro[32];
+    fmt_ms(mx, sizeof mx, m->compile_max_ms);
+    fmt_ms(ro, sizeof ro, m->compile_ro_ms);
+    fprintf(out, "torch.compile max-autotune-no-cudagraphs %s ms, reduce-overhead %s ms (same run)\n",
+            mx, ro);
+  }
   if (m->note && *m->note) fprintf(out, "note: %s\n", m->note);
   if (m->tokens_in + m->tokens_out > 0)
     fprintf(out, "tokens spent on the variants tried: %ld in, %ld out\n", m->tokens_in, m->tokens_out);
