@@ -186,10 +186,7 @@ static int iter_dim(bool cl, int R, int d) {
 }
 
 static bool same_dims(const mk_value *v, const bi_stage *st) {
-  if (v->rank != st->rank) return false;
-  for (int d = 0; d < st->rank; d++)
-    if (v->shape[d] != st->shape[d]) return false;
-  return true;
+  return bi_same_shape(v->rank, v->shape, st->rank, st->shape);
 }
 
 static void leaf_pattern(const bi_emit *e, int s, bool cl, leaf *l) {

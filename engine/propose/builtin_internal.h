@@ -116,6 +116,8 @@ bool bi_value_escapes(const bi_plan *p, int s, int v);
  * whole program lost to eager on two problems where every part won). Values
  * only returned by the program may leave channels_last. */
 bool bi_feeds_other_subkernel(const bi_plan *p, int v);
+/* True if two captured shapes are the same (rank and every dim). */
+bool bi_same_shape(int ra, const int64_t *a, int rb, const int64_t *b);
 /* The value id a stage produces as its main result. */
 int bi_stage_result(const bi_plan *p, int s);
 /* Readable short name of a stage from its op names ("relu_add"). */

@@ -114,7 +114,7 @@ static bool bcast(int ra, const int64_t *a, int rb, const int64_t *b, int *ro, i
   return true;
 }
 
-static bool same_shape(int ra, const int64_t *a, int rb, const int64_t *b) {
+bool bi_same_shape(int ra, const int64_t *a, int rb, const int64_t *b) {
   if (ra != rb) return false;
   for (int i = 0; i < ra; i++)
     if (a[i] != b[i]) return false;
@@ -159,7 +159,7 @@ static bool run_valid(const bi_plan *p, const int *nodes, int lo, int hi, int *r
       int v = n->outputs[o];
       bool stored = used_outside_run(p, nodes, lo, hi, v) || n->nmutates > 0;
       const mk_value *val = &p->g->values[v];
-      if (stored && !same_shape(val->rank, val->shape, r, sh)) return false;
+      if (stored && !bi_same_shape(val->rank, val->shape, r, sh)) return false;
     }
   }
   *rank = r;
@@ -282,7 +282,7 @@ static void decide_fusion(bi_plan *p) {
         extra |= bi_value_escapes(p, s, an->outputs[o]) && !bi_norm_state_output(an, an->outputs[o]);
       bool mutated_leaf = false;
       for (int i = 0; i < e->nnodes; i++) mutated_leaf |= p->g->nodes[e->nodes[i]].nmutates > 0;
-      if (reads && !extra && !mutated_leaf && same_shape(ov->rank, ov->shape, e->rank, e->shape)) {
+      if (reads && !extra && !mutated_leaf && bi_same_shape(ov->rank, ov->shape, e->rank, e->shape)) {
         a->epi = s + 1;
         e->fused_into = s;
       }
@@ -297,7 +297,7 @@ static void decide_fusion(bi_plan *p) {
         int stored[8];
         int ns = bi_stage_stored(p, s - 1, stored, 8);
         const mk_value *iv = &p->g->values[in];
-        bool ok = ns == 0 && same_shape(iv->rank, iv->shape, pr->rank, pr->shape);
+        bool ok = ns == 0 && bi_same_shape(iv->rank, iv->shape, pr->rank, pr->shape);
         for (int i = 0; i < pr->nnodes; i++) ok &= p->g->nodes[pr->nodes[i]].nmutates == 0;
         /* The input read by other nodes of the anchor (weights) is not the prologue's. */
         if (!ok) {

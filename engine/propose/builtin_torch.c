@@ -88,9 +88,7 @@ static int bias_fold_stage(const bi_plan *p, int out) {
   if (target < 0) return -1;
   const bi_stage *st = &p->st[target];
   if (anchor_loads(p, target, out)) return target;
-  if (st->kind != BI_EW || st->rank != v->rank) return -1;
-  for (int d = 0; d < v->rank; d++)
-    if (st->shape[d] != v->shape[d]) return -1;
+  if (st->kind != BI_EW || !bi_same_shape(v->rank, v->shape, st->rank, st->shape)) return -1;
   return target;
 }
 
