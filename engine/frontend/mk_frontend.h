@@ -177,15 +177,55 @@ bool mk_pyoutline_has_errors(const mk_pyoutline *o);
   "is a directory; expected a Python file in KernelBench format (class Model, get_inputs(), "   \
   "get_init_inputs()); for every problem in a folder: mkevolve bench DIR"
 
+/* What the static check learns from a module's text, for the language
+ * server's diagnostics as much as for the CLI's first error. Positions are
+ * tree-sitter's: 0-based lines, 0-based UTF-8 byte columns. */
+typedef struct mk_frontend_span {
+  int line, col, end_line, end_col;
+} mk_frontend_span;
+
+typedef struct mk_frontend_syntax {
+  mk_frontend_span at;
+  char missing[32]; /* the token tree-sitter inserted ("`)`"), "" for unexpected text */
+} mk_frontend_syntax;
+
+typedef struct mk_frontend_def {
+  bool found;
+  mk_frontend_span at;   /* the whole definition (decorators excluded) */
+  mk_frontend_span name; /* its name */
+} mk_frontend_def;
+
+/* Syntax errors kept in a shape; the check stops looking after these. */
+#define MK_FRONTEND_STATIC_MAX_SYNTAX 20
+
+typedef struct mk_frontend_shape {
+  bool imports_torch;        /* an import statement mentions torch */
+  mk_frontend_def cls;       /* the class asked for, at top level */
+  mk_frontend_def model_new; /* a top-level `class ModelNew` (a composed file) */
+  mk_frontend_def forward;   /* cls's forward method */
+  mk_frontend_def get_inputs, get_init_inputs; /* top-level functions */
+  char classes[256];         /* the other top-level classes, ", "-joined (truncated) */
+  mk_frontend_syntax syntax[MK_FRONTEND_STATIC_MAX_SYNTAX]; /* in source order */
+  int nsyntax;
+} mk_frontend_shape;
+
+/* The static check of a module's text[0..len): syntax errors (iteratively:
+ * nesting depth is the user's) and the KernelBench pieces. class_name:
+ * NULL is "Model". Fills *out (caller-owned, nothing to free). Returns 0 or
+ * MK_ERANGE (larger than MK_FRONTEND_MAX_TEXT) / MK_ENOMEM. */
+int mk_frontend_static_check_text(const char *text, size_t len, const char *class_name,
+                                  mk_frontend_shape *out);
+
 typedef struct mk_frontend_static {
   int line, col;     /* 1-based; 0 when the problem has no position */
   char kind[32];     /* "syntax_error", "missing", "io_error", "too_large", "not_a_file" */
   char message[1024];
 } mk_frontend_static;
 
-/* Reads `path` (bounded) and checks it without running Python: a file, not
- * a folder; syntax; class `class_name` at top level; and, with need_inputs,
- * a top-level `get_inputs` function. Returns 0 or
+/* Reads `path` (bounded) and checks it without running Python, through
+ * mk_frontend_static_check_text: a file, not a folder; syntax; class
+ * `class_name` at top level; and, with need_inputs, a top-level
+ * `get_inputs` function. *out says the first problem. Returns 0 or
  * MK_EINVAL/MK_EPARSE/MK_ENOENT/MK_EIO/MK_ERANGE with *out filled. */
 int mk_frontend_static_check(const char *path, const char *class_name, bool need_inputs,
                              mk_frontend_static *out);

@@ -6,8 +6,10 @@
 #include "mk_test.h"
 
 #include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- positions ------------------------------------------------------------ */
 
@@ -504,4 +506,79 @@ MK_TEST(frontend, every_kernelbench_problem_outlines_cleanly) {
   }
   fprintf(stderr, "    %d problems, %d forward statements\n", files, stmts);
   MK_CHECK_INT(failures, ==, 0);
+}
+
+/* The one static check (CLI and language server): the KernelBench pieces
+ * with their positions, syntax errors in order, deep nesting iteratively. */
+MK_TEST(frontend, static_check_text_finds_the_shape) {
+  const char *src = "import torch.nn as nn\n"
+                    "class Helper:\n    pass\n"
+                    "class Model(nn.Module):\n"
+                    "    @staticmethod\n"
+                    "    def forward(x):\n        return x\n"
+                    "def get_inputs():\n    return []\n";
+  mk_frontend_shape s;
+  MK_CHECK_INT(mk_frontend_static_check_text(src, strlen(src), NULL, &s), ==, 0);
+  MK_CHECK(s.imports_torch);
+  MK_CHECK(s.cls.found);
+  MK_CHECK_INT(s.cls.name.line, ==, 3);
+  MK_CHECK_INT(s.cls.name.col, ==, 6);
+  MK_CHECK(s.forward.found);
+  MK_CHECK_INT(s.forward.at.line, ==, 5);
+  MK_CHECK_INT(s.forward.at.end_line, ==, 6);
+  MK_CHECK(s.get_inputs.found);
+  MK_CHECK(!s.get_init_inputs.found);
+  MK_CHECK(!s.model_new.found);
+  MK_CHECK_STR(s.classes, "Helper");
+  MK_CHECK_INT(s.nsyntax, ==, 0);
+
+  const char *bad = "x = (1 +\ny = 2\ndef f(:\n  pass\n";
+  MK_CHECK_INT(mk_frontend_static_check_text(bad, strlen(bad), "Model", &s), ==, 0);
+  MK_CHECK_INT(s.nsyntax, >=, 1);
+  MK_CHECK(!s.imports_torch);
+  MK_CHECK(!s.cls.found);
+  for (int i = 1; i < s.nsyntax; i++) MK_CHECK(s.syntax[i].at.line >= s.syntax[i - 1].at.line);
+
+  size_t n = 200000;
+  char *deep = malloc(n + 1);
+  MK_REQUIRE(deep != NULL);
+  for (size_t i = 0; i < n; i++) deep[i] = i < n / 2 ? '(' : ')';
+  deep[n] = 0;
+  MK_CHECK_INT(mk_frontend_static_check_text(deep, n, NULL, &s), ==, 0);
+  MK_CHECK_INT(s.nsyntax, <=, MK_FRONTEND_STATIC_MAX_SYNTAX);
+  free(deep);
+}
+
+/* The CLI's file check says the first problem, with a 1-based position. */
+MK_TEST(frontend, static_check_file_says_the_first_problem) {
+  char dir[] = "/tmp/mk_static_XXXXXX";
+  MK_REQUIRE(mkdtemp(dir) != NULL);
+  char path[256];
+  snprintf(path, sizeof path, "%s/m.py", dir);
+  mk_frontend_static st;
+  FILE *f = fopen(path, "w");
+  MK_REQUIRE(f != NULL);
+  fputs("import torch\nclass Other:\n    pass\n", f);
+  fclose(f);
+  MK_CHECK_INT(mk_frontend_static_check(path, "Model", true, &st), ==, MK_ENOENT);
+  MK_CHECK_STR(st.kind, "missing");
+  MK_CHECK(strstr(st.message, "(classes here: Other)") != NULL);
+  f = fopen(path, "w");
+  MK_REQUIRE(f != NULL);
+  fputs("import torch\nclass Model:\n    def f(:\n        pass\n", f);
+  fclose(f);
+  MK_CHECK_INT(mk_frontend_static_check(path, "Model", false, &st), ==, MK_EPARSE);
+  MK_CHECK_STR(st.kind, "syntax_error");
+  MK_CHECK_INT(st.line, ==, 3);
+  f = fopen(path, "w");
+  MK_REQUIRE(f != NULL);
+  fputs("class Model:\n    pass\n", f);
+  fclose(f);
+  MK_CHECK_INT(mk_frontend_static_check(path, "Model", true, &st), ==, MK_ENOENT);
+  MK_CHECK(strstr(st.message, "get_inputs") != NULL);
+  MK_CHECK_INT(mk_frontend_static_check(path, "Model", false, &st), ==, 0);
+  MK_CHECK_INT(mk_frontend_static_check(dir, "Model", false, &st), ==, MK_EINVAL);
+  MK_CHECK_STR(st.kind, "not_a_file");
+  remove(path);
+  rmdir(dir);
 }
