@@ -587,8 +587,8 @@ static int submit_to_slurm(bench_cli *b, cli_slurm_opts *so, const mk_session_co
 int mk_cli_bench(int argc, char **argv) {
   mk_session_config cfg;
   mk_session_config_defaults(&cfg);
-  bench_cli b = {.outdir = "bench-out", .parallel = 1, .tty = isatty(2), .kb_tolerance = 0.25,
-                 .kbopts = {.measure = true}};
+  bench_cli b = {.outdir = "bench-out", .parallel = 1, .tty = isatty(2), .kb_tolerance = 0.25};
+  mk_session_kbcheck_opts_defaults(&b.kbopts);
   unsigned levels = 0;
   int limit = 0;
   bool report_only = false;

@@ -187,12 +187,15 @@ cJSON *mk_session_llm_ledger(mk_session *s, bool with_calls);
  * status < 0 (and `error`) when the worker could not answer at all. */
 typedef struct mk_session_kbcheck_opts {
   const char *root;   /* KernelBench checkout, or NULL: an installed kernelbench package */
-  int trials;         /* correctness trials (KernelBench's num_correct_trials); 0: 5 */
-  int perf_trials;    /* timing trials; 0: 100 */
+  int trials;         /* correctness trials (KernelBench's num_correct_trials) */
+  int perf_trials;    /* timing trials */
   bool measure;       /* ask KernelBench to time both (speedup) */
   unsigned long long seed;
-  double timeout_s;   /* for the evaluation process; 0: 900 */
+  double timeout_s;   /* for the evaluation process */
 } mk_session_kbcheck_opts;
+/* The one place these default (5 trials, 100 timing trials, measured,
+ * seed 42, 900 s); the worker has none of its own. */
+void mk_session_kbcheck_opts_defaults(mk_session_kbcheck_opts *o);
 typedef void (*mk_session_json_cb)(void *data, int status, const cJSON *result, const char *error);
 int mk_session_kernelbench_check(mk_session *s, const char *ref_path, const char *new_path,
                                  const mk_session_kbcheck_opts *opts, mk_session_json_cb cb,

@@ -23,6 +23,11 @@ static void on_answer(void *data, mk_worker_result *res) {
   free(req);
 }
 
+void mk_session_kbcheck_opts_defaults(mk_session_kbcheck_opts *o) {
+  *o = (mk_session_kbcheck_opts){.trials = 5, .perf_trials = 100, .measure = true, .seed = 42,
+                                 .timeout_s = 900};
+}
+
 /* Ownership: the params object goes to the pool; the callback's result is
  * the pool's (borrowed for the call). */
 int mk_session_kernelbench_check(mk_session *s, const char *ref_path, const char *new_path,
@@ -31,13 +36,16 @@ int mk_session_kernelbench_check(mk_session *s, const char *ref_path, const char
   mk_worker_pool *pool = session_runtime_pool(s);
   if (pool == NULL || cb == NULL || ref_path == NULL || new_path == NULL)
     return mk_errf(err, MK_EINVAL, "kernelbench check: no session, paths or callback");
-  double timeout = opts->timeout_s > 0 ? opts->timeout_s : 900;
+  if (opts->trials < 1 || opts->perf_trials < 1 || !(opts->timeout_s > 0))
+    return mk_errf(err, MK_EINVAL, "kernelbench check: trials, timing trials and the time limit "
+                   "must be positive");
+  double timeout = opts->timeout_s;
   cJSON *params = cJSON_CreateObject();
   cJSON_AddStringToObject(params, "ref", ref_path);
   cJSON_AddStringToObject(params, "new", new_path);
   if (opts->root) cJSON_AddStringToObject(params, "root", opts->root);
-  cJSON_AddNumberToObject(params, "trials", opts->trials > 0 ? opts->trials : 5);
-  cJSON_AddNumberToObject(params, "perf_trials", opts->perf_trials > 0 ? opts->perf_trials : 100);
+  cJSON_AddNumberToObject(params, "trials", opts->trials);
+  cJSON_AddNumberToObject(params, "perf_trials", opts->perf_trials);
   cJSON_AddBoolToObject(params, "measure", opts->measure);
   cJSON_AddNumberToObject(params, "seed", (double)(opts->seed % 2147483647ULL));
   cJSON_AddNumberToObject(params, "timeout_s", timeout);

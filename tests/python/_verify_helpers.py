@@ -17,6 +17,10 @@ from mkworker.verify import Outcome, Side, TrialSpec, run_trials
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 
+# What the engine sends with every verification (its mk_verify_options_init values):
+# the worker has no default of its own for them.
+ENGINE_OPTIONS = {"trials": 5, "atol": 1e-4, "rtol": 1e-4}
+
 
 def source(name: str) -> str:
     return (KERNELS / f"{name}.py").read_text(encoding="utf-8")

@@ -67,7 +67,8 @@ def _modelnew(tmp_path: Path, body: str, top: str = "") -> str:
 
 def _verify(worker: Worker, file: str) -> dict:
     resp, _ = worker.request("verify_composition", {
-        "file": file, "reference_file": str(EXAMPLE), "trials": 1, "device": "cpu",
+        "file": file, "reference_file": str(EXAMPLE), "trials": 1, "atol": 1e-4, "rtol": 1e-4,
+        "device": "cpu",
         "batch": 1})
     assert resp["ok"] is True, resp
     return resp["result"]
@@ -219,12 +220,14 @@ def test_modelnew_whose_kernel_never_runs_says_so(tmp_path):
     src = (REPO / "tests" / "python" / "kernels" / "cbr_modelnew_ok.py").read_text()
     ok = verify_composition({"file": str(REPO / "tests" / "python" / "kernels" /
                                          "cbr_modelnew_ok.py"),
-                             "reference_file": str(EXAMPLE), "trials": 1, "device": "cpu",
+                             "reference_file": str(EXAMPLE), "trials": 1, "atol": 1e-4,
+                             "rtol": 1e-4, "device": "cpu",
                              "batch": 1}, lambda m, f: None)
     assert ok["status"] == "ok" and ok["kernel_launches"] > 0 and ok["notes"] == []
     idle = tmp_path / "idle.py"
     idle.write_text(src + "\n\nclass ModelNew(Model):  # noqa: F811\n    pass\n")
     rep = verify_composition({"file": str(idle), "reference_file": str(EXAMPLE), "trials": 1,
-                              "device": "cpu", "batch": 1}, lambda m, f: None)
+                              "atol": 1e-4, "rtol": 1e-4, "device": "cpu", "batch": 1},
+                             lambda m, f: None)
     assert rep["status"] == "ok" and rep["kernel_launches"] == 0
     assert any(n.startswith("no custom kernel ran: _epi") for n in rep["notes"]), rep["notes"]

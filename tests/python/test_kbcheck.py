@@ -79,7 +79,8 @@ def _files(tmp_path: Path, new_src: str) -> tuple[str, str]:
 
 
 def _params(ref: str, new: str, **extra: object) -> dict:
-    return {"ref": ref, "new": new, "root": STUB, "trials": 2, "perf_trials": 3, **extra}
+    return {"ref": ref, "new": new, "root": STUB, "seed": 42, "trials": 2, "perf_trials": 3,
+            "timeout_s": 900, **extra}
 
 
 def test_finds_kernelbench_in_a_checkout_of_either_layout(tmp_path: Path) -> None:
@@ -182,7 +183,9 @@ def test_the_worker_answers_kernelbench_check(tmp_path: Path) -> None:
     ref, new = _files(tmp_path, noisy)
     reqs = [{"id": 1, "method": "hello", "params": {"protocol": protocol.PROTOCOL_VERSION}},
             {"id": 2, "method": "kernelbench_check", "params": _params(ref, new)},
-            {"id": 3, "method": "kernelbench_check", "params": {"ref": ref, "new": "/nonexistent"}}]
+            {"id": 3, "method": "kernelbench_check", "params": {"ref": ref, "new": "/nonexistent"}},
+            {"id": 4, "method": "kernelbench_check",  # the engine always sends trials
+             "params": {k: v for k, v in _params(ref, new).items() if k != "trials"}}]
     env = {"PYTHONPATH": str(WORKER_PATH), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-m", "mkworker"],
                           input="\n".join(map(json.dumps, reqs)), capture_output=True, text=True,
@@ -192,4 +195,5 @@ def test_the_worker_answers_kernelbench_check(tmp_path: Path) -> None:
     assert finals[2]["ok"], finals[2]
     assert finals[2]["result"]["correct"] is True
     assert finals[3]["ok"] is False and finals[3]["error"]["kind"] == "bad_request"
+    assert finals[4]["ok"] is False and "'trials'" in finals[4]["error"]["message"]
     assert "noise" not in proc.stdout

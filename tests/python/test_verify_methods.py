@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from _verify_helpers import KERNELS, source
+from _verify_helpers import ENGINE_OPTIONS, KERNELS, source
 
 pytest.importorskip("mkworker.replay")
 from mkworker.capture import capture_file
-from mkworker.verify import MethodError, time_reference, verify_composition
+from mkworker.verify import MethodError, time_reference
+from mkworker.verify import verify_composition as _verify_composition
 from mkworker.verify import verify_subkernel as _verify_subkernel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,10 +38,14 @@ def progress_log() -> tuple[list, object]:
 
 def verify_subkernel(params):
     seen, prog = progress_log()
-    rep = _verify_subkernel(params, prog)
+    rep = _verify_subkernel({**ENGINE_OPTIONS, **params}, prog)
     fractions = [f for _, f in seen]
     assert (fractions == sorted(fractions) and fractions[-1] == 1.0) or rep["status"] != "ok"
     return rep
+
+
+def verify_composition(params, progress):
+    return _verify_composition({**ENGINE_OPTIONS, **params}, progress)
 
 
 def epilogue(name: str, origin: str = "builtin", trials: int = 2) -> dict:
@@ -113,6 +118,9 @@ def test_bad_requests():
         with pytest.raises(MethodError) as e:
             verify_subkernel({**base, **change})
         assert e.value.kind == "bad_request", change
+    for key in ("trials", "atol", "rtol"):  # the engine always sends them: no second default
+        with pytest.raises(MethodError, match=f"missing parameter `{key}`"):
+            _verify_subkernel({**base, **ENGINE_OPTIONS, key: None}, lambda m, f: None)
     if not torch.cuda.is_available():
         with pytest.raises(MethodError) as e:
             verify_subkernel({**base, "device": "cuda"})

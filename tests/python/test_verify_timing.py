@@ -65,7 +65,7 @@ def test_recheck_catches_a_shape_specialised_cheat():
     try:
         run = cand.run
         ref, side = Side(call=lambda xs: sbr_reference(*xs)), Side(call=lambda xs: run(*xs))
-        settings = Settings(trials=2, batch=4)
+        settings = Settings(trials=2, atol=1e-4, rtol=1e-4, batch=4)
         out = Outcome()
         rec = _recheck(ref, side, _make, _spec(cand), settings, _other_batch(4, None), out)
     finally:
@@ -81,7 +81,8 @@ def test_recheck_accepts_a_correct_kernel():
         run = cand.run
         ref, side = Side(call=lambda xs: sbr_reference(*xs)), Side(call=lambda xs: run(*xs))
         out = Outcome()
-        rec = _recheck(ref, side, _make, _spec(cand), Settings(trials=1, batch=4), 3, out)
+        settings = Settings(trials=1, atol=1e-4, rtol=1e-4, batch=4)
+        rec = _recheck(ref, side, _make, _spec(cand), settings, 3, out)
     finally:
         cand.unload()
     assert out.status == "ok" and rec["other_batch_status"] == "ok"
@@ -179,11 +180,12 @@ def test_gpu_timing_block_times_eager_compile_and_candidate_together():
 def test_compile_modes_are_parsed_and_checked():
     from mkworker.verify import COMPILE_MODES, MethodError
 
-    s = Settings.parse({"compile_modes": [*COMPILE_MODES, COMPILE_MODES[0]]})
+    req = {"trials": 5, "atol": 1e-4, "rtol": 1e-4}
+    s = Settings.parse({**req, "compile_modes": [*COMPILE_MODES, COMPILE_MODES[0]]})
     assert s.compile_modes == COMPILE_MODES  # in order, once each
-    assert Settings.parse({}).compile_modes == ()
+    assert Settings.parse(req).compile_modes == ()
     with pytest.raises(MethodError, match="compile_modes"):
-        Settings.parse({"compile_modes": ["max-autotune"]})
+        Settings.parse({**req, "compile_modes": ["max-autotune"]})
 
 
 @cuda

@@ -192,14 +192,13 @@ def run_isolated(params: dict[str, Any]) -> dict[str, Any]:
     """Runs `evaluate` in a fresh interpreter; every failure of that process is
     reported in the result, never raised."""
     cmd = [sys.executable, "-m", "mkworker.kbcheck", "--ref", str(params["ref"]),
-           "--new", str(params["new"]), "--seed", str(params.get("seed", 42)),
-           "--trials", str(params.get("trials", 5)),
-           "--perf-trials", str(params.get("perf_trials", 100))]
+           "--new", str(params["new"]), "--seed", str(params["seed"]),
+           "--trials", str(params["trials"]), "--perf-trials", str(params["perf_trials"])]
     if params.get("root"):
         cmd += ["--root", str(params["root"])]
     if not params.get("measure", True):
         cmd.append("--no-measure")
-    timeout = float(params.get("timeout_s", 900))
+    timeout = float(params["timeout_s"])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(Path(__file__).resolve().parent.parent)] + ([env["PYTHONPATH"]]
@@ -227,11 +226,16 @@ def run_isolated(params: dict[str, Any]) -> dict[str, Any]:
 def kernelbench_check(params: dict[str, Any], progress: Callable[[str, float], None]) -> dict[
         str, Any]:
     """Worker method: params ref, new (files), root (KernelBench checkout or None),
-    seed, trials, perf_trials, measure, timeout_s."""
+    seed, trials, perf_trials, measure, timeout_s. The engine always sends them; their one
+    default is mk_session_kbcheck_opts_defaults."""
     for key in ("ref", "new"):
         if not isinstance(params.get(key), str) or not Path(params[key]).is_file():
             raise protocol.WorkerError("bad_request", f"kernelbench_check: {key!r} must name a "
                                        f"file, got {params.get(key)!r}")
+    for key in ("seed", "trials", "perf_trials", "timeout_s"):
+        if isinstance(params.get(key), bool) or not isinstance(params.get(key), (int, float)):
+            raise protocol.WorkerError("bad_request", f"kernelbench_check: {key!r} must be a "
+                                       f"number, got {params.get(key)!r}")
     progress("KernelBench evaluation", 0.0)
     return run_isolated(params)
 
@@ -247,9 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ref", required=True)
     ap.add_argument("--new", required=True)
     ap.add_argument("--root")
-    ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--trials", type=int, default=5)
-    ap.add_argument("--perf-trials", type=int, default=100)
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--trials", type=int, required=True)
+    ap.add_argument("--perf-trials", type=int, required=True)
     ap.add_argument("--no-measure", action="store_true")
     args = ap.parse_args(argv)
     from mkworker.server import claim_stdout, configure_triton_env

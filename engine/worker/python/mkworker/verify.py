@@ -110,10 +110,13 @@ COMPILE_MODES = ("max-autotune-no-cudagraphs", "reduce-overhead")
 
 @dataclass
 class Settings:
-    trials: int = 5
+    # trials, atol and rtol have no default here: the engine always sends them, and their
+    # one default is the engine's (mk_verify_options_init). A verification request without
+    # them is refused rather than judged by a second default.
+    trials: int
+    atol: float
+    rtol: float
     seed: int = 0
-    atol: float = 1e-4
-    rtol: float = 1e-4
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     timing: bool = True
     compile_reference: bool = True
@@ -123,14 +126,15 @@ class Settings:
     batch: int | None = None
 
     @staticmethod
-    def parse(params: dict[str, Any], batch_default: int | None = None) -> Settings:
-        s = Settings()
-        s.trials = _get(params, "trials", int, 5)
+    def parse(params: dict[str, Any], batch_default: int | None = None,
+              verifying: bool = True) -> Settings:
+        """verifying=False (time_reference) compares nothing: no trials or tolerances."""
+        s = Settings(trials=_get(params, "trials", int, 1, required=verifying),
+                     atol=float(_get(params, "atol", (int, float), 0.0, required=verifying)),
+                     rtol=float(_get(params, "rtol", (int, float), 0.0, required=verifying)))
         if not 1 <= s.trials <= 1000:
             raise MethodError("bad_request", "`trials` must be between 1 and 1000")
         s.seed = _get(params, "seed", int, 0)
-        s.atol = float(_get(params, "atol", (int, float), 1e-4))
-        s.rtol = float(_get(params, "rtol", (int, float), 1e-4))
         if not (s.atol >= 0 and s.rtol >= 0 and math.isfinite(s.atol + s.rtol)):
             raise MethodError("bad_request", "`atol` and `rtol` must be finite and >= 0")
         s.device = _device(_get(params, "device", str, None))
@@ -1161,7 +1165,7 @@ def time_reference(params: dict[str, Any], progress: Progress) -> dict[str, Any]
     """Eager and torch.compile timing of a problem's Model (docs/verify.md)."""
     file = _get(params, "file", str, None, required=True)
     cls_name = _get(params, "class", str, "Model")
-    settings = Settings.parse(params)
+    settings = Settings.parse(params, verifying=False)
     if settings.device.type != "cuda":
         return {"timing": timing.unavailable(), "device": "cpu"}
     replay = _replay()
