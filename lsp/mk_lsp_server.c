@@ -7,6 +7,7 @@
 #include "mk_buf.h"
 #include "mk_lsp_features.h"
 #include "mk_lsp_progress.h"
+#include "mk_json.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -94,11 +95,6 @@ static const char *const *backend_commands(mk_lsp_server *s) {
   if (s->backend.ops == NULL || s->backend.ops->commands == NULL) return no_commands;
   const char *const *c = s->backend.ops->commands(s->backend.self);
   return c ? c : no_commands;
-}
-
-static const char *json_str(const cJSON *o, const char *key) {
-  const cJSON *v = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
-  return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 static bool json_bool_path(const cJSON *o, const char *const *path) {
@@ -284,7 +280,7 @@ static void apply_edit_result(mk_lsp_server *s, const cJSON *edit, const char *l
 static void finish_command(job *j, int rc, cJSON *result, const char *err) {
   mk_lsp_server *s = j->s;
   if (rc == 0) {
-    const char *msg = json_str(result, "message");
+    const char *msg = mk_json_str(result, "message", NULL);
     if (msg) show_message(s, 3, msg);
     apply_edit_result(s, cJSON_GetObjectItemCaseSensitive(result, "edit"), j->title);
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(result, "refresh"))) schedule_all(s);
@@ -460,7 +456,7 @@ static void on_initialize(void *ctx, mk_lsp_request *req, const cJSON *params) {
   const cJSON *td = cJSON_GetObjectItemCaseSensitive(caps, "textDocument");
   const cJSON *ca = cJSON_GetObjectItemCaseSensitive(td, "codeAction");
   s->cap_literals = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(ca, "codeActionLiteralSupport"));
-  const char *root = json_str(params, "rootUri");
+  const char *root = mk_json_str(params, "rootUri", NULL);
   free(s->root_path);
   s->root_path = root ? mk_lsp_uri_to_path(root) : NULL;
   apply_settings(s, cJSON_GetObjectItemCaseSensitive(params, "initializationOptions"));
@@ -531,20 +527,20 @@ static void on_did_change_configuration(void *ctx, const cJSON *params) {
 /* ---- text synchronisation ------------------------------------------------- */
 
 static const char *doc_uri(const cJSON *params) {
-  return json_str(cJSON_GetObjectItemCaseSensitive(params, "textDocument"), "uri");
+  return mk_json_str(cJSON_GetObjectItemCaseSensitive(params, "textDocument"), "uri", NULL);
 }
 
 static void on_did_open(void *ctx, const cJSON *params) {
   mk_lsp_server *s = ctx;
   const cJSON *td = cJSON_GetObjectItemCaseSensitive(params, "textDocument");
-  const char *uri = json_str(td, "uri"), *text = json_str(td, "text");
+  const char *uri = mk_json_str(td, "uri", NULL), *text = mk_json_str(td, "text", NULL);
   const cJSON *ver = cJSON_GetObjectItemCaseSensitive(td, "version");
   if (uri == NULL || text == NULL) {
     slog(s, "didOpen without uri or text ignored");
     return;
   }
   mk_lsp_doc *doc;
-  int rc = mk_lsp_docs_open(&s->docs, uri, json_str(td, "languageId"),
+  int rc = mk_lsp_docs_open(&s->docs, uri, mk_json_str(td, "languageId", NULL),
                             cJSON_IsNumber(ver) ? mk_num_int(ver->valuedouble, 0) : 0, text, strlen(text), &doc);
   if (rc != 0) {
     char msg[512];
@@ -585,7 +581,7 @@ static void on_did_save(void *ctx, const cJSON *params) {
   const char *uri = doc_uri(params);
   docstate *d = uri ? state_get(s, uri) : NULL;
   if (d == NULL) return;
-  const char *text = json_str(params, "text");
+  const char *text = mk_json_str(params, "text", NULL);
   mk_lsp_doc *doc = mk_lsp_docs_get(&s->docs, uri);
   if (text && doc && (strlen(text) != doc->text.len || strcmp(text, mk_buf_cstr(&doc->text)) != 0))
     mk_lsp_docs_open(&s->docs, uri, doc->language, doc->version, text, strlen(text), NULL);
@@ -680,7 +676,7 @@ static const char *title_for(mk_lsp_server *s, const char *command, const cJSON 
 
 static void on_execute_command(void *ctx, mk_lsp_request *req, const cJSON *params) {
   mk_lsp_server *s = ctx;
-  const char *command = json_str(params, "command");
+  const char *command = mk_json_str(params, "command", NULL);
   const cJSON *args = cJSON_GetObjectItemCaseSensitive(params, "arguments");
   if (command == NULL || (args && !cJSON_IsArray(args))) {
     mk_lsp_reply_error(req, MK_RPC_INVALID_PARAMS, "executeCommand needs a command and an argument array");

@@ -2,6 +2,7 @@
  * (fast_p, geometric means) as KernelBench defines them: fast_p is the
  * fraction of all problems that are correct and more than p times faster. */
 #include "mk_bench.h"
+#include "mk_json.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -69,33 +70,23 @@ void mk_bench_aggregate_of(const mk_bench_results *r, int level, mk_bench_aggreg
   out->geomean_vs_compile_ro = out->timed_ro ? exp(lr / out->timed_ro) : -1;
 }
 
-static void add_str(cJSON *o, const char *k, const char *v) {
-  if (v) cJSON_AddStringToObject(o, k, v);
-  else cJSON_AddNullToObject(o, k);
-}
-
-static void add_ms(cJSON *o, const char *k, double v) {
-  if (v >= 0) cJSON_AddNumberToObject(o, k, v);
-  else cJSON_AddNullToObject(o, k);
-}
-
 cJSON *mk_bench_record_to_json(const mk_bench_record *rec) {
   cJSON *o = cJSON_CreateObject();
-  add_str(o, "id", rec->id);
-  add_str(o, "path", rec->path);
+  mk_json_add_str(o, "id", rec->id);
+  mk_json_add_str(o, "path", rec->path);
   cJSON_AddNumberToObject(o, "level", rec->level);
   cJSON_AddBoolToObject(o, "correct", rec->correct);
-  add_str(o, "error", rec->error);
-  add_str(o, "note", rec->note);
-  add_ms(o, "eager_ms", rec->eager_ms);
-  add_ms(o, "compile_ms", rec->compile_ms);
-  add_ms(o, "ours_ms", rec->ours_ms);
-  add_ms(o, "speedup_vs_eager", mk_bench_speedup(rec->eager_ms, rec->ours_ms));
-  add_ms(o, "speedup_vs_compile", mk_bench_speedup(rec->compile_ms, rec->ours_ms));
-  add_ms(o, "compile_max_autotune_ms", rec->compile_max_ms > 0 ? rec->compile_max_ms : -1);
-  add_ms(o, "compile_reduce_overhead_ms", rec->compile_ro_ms > 0 ? rec->compile_ro_ms : -1);
-  add_ms(o, "speedup_vs_compile_max_autotune", mk_bench_speedup(rec->compile_max_ms, rec->ours_ms));
-  add_ms(o, "speedup_vs_compile_reduce_overhead",
+  mk_json_add_str(o, "error", rec->error);
+  mk_json_add_str(o, "note", rec->note);
+  mk_json_add_ms(o, "eager_ms", rec->eager_ms);
+  mk_json_add_ms(o, "compile_ms", rec->compile_ms);
+  mk_json_add_ms(o, "ours_ms", rec->ours_ms);
+  mk_json_add_ms(o, "speedup_vs_eager", mk_bench_speedup(rec->eager_ms, rec->ours_ms));
+  mk_json_add_ms(o, "speedup_vs_compile", mk_bench_speedup(rec->compile_ms, rec->ours_ms));
+  mk_json_add_ms(o, "compile_max_autotune_ms", rec->compile_max_ms > 0 ? rec->compile_max_ms : -1);
+  mk_json_add_ms(o, "compile_reduce_overhead_ms", rec->compile_ro_ms > 0 ? rec->compile_ro_ms : -1);
+  mk_json_add_ms(o, "speedup_vs_compile_max_autotune", mk_bench_speedup(rec->compile_max_ms, rec->ours_ms));
+  mk_json_add_ms(o, "speedup_vs_compile_reduce_overhead",
          mk_bench_speedup(rec->compile_ro_ms, rec->ours_ms));
   cJSON *moves = cJSON_AddObjectToObject(o, "search");
   cJSON_AddNumberToObject(moves, "merges_tried", rec->merges_tried);
@@ -107,22 +98,22 @@ cJSON *mk_bench_record_to_json(const mk_bench_record *rec) {
   cJSON_AddNumberToObject(o, "tokens_out", (double)rec->tokens_out);
   cJSON_AddNumberToObject(o, "cost_usd", rec->cost_usd);
   cJSON_AddNumberToObject(o, "wall_s", rec->wall_s);
-  add_ms(o, "gpu_fraction", rec->gpu_fraction);
-  add_str(o, "modelnew", rec->modelnew);
-  add_str(o, "host", rec->host);
-  add_str(o, "gpu", rec->gpu);
+  mk_json_add_ms(o, "gpu_fraction", rec->gpu_fraction);
+  mk_json_add_str(o, "modelnew", rec->modelnew);
+  mk_json_add_str(o, "host", rec->host);
+  mk_json_add_str(o, "gpu", rec->gpu);
   cJSON_AddItemToObject(o, "kernelbench_check", mk_bench_kbcheck_to_json(&rec->kb));
   cJSON *sks = cJSON_AddArrayToObject(o, "subkernels");
   for (int i = 0; i < rec->nsubkernels; i++) {
     const mk_bench_subkernel *s = &rec->subkernels[i];
     cJSON *j = cJSON_CreateObject();
-    add_str(j, "name", s->name);
-    add_str(j, "variant", s->variant);
-    add_str(j, "origin", s->origin);
-    add_ms(j, "ref_ms", s->ref_ms);
-    add_ms(j, "ours_ms", s->ours_ms);
-    add_str(j, "reason", s->reason);
-    add_str(j, "gpu", s->gpu);
+    mk_json_add_str(j, "name", s->name);
+    mk_json_add_str(j, "variant", s->variant);
+    mk_json_add_str(j, "origin", s->origin);
+    mk_json_add_ms(j, "ref_ms", s->ref_ms);
+    mk_json_add_ms(j, "ours_ms", s->ours_ms);
+    mk_json_add_str(j, "reason", s->reason);
+    mk_json_add_str(j, "gpu", s->gpu);
     cJSON_AddItemToArray(sks, j);
   }
   return o;
@@ -133,18 +124,13 @@ static char *get_str(const cJSON *o, const char *k) {
   return cJSON_IsString(v) ? mk_strdup(v->valuestring) : NULL;
 }
 
-static double get_num(const cJSON *o, const char *k, double dflt) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-  return cJSON_IsNumber(v) ? v->valuedouble : dflt;
-}
-
 int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg *err) {
   memset(out, 0, sizeof *out);
   if (!cJSON_IsObject(json)) return mk_errf(err, MK_EINVAL, "bench record is not an object");
   out->id = get_str(json, "id");
   if (out->id == NULL) return mk_errf(err, MK_EINVAL, "bench record without id");
   out->path = get_str(json, "path");
-  out->level = (int)get_num(json, "level", 0);
+  out->level = (int)mk_json_num(json, "level", 0);
   out->correct = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "correct"));
   out->error = get_str(json, "error");
   out->note = get_str(json, "note");
@@ -154,22 +140,22 @@ int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg
     out->note = out->error;
     out->error = NULL;
   }
-  out->eager_ms = get_num(json, "eager_ms", -1);
-  out->compile_ms = get_num(json, "compile_ms", -1);
-  out->ours_ms = get_num(json, "ours_ms", -1);
-  out->compile_max_ms = get_num(json, "compile_max_autotune_ms", -1);
-  out->compile_ro_ms = get_num(json, "compile_reduce_overhead_ms", -1);
+  out->eager_ms = mk_json_num(json, "eager_ms", -1);
+  out->compile_ms = mk_json_num(json, "compile_ms", -1);
+  out->ours_ms = mk_json_num(json, "ours_ms", -1);
+  out->compile_max_ms = mk_json_num(json, "compile_max_autotune_ms", -1);
+  out->compile_ro_ms = mk_json_num(json, "compile_reduce_overhead_ms", -1);
   const cJSON *moves = cJSON_GetObjectItemCaseSensitive(json, "search");
-  out->merges_tried = (int)get_num(moves, "merges_tried", 0);
-  out->merges_won = (int)get_num(moves, "merges_won", 0);
-  out->splits_tried = (int)get_num(moves, "splits_tried", 0);
-  out->splits_won = (int)get_num(moves, "splits_won", 0);
+  out->merges_tried = (int)mk_json_num(moves, "merges_tried", 0);
+  out->merges_won = (int)mk_json_num(moves, "merges_won", 0);
+  out->splits_tried = (int)mk_json_num(moves, "splits_tried", 0);
+  out->splits_won = (int)mk_json_num(moves, "splits_won", 0);
   out->cuda_graph = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "cuda_graph"));
-  out->tokens_in = (long)get_num(json, "tokens_in", 0);
-  out->tokens_out = (long)get_num(json, "tokens_out", 0);
-  out->cost_usd = get_num(json, "cost_usd", 0);
-  out->wall_s = get_num(json, "wall_s", 0);
-  out->gpu_fraction = get_num(json, "gpu_fraction", -1);
+  out->tokens_in = (long)mk_json_num(json, "tokens_in", 0);
+  out->tokens_out = (long)mk_json_num(json, "tokens_out", 0);
+  out->cost_usd = mk_json_num(json, "cost_usd", 0);
+  out->wall_s = mk_json_num(json, "wall_s", 0);
+  out->gpu_fraction = mk_json_num(json, "gpu_fraction", -1);
   out->modelnew = get_str(json, "modelnew");
   out->host = get_str(json, "host");
   out->gpu = get_str(json, "gpu");
@@ -185,8 +171,8 @@ int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg
       s->name = get_str(j, "name");
       s->variant = get_str(j, "variant");
       s->origin = get_str(j, "origin");
-      s->ref_ms = get_num(j, "ref_ms", -1);
-      s->ours_ms = get_num(j, "ours_ms", -1);
+      s->ref_ms = mk_json_num(j, "ref_ms", -1);
+      s->ours_ms = mk_json_num(j, "ours_ms", -1);
       s->reason = get_str(j, "reason");
       s->gpu = get_str(j, "gpu");
     }
@@ -250,11 +236,11 @@ static cJSON *aggregate_json(const mk_bench_aggregate *a) {
     snprintf(key, sizeof key, "%g", a->fast[k].p);
     /* Without a single timing, "0% faster" would be a claim: unknown. */
     bool known = k == 0 || a->timed > 0;
-    add_ms(fe, key, known ? a->fast[k].vs_eager : -1);
-    add_ms(fc, key, known ? a->fast[k].vs_compile : -1);
+    mk_json_add_ms(fe, key, known ? a->fast[k].vs_eager : -1);
+    mk_json_add_ms(fc, key, known ? a->fast[k].vs_compile : -1);
   }
-  add_ms(o, "geomean_vs_eager", a->geomean_vs_eager);
-  add_ms(o, "geomean_vs_compile", a->geomean_vs_compile);
+  mk_json_add_ms(o, "geomean_vs_eager", a->geomean_vs_eager);
+  mk_json_add_ms(o, "geomean_vs_compile", a->geomean_vs_compile);
   cJSON_AddNumberToObject(o, "tokens_in", (double)a->tokens_in);
   cJSON_AddNumberToObject(o, "tokens_out", (double)a->tokens_out);
   cJSON_AddNumberToObject(o, "cost_usd", a->cost_usd);
@@ -269,11 +255,11 @@ static cJSON *aggregate_json(const mk_bench_aggregate *a) {
 int mk_bench_write_json(const mk_bench_results *r, mk_buf *out) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "schema", 1);
-  add_str(o, "command", r->command);
-  add_str(o, "device", r->device);
-  add_str(o, "proposer", r->proposer);
-  add_str(o, "started", r->started);
-  add_str(o, "note", r->note);
+  mk_json_add_str(o, "command", r->command);
+  mk_json_add_str(o, "device", r->device);
+  mk_json_add_str(o, "proposer", r->proposer);
+  mk_json_add_str(o, "started", r->started);
+  mk_json_add_str(o, "note", r->note);
   cJSON *probs = cJSON_AddArrayToObject(o, "problems");
   for (int i = 0; i < r->nrecords; i++) cJSON_AddItemToArray(probs, mk_bench_record_to_json(&r->records[i]));
   mk_bench_aggregate a;

@@ -20,6 +20,7 @@
 #include "cli_common.h"
 #include "mk_bench.h"
 #include "mk_buf.h"
+#include "mk_time.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -55,12 +56,6 @@ typedef struct bench_cli {
   double t0;
   double *started; /* per problem start time */
 } bench_cli;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int level_of(const char *path) {
   const char *p = strstr(path, "level");
@@ -239,7 +234,7 @@ static void fill_record(mk_bench_record *rec, const problem *p, int status,
 static void start_next(bench_cli *b);
 
 static void show_progress(bench_cli *b, const problem *p, int status, const char *gpu) {
-  double el = now_s() - b->t0;
+  double el = mk_now_s() - b->t0;
   int finished = b->done;
   double eta = finished ? el / finished * (b->nprobs - finished) : 0;
   fprintf(stderr, "[%d/%d] %-55.55s %s%s%s  elapsed %.0fs  eta %.0fs\n", finished, b->nprobs, p->id,
@@ -302,7 +297,7 @@ static void finish_problem(job *j, int status, const mk_session_module *m, const
   bench_cli *b = j->b;
   const problem *p = &b->probs[j->index];
   j->status = status;
-  fill_record(&j->rec, p, status, m, error, now_s() - b->started[j->index]);
+  fill_record(&j->rec, p, status, m, error, mk_now_s() - b->started[j->index]);
   if (m) j->rec.modelnew = keep_modelnew(b, p, m->modelnew_path);
   mk_session_forget(b->session, p->path);
   crosscheck_or_complete(j);
@@ -351,7 +346,7 @@ static void start_next(bench_cli *b) {
     if (j == NULL) return;
     *j = (job){.b = b, .index = i};
     b->running++;
-    b->started[i] = now_s();
+    b->started[i] = mk_now_s();
     mk_errmsg err = {{0}};
     if (mk_session_analyze(b->session, b->probs[i].path, NULL, on_analyzed, j, &err))
       finish_problem(j, MK_EINVAL, NULL, err.text);
@@ -738,7 +733,7 @@ int mk_cli_bench(int argc, char **argv) {
   b.results.command = joined_command(argc, argv);
   b.results.proposer = mk_strdup(cfg.proposer);
   b.results.started = iso_now();
-  b.t0 = now_s();
+  b.t0 = mk_now_s();
   fprintf(stderr, "mkevolve bench: %d problems, %d at a time, results in %s\n", b.nprobs, b.parallel,
           b.outdir);
   start_next(&b);

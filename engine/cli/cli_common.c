@@ -5,6 +5,7 @@
 #include "mk_buf.h"
 #include "mk_loop.h"
 #include "mk_llm.h"
+#include "mk_json.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -268,11 +269,6 @@ int mk_cli_default_workdir(mk_session_config *cfg, char *buf, size_t size) {
   return 0;
 }
 
-static void add_ms(cJSON *o, const char *k, double v) {
-  if (v >= 0) cJSON_AddNumberToObject(o, k, v);
-  else cJSON_AddNullToObject(o, k);
-}
-
 static const char *state_name(mk_sk_state s) {
   switch (s) {
   case MK_SK_REFERENCE: return "reference";
@@ -291,11 +287,11 @@ cJSON *mk_cli_module_json(const mk_session_module *m) {
   cJSON_AddStringToObject(o, "device", m->device);
   cJSON_AddBoolToObject(o, "timed", m->timed);
   cJSON_AddStringToObject(o, "note", m->note ? m->note : "");
-  add_ms(o, "eager_ms", m->eager_ms);
-  add_ms(o, "compile_ms", m->compile_ms);
-  add_ms(o, "ours_ms", m->ours_ms);
-  add_ms(o, "compile_max_autotune_ms", m->compile_max_ms > 0 ? m->compile_max_ms : -1);
-  add_ms(o, "compile_reduce_overhead_ms", m->compile_ro_ms > 0 ? m->compile_ro_ms : -1);
+  mk_json_add_ms(o, "eager_ms", m->eager_ms);
+  mk_json_add_ms(o, "compile_ms", m->compile_ms);
+  mk_json_add_ms(o, "ours_ms", m->ours_ms);
+  mk_json_add_ms(o, "compile_max_autotune_ms", m->compile_max_ms > 0 ? m->compile_max_ms : -1);
+  mk_json_add_ms(o, "compile_reduce_overhead_ms", m->compile_ro_ms > 0 ? m->compile_ro_ms : -1);
   cJSON_AddBoolToObject(o, "cuda_graph", m->moves.cuda_graph);
   cJSON *moves = cJSON_AddObjectToObject(o, "search");
   cJSON_AddNumberToObject(moves, "merges_tried", m->moves.merges_tried);
@@ -325,10 +321,10 @@ cJSON *mk_cli_module_json(const mk_session_module *m) {
       cJSON_AddStringToObject(jv, "origin", v->origin);
       cJSON_AddStringToObject(jv, "status", v->status);
       if (v->reason && *v->reason) cJSON_AddStringToObject(jv, "reason", v->reason);
-      add_ms(jv, "time_ms", v->time_ms);
+      mk_json_add_ms(jv, "time_ms", v->time_ms);
       if (v->gpu && *v->gpu) cJSON_AddStringToObject(jv, "gpu", v->gpu);
-      add_ms(jv, "speedup_vs_eager", v->speedup_eager);
-      add_ms(jv, "speedup_vs_compile", v->speedup_compile);
+      mk_json_add_ms(jv, "speedup_vs_eager", v->speedup_eager);
+      mk_json_add_ms(jv, "speedup_vs_compile", v->speedup_compile);
       cJSON_AddNumberToObject(jv, "max_abs_err", v->max_abs_err);
       cJSON_AddNumberToObject(jv, "trials_passed", v->trials_passed);
       cJSON_AddNumberToObject(jv, "trials", v->trials);

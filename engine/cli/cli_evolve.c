@@ -17,6 +17,7 @@
 #include "cli_runtime.h"
 #include "mk_buf.h"
 #include "mk_session.h"
+#include "mk_time.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -42,19 +43,13 @@ typedef struct evolve_cli {
  * percentage does not move: a long CPU step still shows it is alive. */
 #define PROGRESS_LOG_EVERY_S 30.0
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* The session's message carries the phase (subkernel and step), the
  * candidates done/submitted and the ETA. */
 static void progress(void *data, double fraction, const char *message) {
   evolve_cli *c = data;
   if (c->quiet) return;
   int pct = (int)(fraction * 100 + 0.5);
-  double t = now_s();
+  double t = mk_now_s();
   if (c->tty) {
     int filled = pct * 20 / 100;
     fprintf(stderr, "\r[%.*s%*s] %3d%% %-100.100s", filled, "####################", 20 - filled, "",

@@ -86,14 +86,10 @@ static int add_diag(outline_ctx *c, mk_diag_severity sev, mk_srange range, const
 static int add_diag(outline_ctx *c, mk_diag_severity sev, mk_srange range, const char *code, const char *fmt, ...) {
   mk_pyoutline *o = c->o;
   if (grow(&o->diags, o->ndiags, sizeof *o->diags)) return MK_ENOMEM;
-  mk_buf b;
-  mk_buf_init(&b, 1024);
   va_list ap;
   va_start(ap, fmt);
-  mk_buf_vprintf(&b, fmt, ap);
+  char *msg = mk_strdup_vprintf(fmt, ap);
   va_end(ap);
-  char *msg = mk_buf_steal(&b, NULL);
-  mk_buf_free(&b);
   if (msg == NULL) msg = mk_strdup("(message too long)");
   if (msg == NULL) return MK_ENOMEM;
   o->diags[o->ndiags++] = (mk_diag){sev, range, code, msg};

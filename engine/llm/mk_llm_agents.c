@@ -17,22 +17,6 @@
 
 /* --------------------------------------------------------- IR to text -- */
 
-static const char *dtype_name(mk_dtype d) {
-  switch (d) {
-  case MK_DTYPE_F32: return "float32";
-  case MK_DTYPE_F16: return "float16";
-  case MK_DTYPE_BF16: return "bfloat16";
-  case MK_DTYPE_F64: return "float64";
-  case MK_DTYPE_I64: return "int64";
-  case MK_DTYPE_I32: return "int32";
-  case MK_DTYPE_I16: return "int16";
-  case MK_DTYPE_I8: return "int8";
-  case MK_DTYPE_U8: return "uint8";
-  case MK_DTYPE_BOOL: return "bool";
-  default: return "unknown";
-  }
-}
-
 static void put_shape(mk_buf *b, const mk_value *v) {
   mk_buf_putc(b, '[');
   for (int i = 0; i < v->rank; i++) mk_buf_printf(b, "%s%lld", i ? ", " : "", (long long)v->shape[i]);
@@ -83,7 +67,7 @@ static void put_value_line(mk_buf *b, const mk_graph *g, int vid) {
     return;
   }
   const mk_value *v = &g->values[vid];
-  mk_buf_printf(b, ": %s %s ", kind_text(v->kind), dtype_name(v->dtype));
+  mk_buf_printf(b, ": %s %s ", kind_text(v->kind), mk_dtype_name(v->dtype));
   put_shape(b, v);
   if (v->name) mk_buf_printf(b, " (%s)", v->name);
   if (v->kind == MK_VALUE_NODE && v->producer >= 0) mk_buf_printf(b, ", made by node %d", v->producer);
@@ -194,7 +178,7 @@ static void put_node(mk_buf *b, const mk_graph *g, const mk_node *n) {
   mk_buf_putc(b, ')');
   if (n->noutputs == 1 && n->outputs[0] >= 0 && n->outputs[0] < g->nvalues) {
     mk_buf_puts(b, "  # -> ");
-    mk_buf_puts(b, dtype_name(g->values[n->outputs[0]].dtype));
+    mk_buf_puts(b, mk_dtype_name(g->values[n->outputs[0]].dtype));
     mk_buf_putc(b, ' ');
     put_shape(b, &g->values[n->outputs[0]]);
   }

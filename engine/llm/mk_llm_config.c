@@ -2,6 +2,7 @@
  * unknown keys and keys-in-config are errors), JSON dump for run files,
  * price lookup. */
 #include "mk_llm_internal.h"
+#include "mk_json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -239,11 +240,6 @@ int mk_llm_config_from_json(mk_llm_config *c, const cJSON *obj, mk_errmsg *err) 
   return 0;
 }
 
-static void add_str(cJSON *o, const char *k, const char *v) {
-  if (v) cJSON_AddStringToObject(o, k, v);
-  else cJSON_AddNullToObject(o, k);
-}
-
 const char *mk_llm_default_key_env_(mk_llm_provider p) {
   return p == MK_LLM_ANTHROPIC ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY";
 }
@@ -252,12 +248,12 @@ cJSON *mk_llm_config_to_json(const mk_llm_config *c) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return NULL;
   cJSON_AddStringToObject(o, "provider", mk_llm_provider_name(c->provider));
-  add_str(o, "model", c->model);
-  add_str(o, "base_url", c->base_url);
+  mk_json_add_str(o, "model", c->model);
+  mk_json_add_str(o, "base_url", c->base_url);
   /* The variable's name only: the value never leaves the client. */
   cJSON_AddStringToObject(o, "api_key_env",
                           c->api_key_env ? c->api_key_env : mk_llm_default_key_env_(c->provider));
-  add_str(o, "prompts_dir", c->prompts_dir);
+  mk_json_add_str(o, "prompts_dir", c->prompts_dir);
   cJSON_AddNumberToObject(o, "timeout_s", c->timeout_s);
   cJSON_AddNumberToObject(o, "connect_timeout_s", c->connect_timeout_s);
   cJSON_AddNumberToObject(o, "stall_timeout_s", c->stall_timeout_s);

@@ -19,20 +19,9 @@
 
 /* ---- dtypes ------------------------------------------------------------- */
 
+/* torch's name of a dtype, NULL for one the IR does not know. */
 static const char *torch_dtype(mk_dtype d) {
-  switch (d) {
-  case MK_DTYPE_F32: return "float32";
-  case MK_DTYPE_F16: return "float16";
-  case MK_DTYPE_BF16: return "bfloat16";
-  case MK_DTYPE_F64: return "float64";
-  case MK_DTYPE_I64: return "int64";
-  case MK_DTYPE_I32: return "int32";
-  case MK_DTYPE_I16: return "int16";
-  case MK_DTYPE_I8: return "int8";
-  case MK_DTYPE_U8: return "uint8";
-  case MK_DTYPE_BOOL: return "bool";
-  default: return NULL;
-  }
+  return d == MK_DTYPE_UNKNOWN ? NULL : mk_dtype_name(d);
 }
 
 static const char *tl_dtype(mk_dtype d) {

@@ -9,6 +9,7 @@
 
 #include "mk_buf.h"
 #include "mk_compose.h"
+#include "mk_time.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -73,12 +74,6 @@ struct mk_search {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 const char *mk_eval_status_name(mk_eval_status s) {
   static const char *names[] = {"ok",      "mismatch", "compile_error", "runtime_error", "rejected",
                                 "crashed", "timeout",  "oom",           "error",         "cancelled"};
@@ -105,7 +100,7 @@ static void log_event(mk_search *s, const char *event, cJSON *fields) {
     return;
   }
   cJSON *o = fields ? fields : cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "t", now_s() - s->t0);
+  cJSON_AddNumberToObject(o, "t", mk_now_s() - s->t0);
   cJSON_AddStringToObject(o, "event", event);
   char *line = cJSON_PrintUnformatted(o);
   if (line) {
@@ -139,7 +134,7 @@ static void emit_progress(mk_search *s, const char *msg) {
 static bool budget_left(const mk_search *s) {
   if (s->cancelled) return false;
   if (s->cfg.max_proposals > 0 && s->res->proposals >= s->cfg.max_proposals) return false;
-  if (s->cfg.max_seconds > 0 && now_s() - s->t0 > s->cfg.max_seconds) return false;
+  if (s->cfg.max_seconds > 0 && mk_now_s() - s->t0 > s->cfg.max_seconds) return false;
   if (s->cfg.max_tokens > 0 && s->res->tokens_in + s->res->tokens_out >= s->cfg.max_tokens)
     return false;
   return true;
@@ -258,7 +253,7 @@ static void submit_eval(mk_search *s, const mk_subkernel *sk, int sk_index, mk_s
                         int vi) {
   eval_req *req = malloc(sizeof *req);
   if (req == NULL) return;
-  *req = (eval_req){s, st, vi, sk_index, now_s(), s->ev_limit};
+  *req = (eval_req){s, st, vi, sk_index, mk_now_s(), s->ev_limit};
   s->pending++;
   if (s->cancelled) { /* nothing new starts after a cancel */
     mk_eval_result r = {.status = MK_EVAL_CANCELLED, .time_ms = -1};
@@ -626,7 +621,7 @@ static int cpu_untouched(const mk_search *s) {
 
 static mk_cpu_plan cpu_snapshot(const mk_search *s) {
   return (mk_cpu_plan){.budget_s = s->cpu_budget, .job_cap_s = s->cfg.job_timeout_s,
-                       .spent_s = now_s() - s->t0, .base_s = s->cpu_base,
+                       .spent_s = mk_now_s() - s->t0, .base_s = s->cpu_base,
                        .reserve_s = s->cpu_reserve, .subkernels_left = cpu_untouched(s),
                        .floor_s = s->cpu_floor};
 }
@@ -692,7 +687,7 @@ static void cpu_learn_check_base(mk_search *s, int k, const mk_eval_result *r) {
  * whether a verified kernel fits. A timeout says which limit it hit. */
 static void cpu_measure(mk_search *s, const eval_req *req, mk_variant *v) {
   mk_eval_result *r = &v->result;
-  if (r->cost_s <= 0) r->cost_s = r->cached ? 0 : now_s() - req->t_submit;
+  if (r->cost_s <= 0) r->cost_s = r->cached ? 0 : mk_now_s() - req->t_submit;
   if (!r->cached) {
     s->cpu_cost_sum += r->cost_s;
     s->cpu_costs++;
@@ -1194,7 +1189,7 @@ static void finish(mk_search *s) {
   memset(&s->part, 0, sizeof s->part);
   r->states = s->st;
   s->st = NULL;
-  r->wall_s = now_s() - s->t0;
+  r->wall_s = mk_now_s() - s->t0;
   cJSON *f = cJSON_CreateObject();
   cJSON_AddNumberToObject(f, "proposals", r->proposals);
   cJSON_AddNumberToObject(f, "verified", r->verified);
@@ -1286,7 +1281,7 @@ int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *
   s->on_event = on_event;
   s->on_done = on_done;
   s->data = data;
-  s->t0 = now_s();
+  s->t0 = mk_now_s();
   s->source = mk_strdup(module_source);
   s->workdir = mk_strdup(cfg->workdir ? cfg->workdir : ".");
   s->cfg.workdir = s->workdir;

@@ -198,13 +198,10 @@ static const char *keep(module_state *m, const char *fmt, ...) {
     m->strings = p;
     m->capstrings = cap;
   }
-  mk_buf b;
-  mk_buf_init(&b, 1 << 20);
   va_list ap;
   va_start(ap, fmt);
-  mk_buf_vprintf(&b, fmt, ap);
+  char *s = mk_strdup_vprintf(fmt, ap);
   va_end(ap);
-  char *s = mk_buf_steal(&b, NULL);
   if (s == NULL) return "";
   m->strings[m->nstrings++] = s;
   return s;

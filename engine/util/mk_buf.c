@@ -137,6 +137,23 @@ int mk_strlcpy(char *dst, const char *src, size_t dst_size) {
   return 0;
 }
 
+char *mk_strdup_vprintf(const char *fmt, va_list ap) {
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  mk_buf_vprintf(&b, fmt, ap);
+  char *s = mk_buf_steal(&b, NULL);
+  mk_buf_free(&b);
+  return s;
+}
+
+char *mk_strdup_printf(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *s = mk_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  return s;
+}
+
 char *mk_strdup(const char *s) { return s ? mk_strndup(s, strlen(s)) : NULL; }
 
 char *mk_strndup(const char *s, size_t n) {

@@ -53,6 +53,10 @@ int mk_strlcpy(char *dst, const char *src, size_t dst_size);
 /* strdup that returns NULL on NULL input or allocation failure. */
 char *mk_strdup(const char *s);
 char *mk_strndup(const char *s, size_t n);
+/* printf into a new string (caller frees); NULL when out of memory or past
+ * MK_BUF_DEFAULT_CAP. */
+char *mk_strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *mk_strdup_vprintf(const char *fmt, va_list ap);
 
 /* Reads a whole file into a new NUL-terminated string (caller frees).
  * Refuses files larger than max_bytes with MK_ERANGE. */

@@ -13,6 +13,7 @@
 #include "mk_sha256.h"
 
 #include "verify_cuda.h"
+#include "mk_json.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -89,16 +90,6 @@ const char *mk_verify_status_name(mk_verify_status s) {
   }
 }
 
-static const char *jstr(const cJSON *o, const char *k) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-  return cJSON_IsString(v) ? v->valuestring : "";
-}
-
-static double jnum(const cJSON *o, const char *k, double dflt) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-  return cJSON_IsNumber(v) ? v->valuedouble : dflt;
-}
-
 /* An error bound: the worker writes "inf" (a string: JSON has no infinity)
  * when NaN or Inf appeared where the reference is finite. */
 static double jerr(const cJSON *o, const char *k) {
@@ -117,8 +108,8 @@ static void parse_time(const cJSON *t, mk_verify_time *out) {
   if (cJSON_IsFalse(av) || !cJSON_IsNumber(med)) return;
   out->available = true;
   out->median_ms = med->valuedouble;
-  out->min_ms = jnum(t, "min_ms", med->valuedouble);
-  out->spread = jnum(t, "spread", 0);
+  out->min_ms = mk_json_num(t, "min_ms", med->valuedouble);
+  out->spread = mk_json_num(t, "spread", 0);
 }
 
 void mk_verify_parse_result(const cJSON *res, mk_verify_result *r) {
@@ -131,18 +122,18 @@ void mk_verify_parse_result(const cJSON *res, mk_verify_result *r) {
     r->reason = "the worker's result is not an object";
     return;
   }
-  const char *st = jstr(res, "status");
-  r->reason = jstr(res, "reason");
-  r->error_kind = jstr(res, "error_kind");
-  r->traceback = jstr(res, "traceback");
-  r->device = jstr(res, "device");
-  r->line = (int)jnum(res, "line", 0);
-  r->trials = (int)jnum(res, "trials", 0);
-  r->trials_passed = (int)jnum(res, "trials_passed", 0);
+  const char *st = mk_json_str(res, "status", "");
+  r->reason = mk_json_str(res, "reason", "");
+  r->error_kind = mk_json_str(res, "error_kind", "");
+  r->traceback = mk_json_str(res, "traceback", "");
+  r->device = mk_json_str(res, "device", "");
+  r->line = (int)mk_json_num(res, "line", 0);
+  r->trials = (int)mk_json_num(res, "trials", 0);
+  r->trials_passed = (int)mk_json_num(res, "trials_passed", 0);
   r->max_abs_error = jerr(res, "max_abs_error");
   r->max_rel_error = jerr(res, "max_rel_error");
-  r->failing_elements = (int64_t)jnum(res, "failing_elements", 0);
-  r->elements = (int64_t)jnum(res, "elements", 0);
+  r->failing_elements = (int64_t)mk_json_num(res, "failing_elements", 0);
+  r->elements = (int64_t)mk_json_num(res, "elements", 0);
   if (strcmp(st, "ok") == 0) r->status = MK_VERIFY_OK;
   else if (strcmp(st, "mismatch") == 0) r->status = MK_VERIFY_MISMATCH;
   else if (strcmp(st, "compile_error") == 0) r->status = MK_VERIFY_COMPILE_ERROR;
@@ -157,7 +148,7 @@ void mk_verify_parse_result(const cJSON *res, mk_verify_result *r) {
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(res, "timing");
   const cJSON *av = cJSON_GetObjectItemCaseSensitive(t, "available");
   r->timing_available = cJSON_IsTrue(av);
-  r->timing_reason = jstr(t, "reason");
+  r->timing_reason = mk_json_str(t, "reason", "");
   parse_time(cJSON_GetObjectItemCaseSensitive(t, "reference_eager"), &r->eager);
   parse_time(cJSON_GetObjectItemCaseSensitive(t, "reference_compile"), &r->compiled);
   parse_time(cJSON_GetObjectItemCaseSensitive(t, "candidate"), &r->ours);
@@ -169,9 +160,9 @@ void mk_verify_parse_result(const cJSON *res, mk_verify_result *r) {
     parse_time(t, &r->ours);
   /* After a re-check the accepted time is the top-level median. */
   if (r->ours.available && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(t, "median_ms")))
-    r->ours.median_ms = jnum(t, "median_ms", r->ours.median_ms);
-  r->speedup_vs_eager = jnum(t, "speedup_vs_eager", 0);
-  r->speedup_vs_compile = jnum(t, "speedup_vs_compile", 0);
+    r->ours.median_ms = mk_json_num(t, "median_ms", r->ours.median_ms);
+  r->speedup_vs_eager = mk_json_num(t, "speedup_vs_eager", 0);
+  r->speedup_vs_compile = mk_json_num(t, "speedup_vs_compile", 0);
   if (r->speedup_vs_eager == 0 && r->eager.available && r->ours.available && r->ours.median_ms > 0)
     r->speedup_vs_eager = r->eager.median_ms / r->ours.median_ms;
   if (r->speedup_vs_compile == 0 && r->compiled.available && r->ours.available &&
@@ -373,7 +364,7 @@ static void on_pool_done(void *data, mk_worker_result *wr) {
     return;
   }
   if (wr->status != 0) {
-    const char *tb = jstr(wr->error, "traceback");
+    const char *tb = mk_json_str(wr->error, "traceback", "");
     deliver_error(j, j->canceled ? MK_ECANCELED : wr->status, wr->kind ? wr->kind : "internal",
                   wr->message, wr->line, tb);
     job_unlink_free(j);
@@ -409,17 +400,17 @@ static void dispatch(vjob *j) {
 /* The environment part of a key, from a handshake (live or remembered):
  * the same fields mk_worker_info takes from it. */
 static void add_env(mk_cache_key *k, const cJSON *hello) {
-  mk_cache_key_str(k, "env_torch", jstr(hello, "torch"));
-  mk_cache_key_str(k, "env_triton", jstr(hello, "triton"));
-  mk_cache_key_str(k, "env_python", jstr(hello, "python"));
-  mk_cache_key_str(k, "env_device", jstr(hello, "device"));
-  mk_cache_key_str(k, "env_cuda", jstr(hello, "cuda"));
+  mk_cache_key_str(k, "env_torch", mk_json_str(hello, "torch", ""));
+  mk_cache_key_str(k, "env_triton", mk_json_str(hello, "triton", ""));
+  mk_cache_key_str(k, "env_python", mk_json_str(hello, "python", ""));
+  mk_cache_key_str(k, "env_device", mk_json_str(hello, "device", ""));
+  mk_cache_key_str(k, "env_cuda", mk_json_str(hello, "cuda", ""));
   /* Optional handshake fields: the full torch build ("2.11.0+cu130"),
    * the driver, the worker's own version. */
-  mk_cache_key_str(k, "env_torch_full", jstr(hello, "torch_full"));
-  const char *driver = jstr(hello, "driver");
+  mk_cache_key_str(k, "env_torch_full", mk_json_str(hello, "torch_full", ""));
+  const char *driver = mk_json_str(hello, "driver", "");
   mk_cache_key_str(k, "env_driver", driver);
-  const char *wv = jstr(hello, "worker_version");
+  const char *wv = mk_json_str(hello, "worker_version", "");
   mk_cache_key_str(k, "env_worker_version", wv);
   mk_cache_key_str(k, "engine_version", MK_VERSION);
   mk_cache_key_int(k, "protocol", MK_WORKER_PROTOCOL);
@@ -428,7 +419,7 @@ static void add_env(mk_cache_key *k, const cJSON *hello) {
 static void add_job_env(const vjob *j, mk_cache_key *k, const cJSON *hello) {
   if (j->type == VJ_CAPTURE) {
     /* The capture key is fixed by docs/runtime.md; only torch matters. */
-    mk_cache_key_str(k, "torch", jstr(hello, "torch"));
+    mk_cache_key_str(k, "torch", mk_json_str(hello, "torch", ""));
   } else {
     add_env(k, hello);
   }

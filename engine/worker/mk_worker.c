@@ -17,6 +17,7 @@
 
 #include "mk_buf.h"
 #include "proc_tree.h"
+#include "mk_json.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -534,11 +535,6 @@ static void note_garbage(mk_wproc *w, const char *line, size_t len) {
   ring_append(w, "\n", 1);
 }
 
-static const char *json_str(const cJSON *o, const char *key) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  return cJSON_IsString(v) ? v->valuestring : "";
-}
-
 static void on_hello(mk_wproc *w, cJSON *msg) {
   mk_worker_pool *p = w->pool;
   const cJSON *ok = cJSON_GetObjectItemCaseSensitive(msg, "ok");
@@ -549,7 +545,7 @@ static void on_hello(mk_wproc *w, cJSON *msg) {
     char what[512];
     if (!cJSON_IsTrue(ok))
       snprintf(what, sizeof what, "its handshake failed: %s",
-               json_str(cJSON_GetObjectItemCaseSensitive(msg, "error"), "message"));
+               mk_json_str(cJSON_GetObjectItemCaseSensitive(msg, "error"), "message", ""));
     else
       snprintf(what, sizeof what, "it speaks protocol %d, the engine speaks %d",
                cJSON_IsNumber(proto) ? proto->valueint : -1, MK_WORKER_PROTOCOL);
@@ -562,11 +558,11 @@ static void on_hello(mk_wproc *w, cJSON *msg) {
   w->info.index = w->index;
   w->info.kind = w->kind;
   w->info.visible = w->visible;
-  w->info.torch = json_str(w->hello, "torch");
-  w->info.triton = json_str(w->hello, "triton");
-  w->info.python = json_str(w->hello, "python");
-  w->info.device = json_str(w->hello, "device");
-  w->info.cuda = json_str(w->hello, "cuda");
+  w->info.torch = mk_json_str(w->hello, "torch", "");
+  w->info.triton = mk_json_str(w->hello, "triton", "");
+  w->info.python = mk_json_str(w->hello, "python", "");
+  w->info.device = mk_json_str(w->hello, "device", "");
+  w->info.cuda = mk_json_str(w->hello, "cuda", "");
   w->info.hello = w->hello;
   w->have_info = true;
   w->handshake_done = true;
@@ -583,7 +579,7 @@ static void on_reply(mk_wproc *w, cJSON *msg) {
   if (cJSON_IsObject(prog)) {
     if (j->progress) {
       const cJSON *fr = cJSON_GetObjectItemCaseSensitive(prog, "fraction");
-      j->progress(j->data, json_str(prog, "message"), cJSON_IsNumber(fr) ? fr->valuedouble : -1);
+      j->progress(j->data, mk_json_str(prog, "message", ""), cJSON_IsNumber(fr) ? fr->valuedouble : -1);
     }
     cJSON_Delete(msg);
     return;
@@ -601,8 +597,8 @@ static void on_reply(mk_wproc *w, cJSON *msg) {
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(msg, "error");
     const cJSON *line = cJSON_GetObjectItemCaseSensitive(e, "line");
     if (cJSON_IsNumber(line)) j->line = line->valueint;
-    const char *kind = json_str(e, "kind");
-    const char *m = json_str(e, "message");
+    const char *kind = mk_json_str(e, "kind", "");
+    const char *m = mk_json_str(e, "message", "");
     complete_job(p, j, MK_EWORKER, kind[0] ? kind : "internal", "%s",
                  m[0] ? m : "the worker reported an error without a message");
   }
@@ -894,19 +890,6 @@ static void free_strv(char **v) {
   free(v);
 }
 
-static char *fmt_dup(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt_dup(const char *fmt, ...) {
-  mk_buf b;
-  mk_buf_init(&b, 0);
-  va_list ap;
-  va_start(ap, fmt);
-  mk_buf_vprintf(&b, fmt, ap);
-  va_end(ap);
-  char *s = mk_buf_steal(&b, NULL);
-  mk_buf_free(&b);
-  return s;
-}
-
 /* The allowed part of the parent's environment with the worker's variables
  * set; MKWORKER_PARENT lets the worker's guard notice a parent that died
  * before it could ask to be told (PR_SET_PDEATHSIG). */
@@ -920,15 +903,15 @@ static char **build_env(mk_wproc *w) {
   const char *old_pp = getenv("PYTHONPATH");
   for (char **e = environ; e && *e; e++)
     if (env_passes(*e) && !(env[k++] = mk_strdup(*e))) goto fail;
-  if (old_pp && old_pp[0]) env[k] = fmt_dup("PYTHONPATH=%s:%s", p->pythonpath, old_pp);
-  else env[k] = fmt_dup("PYTHONPATH=%s", p->pythonpath);
+  if (old_pp && old_pp[0]) env[k] = mk_strdup_printf("PYTHONPATH=%s:%s", p->pythonpath, old_pp);
+  else env[k] = mk_strdup_printf("PYTHONPATH=%s", p->pythonpath);
   if (!env[k++]) goto fail;
-  if (!(env[k++] = fmt_dup("PYTHONUNBUFFERED=1"))) goto fail;
-  if (!(env[k++] = fmt_dup("CUDA_VISIBLE_DEVICES=%s", w->visible))) goto fail;
-  if (!(env[k++] = fmt_dup("MKWORKER_KIND=%s", mk_worker_kind_name(w->kind)))) goto fail;
-  if (!(env[k++] = fmt_dup("MKWORKER_INDEX=%d", w->index))) goto fail;
-  if (!(env[k++] = fmt_dup("MKWORKER_PARENT=%d", (int)uv_os_getpid()))) goto fail;
-  if (w->kind == MK_WORKER_CPU && !(env[k++] = fmt_dup("TRITON_INTERPRET=1"))) goto fail;
+  if (!(env[k++] = mk_strdup_printf("PYTHONUNBUFFERED=1"))) goto fail;
+  if (!(env[k++] = mk_strdup_printf("CUDA_VISIBLE_DEVICES=%s", w->visible))) goto fail;
+  if (!(env[k++] = mk_strdup_printf("MKWORKER_KIND=%s", mk_worker_kind_name(w->kind)))) goto fail;
+  if (!(env[k++] = mk_strdup_printf("MKWORKER_INDEX=%d", w->index))) goto fail;
+  if (!(env[k++] = mk_strdup_printf("MKWORKER_PARENT=%d", (int)uv_os_getpid()))) goto fail;
+  if (w->kind == MK_WORKER_CPU && !(env[k++] = mk_strdup_printf("TRITON_INTERPRET=1"))) goto fail;
   return env;
 fail:
   free_strv(env);

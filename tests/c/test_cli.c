@@ -6,6 +6,7 @@
 #include "cli_runtime.h"
 #include "mk_buf.h"
 #include "mk_test.h"
+#include "mk_time.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -44,12 +45,6 @@ static const char *bin(void) {
   return path;
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Runs mkevolve with argv (NULL-terminated, without the program) and
  * extra environment "K=V" strings ("-K" unsets K). */
 static void run(const char *const *args, const char *const *env, double timeout_s, run_out *r) {
@@ -57,7 +52,7 @@ static void run(const char *const *args, const char *const *env, double timeout_
   char outp[128], errp[128];
   snprintf(outp, sizeof outp, "/tmp/mk_test_cli.%d.out", (int)getpid());
   snprintf(errp, sizeof errp, "/tmp/mk_test_cli.%d.err", (int)getpid());
-  double t0 = now_s();
+  double t0 = mk_now_s();
   pid_t pid = fork();
   if (pid == 0) {
     int fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -86,7 +81,7 @@ static void run(const char *const *args, const char *const *env, double timeout_
   for (;;) {
     pid_t w = waitpid(pid, &st, WNOHANG);
     if (w == pid) break;
-    if (now_s() - t0 > timeout_s) {
+    if (mk_now_s() - t0 > timeout_s) {
       kill(pid, SIGKILL);
       waitpid(pid, &st, 0);
       r->timed_out = true;
@@ -94,7 +89,7 @@ static void run(const char *const *args, const char *const *env, double timeout_
     }
     usleep(10000);
   }
-  r->seconds = now_s() - t0;
+  r->seconds = mk_now_s() - t0;
   r->status = !r->timed_out && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   size_t len;
   if (mk_read_file(outp, 64 << 20, &r->out, &len) != 0) r->out = mk_strdup("");

@@ -4,6 +4,7 @@
 #include "mk_buf.h"
 #include "mk_frontend.h"
 #include "mk_test.h"
+#include "mk_time.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -399,12 +400,6 @@ MK_TEST(frontend, incremental_tree_equals_fresh_parse) {
 
 /* ---- scale ------------------------------------------------------------------------- */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 MK_TEST(frontend, ten_megabyte_file) {
   mk_buf b;
   mk_buf_init(&b, 0);
@@ -418,14 +413,14 @@ MK_TEST(frontend, ten_megabyte_file) {
   mk_buf_puts(&b, "class Model(Block0):\n    def forward(self, x):\n        return x\n\n"
                   "def get_inputs():\n    return [torch.rand(1, 1)]\n\ndef get_init_inputs():\n    return []\n");
   MK_REQUIRE(b.err == 0);
-  double t0 = now_s();
+  double t0 = mk_now_s();
   mk_pydoc *d;
   mk_errmsg err = {{0}};
   MK_REQUIRE(mk_pydoc_new(b.data, b.len, &d, &err) == 0);
-  double t1 = now_s();
+  double t1 = mk_now_s();
   mk_pyoutline o;
   MK_REQUIRE(mk_frontend_outline(d, NULL, &o, &err) == 0);
-  double t2 = now_s();
+  double t2 = mk_now_s();
   MK_CHECK_INT(o.ndiags, ==, 0);
   MK_CHECK(o.nclasses > 40000);
   MK_REQUIRE(o.target == o.nclasses - 1);
@@ -437,9 +432,9 @@ MK_TEST(frontend, ten_megabyte_file) {
   /* a keystroke in the middle: incremental */
   size_t mid = b.len / 2;
   while (b.data[mid] != '\n') mid++;
-  double t3 = now_s();
+  double t3 = mk_now_s();
   MK_REQUIRE(mk_pydoc_edit(d, mid + 1, mid + 1, "#", 1, &err) == 0);
-  double t4 = now_s();
+  double t4 = mk_now_s();
   MK_REQUIRE(mk_frontend_outline(d, NULL, &o, &err) == 0);
   MK_CHECK_INT(o.nsyntax_errors, ==, 0);
   mk_pyoutline_free(&o);

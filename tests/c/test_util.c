@@ -1,11 +1,14 @@
-/* test_util.c — mk_buf, mk_err, mk_sha256 and mk_loop. */
+/* test_util.c — mk_buf, mk_err, mk_sha256, mk_loop, mk_json and mk_time. */
 #include "mk_buf.h"
 #include "mk_err.h"
+#include "mk_json.h"
 #include "mk_loop.h"
 #include "mk_sha256.h"
 #include "mk_test.h"
+#include "mk_time.h"
 
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 MK_TEST(util, buf_grows_and_formats) {
@@ -116,4 +119,45 @@ MK_TEST(util, loop_run_until_reports_a_drained_loop) {
   bool done = false;
   MK_CHECK_INT(mk_loop_run_until(&loop, &done), ==, MK_EIO);
   MK_CHECK_INT(uv_loop_close(&loop), ==, 0);
+}
+
+MK_TEST(util, strdup_printf_formats_into_a_new_string) {
+  char *s = mk_strdup_printf("%s-%d", "ab", 42);
+  MK_REQUIRE(s != NULL);
+  MK_CHECK_STR(s, "ab-42");
+  free(s);
+  s = mk_strdup_printf("%s", "");
+  MK_REQUIRE(s != NULL);
+  MK_CHECK_STR(s, "");
+  free(s);
+}
+
+MK_TEST(util, json_members_read_with_fallbacks_and_write_nulls) {
+  cJSON *o = cJSON_Parse("{\"s\":\"x\",\"n\":2.5,\"b\":true}");
+  MK_REQUIRE(o != NULL);
+  MK_CHECK_STR(mk_json_str(o, "s", NULL), "x");
+  MK_CHECK(mk_json_str(o, "n", NULL) == NULL);      /* not a string */
+  MK_CHECK_STR(mk_json_str(o, "missing", "d"), "d");
+  MK_CHECK(mk_json_str(NULL, "s", NULL) == NULL);   /* no object */
+  MK_CHECK(mk_json_num(o, "n", -1) == 2.5);
+  MK_CHECK(mk_json_num(o, "b", -1) == -1);          /* a bool is not a number */
+  cJSON *w = cJSON_CreateObject();
+  mk_json_add_str(w, "a", "v");
+  mk_json_add_str(w, "b", NULL);
+  mk_json_add_ms(w, "c", 0.0);
+  mk_json_add_ms(w, "d", -1.0);
+  char *text = cJSON_PrintUnformatted(w);
+  MK_CHECK_STR(text, "{\"a\":\"v\",\"b\":null,\"c\":0,\"d\":null}");
+  free(text);
+  cJSON_Delete(w);
+  cJSON_Delete(o);
+}
+
+MK_TEST(util, now_s_is_monotonic_seconds) {
+  double a = mk_now_s();
+  struct timespec ts = {0, 20 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  double b = mk_now_s();
+  MK_CHECK(b - a >= 0.019);
+  MK_CHECK(b - a < 5.0);
 }
