@@ -19,7 +19,6 @@
 #define MK_LSP_BACKEND_H
 
 #include "mk_err.h"
-#include "mk_lsp_config.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -154,8 +153,14 @@ typedef struct mk_lsp_backend_ops {
                  uint64_t *job, mk_errmsg *err);
   /* Requests cancellation; the job still ends through done(). */
   void (*cancel)(void *self, uint64_t job);
-  /* New settings (also called once at initialize). */
-  void (*configure)(void *self, const mk_lsp_config *cfg);
+  /* New settings, as the editor sent them (initializationOptions,
+   * didChangeConfiguration or the pulled "mkevolve" section: flat or under
+   * a "mkevolve" key; mk_lsp_settings_scope). Called once at initialize
+   * (settings NULL when there were none) and on every change; updates are
+   * partial. Returns 0, or MK_EINVAL with err naming the refused keys (the
+   * server shows it). The core's own keys (mk_lsp_settings.h) are in the
+   * object too: ignore them. */
+  int (*configure)(void *self, const cJSON *settings, mk_errmsg *err);
   /* A document was closed (drop caches). Optional. */
   void (*closed)(void *self, const char *uri);
   void (*destroy)(void *self);

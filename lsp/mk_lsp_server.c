@@ -48,7 +48,7 @@ struct mk_lsp_server {
   mk_lsp_server_options opt;
   mk_lsp_rpc *rpc;
   mk_lsp_docs docs;
-  mk_lsp_config config;
+  mk_lsp_settings settings;
   mk_lsp_progress_set progress;
   docstate *states;
   job *jobs;
@@ -260,7 +260,7 @@ static void finish_analysis(job *j, int rc, mk_lsp_analysis *a, const char *err)
     d->has_analysis = true;
   }
   publish(s, doc, &d->analysis);
-  if (s->cap_lens_refresh && s->config.code_lens)
+  if (s->cap_lens_refresh && s->settings.code_lens)
     mk_lsp_rpc_call(s->rpc, "workspace/codeLens/refresh", NULL, NULL, NULL);
 }
 
@@ -414,14 +414,16 @@ static unsigned host_client_caps(void *ctx) {
 
 /* ---- lifecycle ------------------------------------------------------------ */
 
-static void configure_backend(mk_lsp_server *s) {
-  if (s->backend.ops && s->backend.ops->configure)
-    s->backend.ops->configure(s->backend.self, &s->config);
-}
-
+/* The core takes its own keys; the backend gets the whole object. Each
+ * names the keys it refused. */
 static void apply_settings(mk_lsp_server *s, const cJSON *settings) {
   mk_errmsg err = {{0}};
-  if (mk_lsp_config_apply(&s->config, settings, &err) != 0) show_message(s, 2, err.text);
+  if (mk_lsp_settings_apply(&s->settings, settings, &err) != 0) show_message(s, 2, err.text);
+  if (s->backend.ops && s->backend.ops->configure) {
+    mk_errmsg berr = {{0}};
+    if (s->backend.ops->configure(s->backend.self, settings, &berr) != 0)
+      show_message(s, 2, berr.text);
+  }
 }
 
 static void on_initialize(void *ctx, mk_lsp_request *req, const cJSON *params) {
@@ -460,7 +462,6 @@ static void on_initialize(void *ctx, mk_lsp_request *req, const cJSON *params) {
   free(s->root_path);
   s->root_path = root ? mk_lsp_uri_to_path(root) : NULL;
   apply_settings(s, cJSON_GetObjectItemCaseSensitive(params, "initializationOptions"));
-  configure_backend(s);
 
   cJSON *res = cJSON_CreateObject();
   cJSON *c = cJSON_AddObjectToObject(res, "capabilities");
@@ -493,7 +494,6 @@ static void on_config_pulled(void *ctx, const cJSON *result, const cJSON *error)
   const cJSON *first = cJSON_IsArray(result) ? cJSON_GetArrayItem(result, 0) : NULL;
   if (!cJSON_IsObject(first)) return;
   apply_settings(s, first);
-  configure_backend(s);
   schedule_all(s);
 }
 
@@ -517,8 +517,7 @@ static void on_did_change_configuration(void *ctx, const cJSON *params) {
   const cJSON *settings = cJSON_GetObjectItemCaseSensitive(params, "settings");
   if (cJSON_IsObject(settings) && cJSON_GetArraySize(settings) > 0) {
     apply_settings(s, settings);
-    configure_backend(s);
-    schedule_all(s);
+      schedule_all(s);
   } else {
     pull_config(s); /* "settings": null means: ask (pull model) */
   }
@@ -573,7 +572,7 @@ static void on_did_change(void *ctx, const cJSON *params) {
     return;
   }
   docstate *d = state_get(s, uri);
-  if (d) schedule(s, d, s->config.debounce_ms);
+  if (d) schedule(s, d, s->settings.debounce_ms);
 }
 
 static void on_did_save(void *ctx, const cJSON *params) {
@@ -663,7 +662,7 @@ static void on_code_lens(void *ctx, mk_lsp_request *req, const cJSON *params) {
   const mk_lsp_analysis *a;
   mk_lsp_doc *doc = request_doc(s, req, params, &a);
   if (doc == NULL) return;
-  mk_lsp_reply(req, s->config.code_lens ? mk_lsp_code_lenses_json(doc, a) : cJSON_CreateArray());
+  mk_lsp_reply(req, s->settings.code_lens ? mk_lsp_code_lenses_json(doc, a) : cJSON_CreateArray());
 }
 
 static const char *title_for(mk_lsp_server *s, const char *command, const cJSON *args) {
@@ -798,7 +797,7 @@ int mk_lsp_server_new(const mk_lsp_server_options *o, mk_lsp_server **out) {
   s->opt = *o;
   s->backend = o->backend;
   mk_lsp_docs_init(&s->docs);
-  mk_lsp_config_defaults(&s->config);
+  mk_lsp_settings_defaults(&s->settings);
   mk_lsp_rpc_hooks hooks = {hook_send, hook_shutdown, hook_exit, hook_log, s};
   int rc = mk_lsp_rpc_new(&hooks, methods, (int)(sizeof methods / sizeof methods[0]), s, &s->rpc);
   if (rc != 0) {
@@ -841,5 +840,5 @@ void mk_lsp_server_close(mk_lsp_server *s) {
 
 mk_lsp_rpc *mk_lsp_server_rpc(mk_lsp_server *s) { return s->rpc; }
 mk_lsp_docs *mk_lsp_server_docs(mk_lsp_server *s) { return &s->docs; }
-const mk_lsp_config *mk_lsp_server_config(const mk_lsp_server *s) { return &s->config; }
+const mk_lsp_settings *mk_lsp_server_settings(const mk_lsp_server *s) { return &s->settings; }
 int mk_lsp_server_jobs(const mk_lsp_server *s) { return s->njobs; }

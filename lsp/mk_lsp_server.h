@@ -15,9 +15,9 @@
 #define MK_LSP_SERVER_H
 
 #include "mk_lsp_backend.h"
-#include "mk_lsp_config.h"
 #include "mk_lsp_docs.h"
 #include "mk_lsp_rpc.h"
+#include "mk_lsp_settings.h"
 #include "mk_lsp_transport.h"
 
 #include <stdio.h>
@@ -49,12 +49,16 @@ mk_lsp_frame_handler mk_lsp_server_frames(mk_lsp_server *s);
 /* Read-only views for tests and benchmarks. */
 mk_lsp_rpc *mk_lsp_server_rpc(mk_lsp_server *s);
 mk_lsp_docs *mk_lsp_server_docs(mk_lsp_server *s);
-const mk_lsp_config *mk_lsp_server_config(const mk_lsp_server *s);
+const mk_lsp_settings *mk_lsp_server_settings(const mk_lsp_server *s);
 /* Number of backend jobs started and not yet done. */
 int mk_lsp_server_jobs(const mk_lsp_server *s);
 
-/* `mkevolve lsp [--stdio]`: runs the server on stdin/stdout until `exit`
- * or EOF; returns the process exit status. argv[0] is "lsp". */
-int mk_lsp_main(int argc, char **argv);
+/* Makes the backend a server runs with (the engine's: mk_lsp_engine_backend_new). */
+typedef int (*mk_lsp_backend_new_fn)(uv_loop_t *loop, mk_lsp_backend *out);
+
+/* `mkevolve lsp [--stdio]`: runs the server, with the backend made by
+ * `backend_new`, on stdin/stdout until `exit` or EOF; returns the process
+ * exit status. argv[0] is "lsp". */
+int mk_lsp_main(int argc, char **argv, mk_lsp_backend_new_fn backend_new);
 
 #endif

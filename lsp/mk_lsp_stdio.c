@@ -2,7 +2,6 @@
  * Owns the process-level concerns: the loop, the stdio transport, exit
  * codes (0 after shutdown+exit, 1 on exit without shutdown or EOF), and
  * SIGPIPE (a vanished editor must not kill us mid-write). */
-#include "mk_lsp_engine.h"
 #include "mk_lsp_server.h"
 
 #include <signal.h>
@@ -58,7 +57,7 @@ static void usage(FILE *out) {
         out);
 }
 
-int mk_lsp_main(int argc, char **argv) {
+int mk_lsp_main(int argc, char **argv, mk_lsp_backend_new_fn backend_new) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--stdio") == 0) continue;
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -77,7 +76,7 @@ int mk_lsp_main(int argc, char **argv) {
   }
   app a = {0};
   mk_lsp_backend backend;
-  if (mk_lsp_engine_backend_new(&loop, &backend) != 0) return 1;
+  if (backend_new(&loop, &backend) != 0) return 1;
   mk_lsp_server_options o = {.loop = &loop, .backend = backend, .send = app_send,
                              .send_ctx = &a, .on_exit = app_exit, .exit_ctx = &a,
                              .log = stderr};

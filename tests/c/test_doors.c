@@ -6,7 +6,7 @@
  * without a Python that has torch and triton. */
 #include "mk_buf.h"
 #include "mk_loop.h"
-#include "mk_lsp_config.h"
+#include "mk_lsp_engine_config.h"
 #include "mk_session.h"
 #include "mk_test.h"
 
@@ -84,16 +84,16 @@ static void session_verdict(const mk_session_config *cfg, const char *cand, cons
 }
 
 /* The editor's session configuration for settings `json` (NULL: none). */
-static void editor_config(mk_lsp_config *lc, const char *json, mk_session_config *out,
+static void editor_config(mk_lsp_engine_config *lc, const char *json, mk_session_config *out,
                           char **llm) {
-  mk_lsp_config_defaults(lc);
+  mk_lsp_engine_config_defaults(lc);
   if (json) {
     cJSON *j = cJSON_Parse(json);
     mk_errmsg err;
-    MK_CHECK_INT(mk_lsp_config_apply(lc, j, &err), ==, 0);
+    MK_CHECK_INT(mk_lsp_engine_config_apply(lc, j, &err), ==, 0);
     cJSON_Delete(j);
   }
-  mk_lsp_config_session(lc, out, llm);
+  mk_lsp_engine_config_session(lc, out, llm);
   out->device = "cpu";
 }
 
@@ -147,7 +147,7 @@ MK_TEST(doors, same_verdict_with_no_settings) {
    * editor's old default, which passed what `check` rejects). */
   write_candidate(off, "1e-3");
 
-  mk_lsp_config lc;
+  mk_lsp_engine_config lc;
   mk_session_config editor, evolve;
   char *llm = NULL;
   editor_config(&lc, NULL, &editor, &llm);
@@ -215,7 +215,7 @@ MK_TEST(doors, explicit_zero_tolerance_is_honoured) {
   session_verdict(&cfg, exact, prob, v, sizeof v);
   MK_CHECK_STR(v, "ok");
   /* The editor's explicit 0 reaches the session the same way. */
-  mk_lsp_config lc;
+  mk_lsp_engine_config lc;
   char *llm = NULL;
   editor_config(&lc, "{\"mkevolve\": {\"tolerance\": 0}}", &cfg, &llm);
   cfg.cache_dir = cache;

@@ -4,6 +4,7 @@
  * cancellation, stale results); the engine backend gives real static
  * diagnostics on KernelBench files. */
 #include "mk_lsp_engine.h"
+#include "mk_lsp_engine_config.h"
 #include "mk_lsp_server.h"
 #include "mk_test.h"
 
@@ -35,6 +36,7 @@ typedef struct fake {
   bool has_pending;
   uint64_t pending_job, next;
   char last_text[256];
+  char last_settings[512];    /* the settings object configure got, as JSON */
   bool fail_analysis;
 } fake;
 
@@ -104,7 +106,17 @@ static void f_cancel(void *self, uint64_t job) {
     f->pending.done(f->pending.ctx, MK_ECANCELED, NULL, NULL, NULL);
   }
 }
-static void f_configure(void *self, const mk_lsp_config *c) { ((fake *)self)->configured++; }
+/* Takes every settings object; refuses a key "fakeBad" as a backend would. */
+static int f_configure(void *self, const cJSON *settings, mk_errmsg *err) {
+  fake *f = self;
+  f->configured++;
+  char *json = settings ? cJSON_PrintUnformatted(settings) : NULL;
+  snprintf(f->last_settings, sizeof f->last_settings, "%s", json ? json : "");
+  free(json);
+  if (cJSON_GetObjectItem(mk_lsp_settings_scope(settings), "fakeBad"))
+    return mk_errf(err, MK_EINVAL, "fake: settings ignored: fakeBad");
+  return 0;
+}
 static void f_destroy(void *self) {}
 
 static const mk_lsp_backend_ops fake_ops = {NULL, f_commands, f_analyze, f_execute, f_cancel,
@@ -408,7 +420,7 @@ MK_TEST(lsp_server, debounce_coalesces_edits) {
   client c;
   c_start(&c, fake_backend(&f));
   c_init(&c, "{\"debounceMs\":40}");
-  CHECK_I(mk_lsp_server_config(c.server)->debounce_ms, ==, 40);
+  CHECK_I(mk_lsp_server_settings(c.server)->debounce_ms, ==, 40);
   c_open(&c, URI, FAKE_TEXT);
   MK_REQUIRE(wait_for(&c, "textDocument/publishDiagnostics", 0, 2000) != NULL);
   CHECK_I(f.analyses, ==, 1);
@@ -599,29 +611,27 @@ MK_TEST(lsp_server, configuration) {
   fake f;
   client c;
   c_start(&c, fake_backend(&f));
-  c_init(&c, "{\"mkevolve\":{\"backend\":\"cpu\",\"proposer\":\"llm\",\"llm\":{\"provider\":\"anthropic\","
-         "\"model\":\"m\",\"baseUrl\":\"http://localhost:1\",\"apiKeyEnv\":\"MY_KEY\"},"
-         "\"budget\":{\"proposals\":8,\"tokens\":100000},\"tolerance\":{\"atol\":0.001,\"rtol\":0.002}}}");
-  const mk_lsp_config *cfg = mk_lsp_server_config(c.server);
-  CHECK_S(cfg->backend, "cpu");
-  CHECK_S(cfg->proposer, "llm");
-  CHECK_S(cfg->llm_provider, "anthropic");
-  CHECK_S(cfg->llm_key_env, "MY_KEY");
-  CHECK_I(cfg->session.search.max_proposals, ==, 8);
-  CHECK_I(cfg->session.search.max_tokens, ==, 100000);
-  MK_CHECK(cfg->session.verify.atol == 0.001 && cfg->session.verify.rtol == 0.002);
+  c_init(&c, "{\"mkevolve\":{\"debounceMs\":25,\"codeLens\":false,\"budget\":8}}");
+  /* The core takes its own keys; the backend gets the whole object. */
+  const mk_lsp_settings *st = mk_lsp_server_settings(c.server);
+  CHECK_I(st->debounce_ms, ==, 25);
+  MK_CHECK(!st->code_lens);
+  MK_CHECK(strstr(f.last_settings, "\"budget\":8") != NULL);
   int before = c.n, configured = f.configured;
   c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"workspace/didChangeConfiguration\",\"params\":{\"settings\":"
-          "{\"mkevolve\":{\"backend\":\"tpu\",\"budget\":4,\"tolerance\":\"loose\",\"pythonPath\":\"/opt/py\"}}}}");
-  CHECK_S(cfg->backend, "cpu"); /* refused, kept */
-  CHECK_I(cfg->session.search.max_proposals, ==, 4);
-  CHECK_S(cfg->python, "/opt/py");
-  MK_CHECK(cfg->session.verify.atol == 0.001);
-  cJSON *msg = last_with(&c, "window/showMessage", before);
-  MK_REQUIRE(msg != NULL);
-  const char *text = cJSON_GetObjectItem(cJSON_GetObjectItem(msg, "params"), "message")->valuestring;
-  MK_CHECK(strstr(text, "backend") != NULL && strstr(text, "tolerance") != NULL);
-  MK_CHECK(strstr(text, "budget") == NULL);
+          "{\"mkevolve\":{\"debounceMs\":\"soon\",\"codeLens\":true,\"fakeBad\":1}}}}");
+  CHECK_I(st->debounce_ms, ==, 25); /* refused, kept */
+  MK_CHECK(st->code_lens);
+  /* Each side names what it refused. */
+  bool core_said = false, backend_said = false;
+  for (int i = before; i < c.n; i++) {
+    if (!is_method(c.msgs[i], "window/showMessage")) continue;
+    const char *text = cJSON_GetObjectItem(cJSON_GetObjectItem(c.msgs[i], "params"), "message")->valuestring;
+    core_said = core_said || (strstr(text, "debounceMs") && !strstr(text, "fakeBad"));
+    backend_said = backend_said || (strstr(text, "fakeBad") && !strstr(text, "debounceMs"));
+  }
+  MK_CHECK(core_said);
+  MK_CHECK(backend_said);
   CHECK_I(f.configured, ==, configured + 1);
   c_stop(&c);
 }
@@ -834,11 +844,11 @@ MK_TEST(lsp_server, engine_session_end_to_end) {
  * like `mkevolve evolve` with no options (mk_session_config_defaults); the
  * server only adds its own capture limit. */
 MK_TEST(lsp_server, no_settings_mean_the_engine_defaults) {
-  mk_lsp_config c;
-  mk_lsp_config_defaults(&c);
+  mk_lsp_engine_config c;
+  mk_lsp_engine_config_defaults(&c);
   mk_session_config got, want;
   char *json = NULL;
-  mk_lsp_config_session(&c, &got, &json);
+  mk_lsp_engine_config_session(&c, &got, &json);
   mk_session_config_defaults(&want);
   MK_CHECK(got.verify.atol == want.verify.atol && got.verify.rtol == want.verify.rtol);
   MK_CHECK_INT(got.verify.trials, ==, want.verify.trials);
@@ -857,16 +867,16 @@ MK_TEST(lsp_server, no_settings_mean_the_engine_defaults) {
 
 /* The beam and trials are settings; an explicit 0 tolerance stays 0. */
 MK_TEST(lsp_server, beam_trials_and_zero_tolerance) {
-  mk_lsp_config c;
-  mk_lsp_config_defaults(&c);
+  mk_lsp_engine_config c;
+  mk_lsp_engine_config_defaults(&c);
   mk_errmsg err;
   cJSON *s = cJSON_Parse("{\"mkevolve\": {\"beam\": {\"width\": 7, \"depth\": 0}, \"trials\": 3, "
                          "\"tolerance\": 0, \"budget\": 9}}");
-  MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, 0);
+  MK_CHECK_INT(mk_lsp_engine_config_apply(&c, s, &err), ==, 0);
   cJSON_Delete(s);
   mk_session_config sc;
   char *json = NULL;
-  mk_lsp_config_session(&c, &sc, &json);
+  mk_lsp_engine_config_session(&c, &sc, &json);
   free(json);
   MK_CHECK_INT(sc.search.beam_width, ==, 7);
   MK_CHECK_INT(sc.search.depth, ==, 0);
@@ -874,38 +884,69 @@ MK_TEST(lsp_server, beam_trials_and_zero_tolerance) {
   MK_CHECK(sc.verify.atol == 0 && sc.verify.rtol == 0);
   MK_CHECK_INT(sc.search.max_proposals, ==, 9);
   s = cJSON_Parse("{\"beam\": {\"width\": 0, \"depth\": 65}, \"trials\": 0}");
-  MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, MK_EINVAL);
+  MK_CHECK_INT(mk_lsp_engine_config_apply(&c, s, &err), ==, MK_EINVAL);
   MK_CHECK(strstr(err.text, "width") && strstr(err.text, "depth") && strstr(err.text, "trials"));
   MK_CHECK_INT(c.session.search.beam_width, ==, 7); /* refused: unchanged */
   cJSON_Delete(s);
-  cJSON *j = mk_lsp_config_to_json(&c);
+  cJSON *j = mk_lsp_engine_config_to_json(&c);
   MK_CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "beam"), "width")->valuedouble == 7);
   MK_CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "tolerance"), "atol")->valuedouble == 0);
   cJSON_Delete(j);
 }
 
 MK_TEST(lsp_server, job_timeouts_are_settings) {
-  mk_lsp_config c;
-  mk_lsp_config_defaults(&c);
+  mk_lsp_engine_config c;
+  mk_lsp_engine_config_defaults(&c);
   /* a shorter default for capture (an import-time hang) than for verification */
   MK_CHECK(c.session.capture_timeout_s == 60 && c.session.job_timeout_s == 300);
   MK_CHECK(c.session.capture_timeout_s < c.session.job_timeout_s);
   mk_errmsg err;
   cJSON *s = cJSON_Parse("{\"mkevolve\": {\"timeout\": {\"capture\": 15, \"verify\": 900}}}");
-  MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, 0);
+  MK_CHECK_INT(mk_lsp_engine_config_apply(&c, s, &err), ==, 0);
   MK_CHECK(c.session.capture_timeout_s == 15 && c.session.job_timeout_s == 900);
   cJSON_Delete(s);
   s = cJSON_Parse("{\"timeout\": 42}");
-  MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, 0);
+  MK_CHECK_INT(mk_lsp_engine_config_apply(&c, s, &err), ==, 0);
   MK_CHECK(c.session.capture_timeout_s == 42 && c.session.job_timeout_s == 42);
   cJSON_Delete(s);
   s = cJSON_Parse("{\"timeout\": {\"capture\": 0, \"verify\": 1e300}}");
-  MK_CHECK_INT(mk_lsp_config_apply(&c, s, &err), ==, MK_EINVAL);
+  MK_CHECK_INT(mk_lsp_engine_config_apply(&c, s, &err), ==, MK_EINVAL);
   MK_CHECK(strstr(err.text, "capture") != NULL);
   MK_CHECK(c.session.capture_timeout_s == 42 && c.session.job_timeout_s == 42); /* refused: unchanged */
   cJSON_Delete(s);
-  cJSON *j = mk_lsp_config_to_json(&c);
+  cJSON *j = mk_lsp_engine_config_to_json(&c);
   const cJSON *t = cJSON_GetObjectItem(j, "timeout");
   MK_CHECK(cJSON_GetObjectItem(t, "capture")->valuedouble == 42);
   cJSON_Delete(j);
+}
+
+/* The engine adapter's settings: strings, budget and tolerance taken;
+ * a bad value refused and kept, the rest of the update applied. */
+MK_TEST(lsp_server, engine_config_applies_and_refuses) {
+  mk_lsp_engine_config cfg;
+  mk_lsp_engine_config_defaults(&cfg);
+  mk_errmsg err;
+  cJSON *s = cJSON_Parse("{\"mkevolve\":{\"backend\":\"cpu\",\"proposer\":\"llm\",\"llm\":{\"provider\":"
+                         "\"anthropic\",\"model\":\"m\",\"baseUrl\":\"http://localhost:1\",\"apiKeyEnv\":"
+                         "\"MY_KEY\"},\"budget\":{\"proposals\":8,\"tokens\":100000},\"tolerance\":"
+                         "{\"atol\":0.001,\"rtol\":0.002},\"debounceMs\":5}}");
+  MK_CHECK_INT(mk_lsp_engine_config_apply(&cfg, s, &err), ==, 0); /* the core's key is not refused */
+  cJSON_Delete(s);
+  CHECK_S(cfg.backend, "cpu");
+  CHECK_S(cfg.proposer, "llm");
+  CHECK_S(cfg.llm_provider, "anthropic");
+  CHECK_S(cfg.llm_key_env, "MY_KEY");
+  CHECK_I(cfg.session.search.max_proposals, ==, 8);
+  CHECK_I(cfg.session.search.max_tokens, ==, 100000);
+  MK_CHECK(cfg.session.verify.atol == 0.001 && cfg.session.verify.rtol == 0.002);
+  s = cJSON_Parse("{\"mkevolve\":{\"backend\":\"tpu\",\"budget\":4,\"tolerance\":\"loose\","
+                  "\"pythonPath\":\"/opt/py\"}}");
+  MK_CHECK_INT(mk_lsp_engine_config_apply(&cfg, s, &err), ==, MK_EINVAL);
+  cJSON_Delete(s);
+  MK_CHECK(strstr(err.text, "backend") != NULL && strstr(err.text, "tolerance") != NULL);
+  MK_CHECK(strstr(err.text, "budget") == NULL);
+  CHECK_S(cfg.backend, "cpu"); /* refused, kept */
+  CHECK_I(cfg.session.search.max_proposals, ==, 4);
+  CHECK_S(cfg.python, "/opt/py");
+  MK_CHECK(cfg.session.verify.atol == 0.001);
 }

@@ -25,11 +25,13 @@ grammar=third_party/tree-sitter-python/src
 # the peer, and a cast of a huge one to an integer is undefined behaviour.
 cflags=(-g -O1 -std=c17 -D_GNU_SOURCE -fsanitize=fuzzer-no-link,address,undefined,float-cast-overflow
         -fno-sanitize-recover=undefined,float-cast-overflow -DMK_VERSION=\"fuzz\" -DMK_DEFAULT_PYTHON=\"python3\"
-        -Ilsp $(for d in engine/*/; do printf -- '-I%s ' "${d%/}"; done)
+        -Ilsp -Ilsp/engine $(for d in engine/*/; do printf -- '-I%s ' "${d%/}"; done)
         $(pkg-config --cflags libuv libcjson tree-sitter libcurl sqlite3))
 objs=()
-# the session facade is stubbed: the fuzzer never starts Python workers
-for src in lsp/mk_lsp_*.c engine/util/*.c tests/fuzz/session_stub.c; do
+# the session facade is stubbed: the fuzzer never starts Python workers; the
+# static checks are the frontend's (engine/frontend/mk_static.c)
+for src in lsp/mk_lsp_*.c lsp/engine/mk_lsp_*.c engine/util/*.c engine/frontend/mk_static.c \
+           tests/fuzz/session_stub.c; do
   obj="$out/obj/$(basename "${src%.c}").o"
   if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ]; then clang "${cflags[@]}" -c "$src" -o "$obj"; fi
   objs+=("$obj")

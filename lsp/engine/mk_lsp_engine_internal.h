@@ -7,6 +7,7 @@
 
 #include "mk_buf.h"
 #include "mk_lsp_backend.h"
+#include "mk_lsp_engine_config.h"
 #include "mk_session.h"
 
 #include <stdbool.h>

@@ -91,7 +91,7 @@ struct engine {
   uv_loop_t *loop;
   mk_lsp_backend_host host;
   bool has_host;
-  mk_lsp_config config;
+  mk_lsp_engine_config config;
   mk_session *session;
   char *session_error;   /* why the session could not start */
   bool told_cpu, told_session_error;
@@ -229,7 +229,7 @@ static bool ensure_session(engine *e) {
   if (e->session_error) return false;
   mk_session_config sc;
   char *json = NULL;
-  mk_lsp_config_session(&e->config, &sc, &json);
+  mk_lsp_engine_config_session(&e->config, &sc, &json);
   mk_errmsg err = {{0}};
   int rc = mk_session_new(e->loop, &sc, &e->session, &err);
   free(json);
@@ -951,8 +951,8 @@ static void e_cancel(void *self, uint64_t id) {
 
 /* ---- configuration and lifetime ------------------------------------------------------------- */
 
-static void e_configure(void *self, const mk_lsp_config *cfg) {
-  engine *e = self;
+/* Takes a new configuration; a new Python or device starts a new session. */
+static void apply_config(engine *e, const mk_lsp_engine_config *cfg) {
   bool restart = strcmp(cfg->python, e->config.python) != 0 || strcmp(cfg->backend, e->config.backend) != 0;
   e->config = *cfg;
   if (e->session_error) { /* a new configuration deserves a new attempt */
@@ -967,10 +967,18 @@ static void e_configure(void *self, const mk_lsp_config *cfg) {
   }
   mk_session_config sc;
   char *json = NULL;
-  mk_lsp_config_session(cfg, &sc, &json);
+  mk_lsp_engine_config_session(cfg, &sc, &json);
   mk_errmsg err = {{0}};
   if (mk_session_set_config(e->session, &sc, &err)) show(e, 2, err.text);
   free(json);
+}
+
+static int e_configure(void *self, const cJSON *settings, mk_errmsg *err) {
+  engine *e = self;
+  mk_lsp_engine_config next = e->config;
+  int rc = mk_lsp_engine_config_apply(&next, settings, err);
+  apply_config(e, &next);
+  return rc;
 }
 
 static void e_attach(void *self, const mk_lsp_backend_host *host) {
@@ -1012,7 +1020,7 @@ int mk_lsp_engine_backend_new(uv_loop_t *loop, mk_lsp_backend *out) {
   engine *e = calloc(1, sizeof *e);
   if (e == NULL) return MK_ENOMEM;
   e->loop = loop;
-  mk_lsp_config_defaults(&e->config);
+  mk_lsp_engine_config_defaults(&e->config);
   out->ops = &engine_ops;
   out->self = e;
   return 0;

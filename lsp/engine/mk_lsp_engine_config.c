@@ -1,5 +1,6 @@
-/* mk_lsp_config.c — settings parsing with per-key validation. */
-#include "mk_lsp_config.h"
+/* mk_lsp_engine_config.c — the engine backend's settings, parsed with per-key validation. */
+#include "mk_lsp_engine_config.h"
+#include "mk_lsp_settings.h"
 
 #include "mk_buf.h"
 
@@ -8,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void mk_lsp_config_defaults(mk_lsp_config *c) {
+void mk_lsp_engine_config_defaults(mk_lsp_engine_config *c) {
   memset(c, 0, sizeof *c);
   mk_session_config_defaults(&c->session);
   /* An import-time hang should not hold a worker for minutes while the
@@ -16,14 +17,12 @@ void mk_lsp_config_defaults(mk_lsp_config *c) {
   c->session.capture_timeout_s = 60;
   if (c->session.device) mk_strlcpy(c->backend, c->session.device, sizeof c->backend);
   if (c->session.proposer) mk_strlcpy(c->proposer, c->session.proposer, sizeof c->proposer);
-  c->debounce_ms = 400;
   mk_strlcpy(c->compose_mode, "file", sizeof c->compose_mode);
-  c->code_lens = true;
 }
 
 /* The LLM part of the configuration as the engine's JSON (docs/llm.md):
  * only the keys the user set, so the LLM configuration's defaults apply. */
-static char *llm_json(const mk_lsp_config *c) {
+static char *llm_json(const mk_lsp_engine_config *c) {
   cJSON *o = cJSON_CreateObject();
   if (o == NULL) return NULL;
   if (c->llm_provider[0]) cJSON_AddStringToObject(o, "provider", c->llm_provider);
@@ -35,7 +34,7 @@ static char *llm_json(const mk_lsp_config *c) {
   return s;
 }
 
-void mk_lsp_config_session(const mk_lsp_config *c, mk_session_config *out, char **json) {
+void mk_lsp_engine_config_session(const mk_lsp_engine_config *c, mk_session_config *out, char **json) {
   *out = c->session;
   out->python = c->python[0] ? c->python : NULL;
   out->device = c->backend[0] ? c->backend : NULL; /* NULL: the session's default */
@@ -81,10 +80,9 @@ static bool get_num(refusals *r, const cJSON *obj, const char *key, double lo, d
   return true;
 }
 
-int mk_lsp_config_apply(mk_lsp_config *c, const cJSON *settings, mk_errmsg *err) {
+int mk_lsp_engine_config_apply(mk_lsp_engine_config *c, const cJSON *settings, mk_errmsg *err) {
   if (!cJSON_IsObject(settings)) return 0;
-  const cJSON *nested = cJSON_GetObjectItemCaseSensitive(settings, "mkevolve");
-  const cJSON *s = cJSON_IsObject(nested) ? nested : settings;
+  const cJSON *s = mk_lsp_settings_scope(settings);
   refusals r;
   mk_buf_init(&r.bad, 4096);
   static const char *const backends[] = {"auto", "cuda", "cpu", NULL};
@@ -141,17 +139,13 @@ int mk_lsp_config_apply(mk_lsp_config *c, const cJSON *settings, mk_errmsg *err)
   } else if (t && !cJSON_IsNull(t)) {
     refuse(&r, "tolerance", "expected a number or an object");
   }
-  if (get_num(&r, s, "debounceMs", 0, 60000, &x)) c->debounce_ms = (int)x;
-  const cJSON *cl = cJSON_GetObjectItemCaseSensitive(s, "codeLens");
-  if (cJSON_IsBool(cl)) c->code_lens = cJSON_IsTrue(cl);
-  else if (cl && !cJSON_IsNull(cl)) refuse(&r, "codeLens", "expected true or false");
   int rc = 0;
   if (r.bad.len) rc = mk_errf(err, MK_EINVAL, "mkevolve: settings ignored: %s", mk_buf_cstr(&r.bad));
   mk_buf_free(&r.bad);
   return rc;
 }
 
-cJSON *mk_lsp_config_to_json(const mk_lsp_config *c) {
+cJSON *mk_lsp_engine_config_to_json(const mk_lsp_engine_config *c) {
   cJSON *o = cJSON_CreateObject();
   if (o == NULL) return NULL;
   cJSON_AddStringToObject(o, "pythonPath", c->python);
@@ -187,8 +181,6 @@ cJSON *mk_lsp_config_to_json(const mk_lsp_config *c) {
     cJSON_AddNumberToObject(t, "atol", e->verify.atol);
     cJSON_AddNumberToObject(t, "rtol", e->verify.rtol);
   }
-  cJSON_AddNumberToObject(o, "debounceMs", c->debounce_ms);
   cJSON_AddStringToObject(o, "composeMode", c->compose_mode);
-  cJSON_AddBoolToObject(o, "codeLens", c->code_lens);
   return o;
 }
