@@ -6,7 +6,10 @@
  * "\r\n" or a lone "\r" (as the spec says). Positions past the end of a
  * line clamp to the line end, lines past the end clamp to the document
  * end, and a position inside a surrogate pair rounds down — a client
- * that is slightly off never corrupts the text.
+ * that is slightly off never corrupts the text. Invalid UTF-8 (overlong,
+ * surrogates, truncated sequences) counts one unit per byte, as the U+FFFD
+ * an editor shows for each. This is the one place positions become UTF-16:
+ * the engine speaks bytes.
  *
  * Ownership: the store owns its documents; pointers from mk_lsp_docs_get
  * stay valid until that document is closed or the store freed. */

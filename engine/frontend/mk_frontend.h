@@ -2,19 +2,18 @@
  *
  * Three layers:
  *  - mk_text_index: line index and position conversions between byte
- *    offsets, (line, UTF-8 byte column) and (line, UTF-16 column), the
- *    last being what LSP speaks. Lines end at "\n", "\r\n" or a lone "\r"
- *    (as in LSP and in Python's universal newlines); invalid UTF-8 bytes
- *    count as one UTF-16 unit each (as the U+FFFD an editor shows).
+ *    offsets and (line, UTF-8 byte column). Lines end at "\n", "\r\n" or
+ *    a lone "\r" (as in Python's universal newlines); an invalid UTF-8 byte
+ *    is a character of its own. UTF-16 columns (what LSP speaks) are the
+ *    language server's to convert (lsp/mk_lsp_docs.h).
  *  - mk_pydoc: a document parsed by tree-sitter (python grammar), error
- *    tolerant, with incremental re-parse after edits (for the language
- *    server).
+ *    tolerant, with incremental re-parse after byte-range edits.
  *  - mk_pyoutline: what the engine needs from the source before running it:
  *    nn.Module classes with __init__/forward and forward's statements,
  *    module-level get_inputs/get_init_inputs, syntax errors and missing
  *    pieces as diagnostics.
  *
- * Line conventions: mk_text_index uses 0-based lines (LSP); mk_srange uses
+ * Line conventions: mk_text_index uses 0-based lines; mk_srange uses
  * 1-based lines and 0-based UTF-8 byte columns, like the capture's spans
  * (mk_span in mk_ir.h), so the two compare directly.
  *
@@ -56,18 +55,12 @@ int mk_text_line_of(const mk_text_index *ix, size_t offset);
 size_t mk_text_line_start(const mk_text_index *ix, int line);
 size_t mk_text_line_end(const mk_text_index *ix, int line);
 
-/* offset -> (line, column). An offset inside a line terminator maps to the
- * line's end; inside a multi-byte character, to that character's start. */
-void mk_text_offset_to_utf16(const mk_text_index *ix, size_t offset, int *line, int *col16);
+/* offset -> (line, byte column). An offset inside a line terminator maps to
+ * the line's end; inside a multi-byte character, to that character's start. */
 void mk_text_offset_to_bytecol(const mk_text_index *ix, size_t offset, int *line, int *col);
-/* (line, column) -> offset, clamped like LSP: a column past the end of the
- * line is the line's end, a line past the end is the end of the text, a
- * UTF-16 column inside a surrogate pair rounds down to the character. */
-size_t mk_text_utf16_to_offset(const mk_text_index *ix, int line, int col16);
+/* (line, byte column) -> offset, clamped: a column past the end of the line
+ * is the line's end, a line past the end is the end of the text. */
 size_t mk_text_bytecol_to_offset(const mk_text_index *ix, int line, int col);
-/* Column conversions within one line (0-based line). */
-int mk_text_bytecol_to_utf16(const mk_text_index *ix, int line, int col);
-int mk_text_utf16_to_bytecol(const mk_text_index *ix, int line, int col16);
 
 /* ---- documents ----------------------------------------------------------- */
 
@@ -81,9 +74,6 @@ void mk_pydoc_free(mk_pydoc *d);
  * incrementally. Fails with MK_EINVAL (document unchanged) on a bad range. */
 int mk_pydoc_edit(mk_pydoc *d, size_t start, size_t old_end, const char *text, size_t len,
                   mk_errmsg *err);
-/* The same with an LSP range (0-based lines, UTF-16 columns; clamped). */
-int mk_pydoc_edit_utf16(mk_pydoc *d, int start_line, int start_col16, int end_line, int end_col16,
-                        const char *text, size_t len, mk_errmsg *err);
 /* Replaces the whole text (full-sync clients); re-parses from scratch. */
 int mk_pydoc_set_text(mk_pydoc *d, const char *text, size_t len, mk_errmsg *err);
 /* Current text (NUL-terminated; owned by the document, valid until the next edit). */

@@ -130,14 +130,6 @@ int mk_pydoc_edit(mk_pydoc *d, size_t start, size_t old_end, const char *text, s
   return parse_now(d, d->tree, err);
 }
 
-int mk_pydoc_edit_utf16(mk_pydoc *d, int start_line, int start_col16, int end_line, int end_col16, const char *text,
-                        size_t len, mk_errmsg *err) {
-  size_t a = mk_text_utf16_to_offset(&d->index, start_line, start_col16);
-  size_t b = mk_text_utf16_to_offset(&d->index, end_line, end_col16);
-  if (b < a) return mk_errf(err, MK_EINVAL, "edit range ends before it starts");
-  return mk_pydoc_edit(d, a, b, text, len, err);
-}
-
 int mk_pydoc_set_text(mk_pydoc *d, const char *text, size_t len, mk_errmsg *err) {
   if (len > MK_FRONTEND_MAX_TEXT)
     return mk_errf(err, MK_ERANGE, "the document is %zu bytes; the limit is %zu", len, MK_FRONTEND_MAX_TEXT);

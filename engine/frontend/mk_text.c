@@ -1,19 +1,17 @@
-/* mk_text.c — line index and position conversions (bytes, UTF-8 columns,
- * UTF-16 columns). Editors speak UTF-16 columns, tree-sitter and the
- * capture speak bytes; every conversion goes through here so all agree on
- * what a line is (\n, \r\n or a lone \r) and on invalid UTF-8 (each bad
- * byte is one character of one UTF-16 unit). */
+/* mk_text.c — line index and position conversions between byte offsets and
+ * (line, UTF-8 byte column), what tree-sitter and the capture speak; all
+ * agree on what a line is (\n, \r\n or a lone \r) and on invalid UTF-8
+ * (each bad byte is one character). UTF-16 columns are the editor's
+ * business: the language server converts (lsp/mk_lsp_docs.c). */
 #include "mk_frontend.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 
-/* Length of the character at p (n >= 1 bytes available) and its UTF-16
- * units. Overlong forms, surrogates and values past U+10FFFF are invalid:
- * one byte, one unit. */
-static size_t utf8_char(const unsigned char *p, size_t n, int *units) {
+/* Length of the character at p (n >= 1 bytes available). Overlong forms,
+ * surrogates and values past U+10FFFF are invalid: one byte. */
+static size_t utf8_char(const unsigned char *p, size_t n) {
   unsigned char b = p[0];
-  *units = 1;
   if (b < 0x80) return 1;
   size_t len;
   unsigned char lo = 0x80, hi = 0xBF;
@@ -32,7 +30,6 @@ static size_t utf8_char(const unsigned char *p, size_t n, int *units) {
   if (n < len || p[1] < lo || p[1] > hi) return 1;
   for (size_t i = 2; i < len; i++)
     if (p[i] < 0x80 || p[i] > 0xBF) return 1;
-  if (len == 4) *units = 2;
   return len;
 }
 
@@ -98,41 +95,16 @@ size_t mk_text_line_end(const mk_text_index *ix, int line) {
   return end;
 }
 
-/* UTF-16 units of the characters in [from, limit) that end by `to`
- * (limit: the line end, so a character is decoded whole even when `to`
- * falls inside it). */
-static int units_between(const char *text, size_t from, size_t to, size_t limit) {
-  int units = 0;
-  const unsigned char *p = (const unsigned char *)text;
-  while (from < to) {
-    int u;
-    size_t n = utf8_char(p + from, limit - from, &u);
-    if (from + n > to) break;
-    units += u;
-    from += n;
-  }
-  return units;
-}
-
 /* Start of the character containing `offset` (searching from the line start). */
 static size_t char_floor(const char *text, size_t line_start, size_t line_end, size_t offset) {
   const unsigned char *p = (const unsigned char *)text;
   size_t at = line_start;
   while (at < offset && at < line_end) {
-    int u;
-    size_t n = utf8_char(p + at, line_end - at, &u);
+    size_t n = utf8_char(p + at, line_end - at);
     if (at + n > offset) break;
     at += n;
   }
   return at;
-}
-
-void mk_text_offset_to_utf16(const mk_text_index *ix, size_t offset, int *line, int *col16) {
-  if (offset > ix->len) offset = ix->len;
-  int l = mk_text_line_of(ix, offset);
-  size_t start = ix->line_starts[l], end = mk_text_line_end(ix, l);
-  *line = l;
-  *col16 = units_between(ix->text, start, offset < end ? offset : end, end);
 }
 
 void mk_text_offset_to_bytecol(const mk_text_index *ix, size_t offset, int *line, int *col) {
@@ -143,40 +115,10 @@ void mk_text_offset_to_bytecol(const mk_text_index *ix, size_t offset, int *line
   *col = (int)(char_floor(ix->text, start, end, offset < end ? offset : end) - start);
 }
 
-size_t mk_text_utf16_to_offset(const mk_text_index *ix, int line, int col16) {
-  if (line < 0) return 0;
-  if (line >= ix->nlines) return ix->len;
-  size_t at = ix->line_starts[line], end = mk_text_line_end(ix, line);
-  const unsigned char *p = (const unsigned char *)ix->text;
-  int units = 0;
-  while (at < end) {
-    int u;
-    size_t n = utf8_char(p + at, end - at, &u);
-    if (units + u > col16) break;
-    units += u;
-    at += n;
-  }
-  return at;
-}
-
 size_t mk_text_bytecol_to_offset(const mk_text_index *ix, int line, int col) {
   if (line < 0) return 0;
   if (line >= ix->nlines) return ix->len;
   size_t start = ix->line_starts[line], end = mk_text_line_end(ix, line);
   if (col <= 0) return start;
   return (size_t)col >= end - start ? end : start + (size_t)col;
-}
-
-int mk_text_bytecol_to_utf16(const mk_text_index *ix, int line, int col) {
-  size_t off = mk_text_bytecol_to_offset(ix, line, col);
-  int l, c16;
-  mk_text_offset_to_utf16(ix, off, &l, &c16);
-  return c16;
-}
-
-int mk_text_utf16_to_bytecol(const mk_text_index *ix, int line, int col16) {
-  if (line < 0 || line >= ix->nlines) return 0;
-  size_t off = mk_text_utf16_to_offset(ix, line, col16);
-  size_t start = ix->line_starts[line];
-  return (int)(char_floor(ix->text, start, mk_text_line_end(ix, line), off) - start);
 }

@@ -29,15 +29,15 @@ MK_TEST(frontend, lines_with_every_terminator) {
   MK_CHECK_INT(mk_text_line_end(&ix, 99), ==, 13); /* clamped */
   MK_CHECK_INT(mk_text_line_start(&ix, -3), ==, 0);
   int line, col;
-  mk_text_offset_to_utf16(&ix, 2, &line, &col); /* between \r and \n */
+  mk_text_offset_to_bytecol(&ix, 2, &line, &col); /* between \r and \n */
   MK_CHECK_INT(line, ==, 0);
   MK_CHECK_INT(col, ==, 1);
-  mk_text_offset_to_utf16(&ix, 1000, &line, &col);
+  mk_text_offset_to_bytecol(&ix, 1000, &line, &col);
   MK_CHECK_INT(line, ==, 4);
   MK_CHECK_INT(col, ==, 4);
-  MK_CHECK_INT(mk_text_utf16_to_offset(&ix, 1, 99), ==, 5);
-  MK_CHECK_INT(mk_text_utf16_to_offset(&ix, 7, 0), ==, 13);
-  MK_CHECK_INT(mk_text_utf16_to_offset(&ix, -1, 5), ==, 0);
+  MK_CHECK_INT(mk_text_bytecol_to_offset(&ix, 1, 99), ==, 5);
+  MK_CHECK_INT(mk_text_bytecol_to_offset(&ix, 7, 0), ==, 13);
+  MK_CHECK_INT(mk_text_bytecol_to_offset(&ix, -1, 5), ==, 0);
   mk_text_index_free(&ix);
   MK_REQUIRE(mk_text_index_init(&ix, "", 0) == 0);
   MK_CHECK_INT(ix.nlines, ==, 1);
@@ -48,46 +48,32 @@ MK_TEST(frontend, lines_with_every_terminator) {
   mk_text_index_free(&ix);
 }
 
-MK_TEST(frontend, utf16_columns) {
-  /* é: 2 bytes, 1 unit; 中: 3 bytes, 1 unit; 😀: 4 bytes, 2 units */
+MK_TEST(frontend, byte_columns_round_down_to_characters) {
+  /* é: 2 bytes; 中: 3 bytes; 😀: 4 bytes */
   const char *t = "x = \"\xC3\xA9\xE4\xB8\xAD\xF0\x9F\x98\x80\" # z\n";
   mk_text_index ix;
   MK_REQUIRE(mk_text_index_init(&ix, t, strlen(t)) == 0);
   int line, col;
-  mk_text_offset_to_utf16(&ix, 5, &line, &col); /* é */
-  MK_CHECK_INT(col, ==, 5);
-  mk_text_offset_to_utf16(&ix, 7, &line, &col); /* 中 */
-  MK_CHECK_INT(col, ==, 6);
-  mk_text_offset_to_utf16(&ix, 10, &line, &col); /* 😀 */
-  MK_CHECK_INT(col, ==, 7);
-  mk_text_offset_to_utf16(&ix, 14, &line, &col); /* closing quote */
-  MK_CHECK_INT(col, ==, 9);
-  mk_text_offset_to_utf16(&ix, 12, &line, &col); /* inside 😀: rounds down */
-  MK_CHECK_INT(col, ==, 7);
-  MK_CHECK_INT(mk_text_utf16_to_offset(&ix, 0, 8), ==, 10); /* inside the surrogate pair */
-  MK_CHECK_INT(mk_text_utf16_to_offset(&ix, 0, 9), ==, 14);
-  MK_CHECK_INT(mk_text_bytecol_to_utf16(&ix, 0, 14), ==, 9);
-  MK_CHECK_INT(mk_text_utf16_to_bytecol(&ix, 0, 9), ==, 14);
-  MK_CHECK_INT(mk_text_utf16_to_bytecol(&ix, 0, 8), ==, 10);
+  mk_text_offset_to_bytecol(&ix, 12, &line, &col); /* inside 😀 */
+  MK_CHECK_INT(col, ==, 10);
   mk_text_offset_to_bytecol(&ix, 9, &line, &col); /* inside 中 */
   MK_CHECK_INT(col, ==, 7);
   MK_CHECK_INT(mk_text_bytecol_to_offset(&ix, 0, 500), ==, mk_text_line_end(&ix, 0));
   mk_text_index_free(&ix);
 }
 
-MK_TEST(frontend, invalid_utf8_counts_one_unit_per_byte) {
+MK_TEST(frontend, invalid_utf8_bytes_are_characters) {
   /* a stray continuation, 0xFF, an overlong '/', a UTF-16 surrogate, a truncated 3-byte sequence */
   const char t[] = "\x80\xFF\xC0\xAF\xED\xA0\x80\xE4\xB8z";
   size_t len = sizeof t - 1;
   mk_text_index ix;
   MK_REQUIRE(mk_text_index_init(&ix, t, len) == 0);
-  int line, col;
-  mk_text_offset_to_utf16(&ix, len, &line, &col);
-  MK_CHECK_INT(col, ==, 10);
-  /* round trip at every byte boundary */
+  /* every byte is its own character: every offset is a column and back */
   for (size_t off = 0; off <= len; off++) {
-    mk_text_offset_to_utf16(&ix, off, &line, &col);
-    MK_CHECK_INT(mk_text_utf16_to_offset(&ix, line, col), ==, off);
+    int line, col;
+    mk_text_offset_to_bytecol(&ix, off, &line, &col);
+    MK_CHECK_INT(col, ==, off);
+    MK_CHECK_INT(mk_text_bytecol_to_offset(&ix, line, col), ==, off);
   }
   mk_text_index_free(&ix);
 }
@@ -97,14 +83,11 @@ MK_TEST(frontend, roundtrip_every_offset_of_mixed_text) {
   mk_text_index ix;
   MK_REQUIRE(mk_text_index_init(&ix, t, strlen(t)) == 0);
   for (size_t off = 0; off <= ix.len; off++) {
-    int line, col16, bline, bcol;
-    mk_text_offset_to_utf16(&ix, off, &line, &col16);
-    mk_text_offset_to_bytecol(&ix, off, &bline, &bcol);
-    MK_CHECK_INT(line, ==, bline);
-    size_t back16 = mk_text_utf16_to_offset(&ix, line, col16);
-    size_t backb = mk_text_bytecol_to_offset(&ix, bline, bcol);
-    MK_CHECK(back16 == backb);
-    MK_CHECK(back16 <= off); /* exact unless inside a character or a terminator */
+    int line, col;
+    mk_text_offset_to_bytecol(&ix, off, &line, &col);
+    MK_CHECK_INT(line, ==, mk_text_line_of(&ix, off));
+    size_t back = mk_text_bytecol_to_offset(&ix, line, col);
+    MK_CHECK(back <= off); /* exact unless inside a character or a terminator */
   }
   mk_text_index_free(&ix);
 }
@@ -339,12 +322,13 @@ MK_TEST(frontend, edits_reparse_incrementally) {
   MK_CHECK(o.target == 1);
   MK_CHECK_INT(o.ndiags, ==, 0);
   mk_pyoutline_free(&o);
-  /* LSP edit: break line 16 (0-based 15), then repair it */
-  MK_REQUIRE(mk_pydoc_edit_utf16(d, 15, 8, 15, 9, "(", 1, &err) == 0);
+  /* break line 16 (0-based 15), then repair it */
+  size_t col8 = mk_text_bytecol_to_offset(mk_pydoc_index(d), 15, 8);
+  MK_REQUIRE(mk_pydoc_edit(d, col8, col8 + 1, "(", 1, &err) == 0);
   MK_REQUIRE(mk_frontend_outline(d, "Net", &o, &err) == 0);
   MK_CHECK(o.nsyntax_errors >= 1);
   mk_pyoutline_free(&o);
-  MK_REQUIRE(mk_pydoc_edit_utf16(d, 15, 8, 15, 9, "x", 1, &err) == 0);
+  MK_REQUIRE(mk_pydoc_edit(d, col8, col8 + 1, "x", 1, &err) == 0);
   MK_REQUIRE(mk_frontend_outline(d, "Net", &o, &err) == 0);
   MK_CHECK_INT(o.nsyntax_errors, ==, 0);
   mk_pyoutline_free(&o);
@@ -352,7 +336,6 @@ MK_TEST(frontend, edits_reparse_incrementally) {
   text = mk_pydoc_text(d, &len);
   MK_CHECK_INT(mk_pydoc_edit(d, 5, 4, "", 0, &err), ==, MK_EINVAL);
   MK_CHECK_INT(mk_pydoc_edit(d, 0, len + 1, "", 0, &err), ==, MK_EINVAL);
-  MK_CHECK_INT(mk_pydoc_edit_utf16(d, 3, 0, 2, 0, "", 0, &err), ==, MK_EINVAL);
   size_t len2;
   MK_CHECK(mk_pydoc_text(d, &len2) == text && len2 == len);
   MK_REQUIRE(mk_pydoc_set_text(d, "x = 1\n", 6, &err) == 0);

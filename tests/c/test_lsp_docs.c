@@ -25,6 +25,40 @@ MK_TEST(lsp_docs, utf16_conversions) {
   MK_CHECK_INT(mk_lsp_byte_to_utf16(LINE, n, 100), ==, 5);
 }
 
+/* é: 2 bytes, 1 unit; 中: 3 bytes, 1 unit; 😀: 4 bytes, 2 units. */
+MK_TEST(lsp_docs, utf16_columns_of_wide_characters) {
+  const char *t = "x = \"\xC3\xA9\xE4\xB8\xAD\xF0\x9F\x98\x80\" # z";
+  size_t n = strlen(t);
+  MK_CHECK_INT(mk_lsp_byte_to_utf16(t, n, 5), ==, 5);  /* é */
+  MK_CHECK_INT(mk_lsp_byte_to_utf16(t, n, 7), ==, 6);  /* 中 */
+  MK_CHECK_INT(mk_lsp_byte_to_utf16(t, n, 10), ==, 7); /* 😀 */
+  MK_CHECK_INT(mk_lsp_byte_to_utf16(t, n, 14), ==, 9); /* closing quote */
+  MK_CHECK_INT(mk_lsp_byte_to_utf16(t, n, 12), ==, 7); /* inside 😀: rounds down */
+  MK_CHECK_INT(mk_lsp_utf16_to_byte(t, n, 8), ==, 10); /* inside the surrogate pair */
+  MK_CHECK_INT(mk_lsp_utf16_to_byte(t, n, 9), ==, 14);
+}
+
+/* Invalid UTF-8 counts one unit per byte, and every byte boundary maps to
+ * a column and back. */
+MK_TEST(lsp_docs, invalid_utf8_counts_one_unit_per_byte) {
+  /* a stray continuation, 0xFF, an overlong '/', a UTF-16 surrogate, a truncated 3-byte sequence */
+  const char t[] = "\x80\xFF\xC0\xAF\xED\xA0\x80\xE4\xB8z";
+  size_t len = sizeof t - 1;
+  MK_CHECK_INT(mk_lsp_byte_to_utf16(t, len, len), ==, 10);
+  for (size_t off = 0; off <= len; off++)
+    MK_CHECK_INT(mk_lsp_utf16_to_byte(t, len, mk_lsp_byte_to_utf16(t, len, off)), ==, off);
+}
+
+MK_TEST(lsp_docs, roundtrip_every_byte_of_mixed_text) {
+  const char *t = "def f(\xC3\xA9): return '\xF0\x9F\x98\x80' # \xE4\xB8\xAD";
+  size_t n = strlen(t);
+  for (size_t off = 0; off <= n; off++) {
+    size_t back = mk_lsp_utf16_to_byte(t, n, mk_lsp_byte_to_utf16(t, n, off));
+    MK_CHECK(back <= off); /* exact unless inside a character */
+    MK_CHECK(off - back < 4);
+  }
+}
+
 static int change(mk_lsp_doc *d, const char *json, int version) {
   cJSON *c = cJSON_Parse(json);
   MK_CHECK(c != NULL);
