@@ -114,8 +114,8 @@ int mk_cli_llm_check(const mk_session_config *cfg, mk_errmsg *err) {
   if (!rc && (c.model == NULL || !*c.model))
     rc = mk_errf(err, MK_EINVAL,
                  "--proposer llm needs a model: --model NAME, or \"model\" in --llm-config");
-  if (!rc && cfg->search.max_tokens > 0 && c.budget_tokens <= 0)
-    c.budget_tokens = cfg->search.max_tokens;
+  if (!rc && cfg->search.max_cost > 0 && c.budget_tokens <= 0) /* the LLM's cost is tokens */
+    c.budget_tokens = (long)cfg->search.max_cost;
   if (!rc) {
     /* The client's own checks (key present for vendor endpoints, price for
      * a money budget), before minutes of capture and verification. */
@@ -176,7 +176,7 @@ int mk_cli_session_option(mk_session_config *cfg, const char *a, const char *v) 
   if (strcmp(a, "--job-timeout") == 0) return parse_double(v, 1, &cfg->job_timeout_s) ? -1 : 2;
   if (strcmp(a, "--token-budget") == 0) {
     if (parse_double(v, 0, &d)) return -1;
-    cfg->search.max_tokens = (long)d;
+    cfg->search.max_cost = d; /* the LLM proposer's cost unit */
     return 2;
   }
   if (strcmp(a, "--batch") == 0) {

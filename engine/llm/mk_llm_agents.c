@@ -368,10 +368,11 @@ static void on_propose_reply(void *data, mk_llm_reply *rep) {
       mark_unusable(j->llm, rep->ledger_index, err.text);
       mk_llm_cand_list_free_(&cands);
     } else {
-      /* Spread the call's tokens over its candidates; sums stay exact. */
+      /* The call's tokens are its candidates' cost, spread over them (whole
+       * tokens, the remainder on the first: sums stay exact). */
+      long spent = rep->tokens_in + rep->tokens_out;
       for (int i = 0; i < cands.n; i++) {
-        cands.items[i].tokens_in = rep->tokens_in / cands.n + (i == 0 ? rep->tokens_in % cands.n : 0);
-        cands.items[i].tokens_out = rep->tokens_out / cands.n + (i == 0 ? rep->tokens_out % cands.n : 0);
+        cands.items[i].cost = (double)(spent / cands.n + (i == 0 ? spent % cands.n : 0));
         if (!cands.items[i].notes) {
           mk_buf nb;
           mk_buf_init(&nb, 256);

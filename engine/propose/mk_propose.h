@@ -1,5 +1,6 @@
-/* mk_propose.h — the proposer interface shared by the builtin generator
- * and the LLM agents.
+/* mk_propose.h — the proposer seam: the interface the search calls
+ * (mk_proposer), implemented by the builtin generator (here) and the LLM
+ * agents (engine/llm), which therefore sit beside the search, not above it.
  *
  * A proposer turns a subkernel (plus, optionally, a parent candidate and its
  * verification report) into candidate implementations. A candidate is the
@@ -28,7 +29,10 @@ typedef struct mk_candidate {
   char *source;  /* Python module text defining run(...) */
   char *origin;  /* "builtin", "llm:<model>", "reference" */
   char *notes;   /* one line: what this variant does differently (may be NULL) */
-  long tokens_in, tokens_out; /* LLM usage spent on this candidate (0 for builtin) */
+  /* What proposing it spent, in the proposer's own unit (the LLM
+   * proposer's: tokens; the builtin's: 0). Opaque to the search, which only
+   * adds it up against its budget (mk_search_config.max_cost). */
+  double cost;
 } mk_candidate;
 
 typedef struct mk_candidate_list {
@@ -46,6 +50,20 @@ typedef struct mk_propose_request {
   unsigned long long seed;    /* for deterministic choices */
   const char *device;         /* "cpu" or a GPU name: proposers may tune to it */
 } mk_propose_request;
+
+typedef void (*mk_propose_cb)(void *data, int status, mk_candidate_list *cands, const char *err);
+
+/* A proposer as the search sees it: fills a candidate list (ownership passes
+ * to the callback's receiver) and calls cb exactly once, or returns < 0. */
+typedef struct mk_proposer {
+  void *self;
+  const char *name;
+  int (*propose)(void *self, const mk_propose_request *req, mk_propose_cb cb, void *data);
+} mk_proposer;
+
+/* The builtin generator wrapped as an mk_proposer (synchronous underneath:
+ * the callback runs before propose returns). */
+mk_proposer mk_builtin_proposer(void);
 
 /* Builtin generator (engine/propose/builtin_*.c): synchronous, no network.
  * Appends 0..max_candidates candidates; returns MK_EUNSUPPORTED (with a

@@ -93,19 +93,6 @@ typedef struct mk_evaluator {
   bool timed; /* false on CPU: no timings, choices say "untimed" */
 } mk_evaluator;
 
-typedef void (*mk_propose_cb)(void *data, int status, mk_candidate_list *cands, const char *err);
-
-/* A proposer as the search sees it: fills a candidate list (ownership passes
- * to the callback's receiver) and calls cb exactly once, or returns < 0. */
-typedef struct mk_proposer {
-  void *self;
-  const char *name;
-  int (*propose)(void *self, const mk_propose_request *req, mk_propose_cb cb, void *data);
-} mk_proposer;
-
-/* The builtin generator wrapped as an mk_proposer (synchronous underneath). */
-mk_proposer mk_builtin_proposer(void);
-
 typedef struct mk_search_config {
   int beam_width;          /* W (defaults: mk_search_config_defaults, the only place they live) */
   int depth;               /* D: beam steps after the first proposals */
@@ -116,7 +103,8 @@ typedef struct mk_search_config {
                               0: no plan, the beam as on a GPU */
   double job_timeout_s;    /* the configured limit of one evaluation (the plan's ceiling),
                               0 = none */
-  long max_tokens;         /* LLM token budget, 0 = none */
+  double max_cost;         /* the proposer's budget per run, in its cost unit (mk_candidate.cost:
+                              the LLM's tokens), 0 = none */
   unsigned long long seed;
   bool try_merge;          /* default true */
   bool try_split;          /* default true */
@@ -168,7 +156,7 @@ typedef struct mk_search_result {
   char *final_report;              /* owned */
   int proposals, verified, failed, merges, splits, reverted;
   int merges_tried, splits_tried;  /* merges/splits judged (merges, splits: those kept) */
-  long tokens_in, tokens_out;
+  double cost;                     /* the proposals' cost (mk_candidate.cost, summed) */
   double wall_s;
   /* CUDA-graph variant (PH_GRAPH): cuda_graph when modelnew_path is it;
    * plain_ms the composition without it (then), cuda_graph_ms its own time

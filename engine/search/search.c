@@ -135,8 +135,7 @@ static bool budget_left(const mk_search *s) {
   if (s->cancelled) return false;
   if (s->cfg.max_proposals > 0 && s->res->proposals >= s->cfg.max_proposals) return false;
   if (s->cfg.max_seconds > 0 && mk_now_s() - s->t0 > s->cfg.max_seconds) return false;
-  if (s->cfg.max_tokens > 0 && s->res->tokens_in + s->res->tokens_out >= s->cfg.max_tokens)
-    return false;
+  if (s->cfg.max_cost > 0 && s->res->cost >= s->cfg.max_cost) return false;
   return true;
 }
 
@@ -314,8 +313,7 @@ static void on_proposed(void *data, int status, mk_candidate_list *cands, const 
       continue;
     }
     s->res->proposals++;
-    s->res->tokens_in += c.tokens_in;
-    s->res->tokens_out += c.tokens_out;
+    s->res->cost += c.cost;
     pr->st->proposals++;
     if (state_add(pr->st, c) == NULL) {
       mk_candidate_free(&c);
@@ -376,7 +374,7 @@ static int add_reference(mk_search *s, const mk_subkernel *sk, mk_subkernel_stat
 static int copy_candidate(const mk_candidate *src, mk_candidate *dst) {
   *dst = (mk_candidate){.name = mk_strdup(src->name), .source = mk_strdup(src->source),
                         .origin = mk_strdup(src->origin), .notes = mk_strdup(src->notes),
-                        .tokens_in = src->tokens_in, .tokens_out = src->tokens_out};
+                        .cost = src->cost};
   return (src->name && !dst->name) || (src->source && !dst->source) ? MK_ENOMEM : 0;
 }
 
@@ -724,8 +722,7 @@ static bool cpu_submit_next(mk_search *s, int k, double limit) {
     return false;
   }
   s->res->proposals++;
-  s->res->tokens_in += c.tokens_in;
-  s->res->tokens_out += c.tokens_out;
+  s->res->cost += c.cost;
   st->proposals++;
   char msg[256];
   snprintf(msg, sizeof msg, "%s: candidate %d (up to %.0f s)", s->part.subkernels[k].name,

@@ -32,7 +32,8 @@ typedef struct mk_session mk_session;
  * (atol 0 means exact within rtol, depth 0 means no beam steps). */
 typedef struct mk_session_config {
   /* The search's settings: beam_width, depth, max_proposals (candidates
-   * per evolve run, all subkernels together), max_seconds, max_tokens,
+   * per evolve run, all subkernels together), max_seconds, max_cost (the
+   * LLM's token budget: its proposer's cost unit is tokens),
    * seed, try_*. Its per-run fields (device, workdir, source_path,
    * only_subkernel, input_names, log, prior) are filled by the session. */
   mk_search_config search;

@@ -227,7 +227,7 @@ static void variant_view(const mk_variant *v, const mk_variant *ref, bool chosen
       .ref_tf32_noise = r->ref_tf32_noise,
       .trials_passed = r->trials_passed,
       .trials = r->trials,
-      .tokens = v->cand.tokens_in + v->cand.tokens_out,
+      .tokens = (long)v->cand.cost, /* the LLM proposer's cost is tokens; the builtin's 0 */
       .gpu = r->gpu,
       .chosen = chosen,
   };
@@ -782,8 +782,6 @@ static void adopt_result(module_state *m, mk_search_result *r) {
   free(m->modelnew_path);
   m->modelnew_path = r->modelnew_path;
   r->modelnew_path = NULL;
-  m->tokens_in += r->tokens_in;
-  m->tokens_out += r->tokens_out;
   m->moves = (mk_session_moves){.merges_tried = r->merges_tried, .merges_won = r->merges,
                                 .splits_tried = r->splits_tried, .splits_won = r->splits,
                                 .cuda_graph = r->cuda_graph};
@@ -810,6 +808,10 @@ static void on_search_done(void *data, int status, mk_search_result *r, const ch
   snprintf(msg, sizeof msg, "%s", error ? error : "");
   if (r) adopt_result(m, r);
   mk_search_result_free(r);
+  long tin, tout;
+  session_runtime_llm_run_tokens(req->s, m, &tin, &tout);
+  m->tokens_in += tin;
+  m->tokens_out += tout;
   session_runtime_log_llm(req->s, m, req->log, "llm_usage");
   if (req->log) fclose(req->log);
   module_refresh_views(req->s, m);

@@ -116,6 +116,10 @@ void session_runtime_set_progress(mk_session *s, module_state *m, mk_session_pro
                                   void *data);
 void session_runtime_forget(mk_session *s, module_state *m);
 void session_runtime_log_llm(mk_session *s, module_state *m, FILE *log, const char *event);
+/* Tokens the LLM calls of m's current evolve spent (the ledger since its
+ * "llm_config"); 0 without an LLM client. The search itself knows only an
+ * opaque cost per candidate. */
+void session_runtime_llm_run_tokens(mk_session *s, module_state *m, long *in, long *out);
 
 /* ---- state (session.c) ---- */
 /* Reports m's evolve progress with the candidate counts and an ETA

@@ -451,8 +451,9 @@ static int open_llm(mk_session *s, mk_errmsg *err) {
     else rc = mk_llm_config_from_json(&cfg, j, err);
     cJSON_Delete(j);
   }
-  if (!rc && cfg.budget_tokens <= 0 && s->cfg.search.max_tokens > 0)
-    cfg.budget_tokens = s->cfg.search.max_tokens;
+  /* The LLM proposer's cost unit is tokens: the search's budget is the client's. */
+  if (!rc && cfg.budget_tokens <= 0 && s->cfg.search.max_cost > 0)
+    cfg.budget_tokens = (long)s->cfg.search.max_cost;
   if (!rc) rc = mk_llm_new(s->loop, &cfg, &rt->llm, err);
   mk_llm_config_free(&cfg);
   if (rc) return rc;
@@ -577,6 +578,18 @@ static cJSON *run_ledger_json(const mk_llm_ledger *l, int from) {
   if (o && full) cJSON_ReplaceItemInObjectCaseSensitive(o, "budget", cJSON_DetachItemFromObjectCaseSensitive(full, "budget"));
   cJSON_Delete(full);
   return o;
+}
+
+void session_runtime_llm_run_tokens(mk_session *s, module_state *m, long *in, long *out) {
+  *in = *out = 0;
+  session_runtime *rt = s->rt;
+  if (rt == NULL || rt->llm == NULL || strcmp(s->cfg.proposer, "llm") != 0) return;
+  llm_slot *sl = slot_of(rt, m, false);
+  const mk_llm_ledger *l = mk_llm_get_ledger(rt->llm);
+  for (int i = sl ? sl->run_start : 0; i < l->ncalls; i++) {
+    *in += l->calls[i].u.tokens_in;
+    *out += l->calls[i].u.tokens_out;
+  }
 }
 
 void session_runtime_log_llm(mk_session *s, module_state *m, FILE *log, const char *event) {

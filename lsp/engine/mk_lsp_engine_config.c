@@ -108,7 +108,7 @@ int mk_lsp_engine_config_apply(mk_lsp_engine_config *c, const cJSON *settings, m
     if (get_num(&r, s, "budget", 1, 1e6, &x)) e->search.max_proposals = (int)x;
   } else if (cJSON_IsObject(b)) {
     if (get_num(&r, b, "proposals", 1, 1e6, &x)) e->search.max_proposals = (int)x;
-    if (get_num(&r, b, "tokens", 0, 1e15, &x)) e->search.max_tokens = (long)x;
+    if (get_num(&r, b, "tokens", 0, 1e15, &x)) e->search.max_cost = x;
     if (get_num(&r, b, "seconds", 0, 1e9, &x)) e->search.max_seconds = x;
   } else if (b && !cJSON_IsNull(b)) {
     refuse(&r, "budget", "expected a number or an object");
@@ -167,7 +167,7 @@ cJSON *mk_lsp_engine_config_to_json(const mk_lsp_engine_config *c) {
   cJSON *b = cJSON_AddObjectToObject(o, "budget");
   if (b) {
     cJSON_AddNumberToObject(b, "proposals", e->search.max_proposals);
-    cJSON_AddNumberToObject(b, "tokens", (double)e->search.max_tokens);
+    cJSON_AddNumberToObject(b, "tokens", e->search.max_cost);
     cJSON_AddNumberToObject(b, "seconds", e->search.max_seconds);
   }
   cJSON *bm = cJSON_AddObjectToObject(o, "beam");

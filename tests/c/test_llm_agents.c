@@ -213,8 +213,9 @@ MK_TEST(llm_agents, kernel_writer_yields_candidates_with_tokens) {
   MK_CHECK_STR(g.c.items[1].notes, "kernel_writer (prompt v1)");
   MK_CHECK_STR(g.c.items[0].origin, "llm:gpt-test");
   MK_CHECK(strncmp(g.c.items[1].source, "import torch\n", 13) == 0); /* imports added */
-  MK_CHECK_INT(g.c.items[0].tokens_in + g.c.items[1].tokens_in, ==, 101);
-  MK_CHECK_INT(g.c.items[0].tokens_out + g.c.items[1].tokens_out, ==, 31);
+  /* the call's tokens (101 in, 31 out) are its candidates' cost, whole */
+  MK_CHECK_INT((long)g.c.items[0].cost + (long)g.c.items[1].cost, ==, 132);
+  MK_CHECK(g.c.items[0].cost == (double)(long)g.c.items[0].cost);
   /* The prompt carries the subkernel: signature, shapes, ops, source lines, device. */
   char *p = sent_prompt(&x, 0, NULL);
   if (getenv("MK_TEST_VERBOSE")) fprintf(stderr, "--- kernel_writer prompt ---\n%s\n", p);
@@ -489,7 +490,7 @@ static void on_search_cb(void *data, int status, mk_candidate_list *cands, const
   g->done = true;
   g->status = status;
   g->n = cands ? cands->n : 0;
-  for (int i = 0; cands && i < cands->n; i++) g->tokens += cands->items[i].tokens_in + cands->items[i].tokens_out;
+  for (int i = 0; cands && i < cands->n; i++) g->tokens += (long)cands->items[i].cost;
   if (err) mk_strlcpy(g->err, err, sizeof g->err);
   if (cands) cands_free(cands); /* what the search does with mk_candidate_list_free */
 }

@@ -856,7 +856,7 @@ MK_TEST(lsp_server, no_settings_mean_the_engine_defaults) {
   MK_CHECK_INT(got.search.beam_width, ==, want.search.beam_width);
   MK_CHECK_INT(got.search.depth, ==, want.search.depth);
   MK_CHECK(got.search.max_seconds == want.search.max_seconds);
-  MK_CHECK(got.search.max_tokens == want.search.max_tokens);
+  MK_CHECK(got.search.max_cost == want.search.max_cost);
   MK_CHECK(got.job_timeout_s == want.job_timeout_s);
   MK_CHECK_STR(got.device, want.device);
   MK_CHECK_STR(got.proposer, want.proposer);
@@ -937,7 +937,7 @@ MK_TEST(lsp_server, engine_config_applies_and_refuses) {
   CHECK_S(cfg.llm_provider, "anthropic");
   CHECK_S(cfg.llm_key_env, "MY_KEY");
   CHECK_I(cfg.session.search.max_proposals, ==, 8);
-  CHECK_I(cfg.session.search.max_tokens, ==, 100000);
+  CHECK_I(cfg.session.search.max_cost, ==, 100000);
   MK_CHECK(cfg.session.verify.atol == 0.001 && cfg.session.verify.rtol == 0.002);
   s = cJSON_Parse("{\"mkevolve\":{\"backend\":\"tpu\",\"budget\":4,\"tolerance\":\"loose\","
                   "\"pythonPath\":\"/opt/py\"}}");

@@ -1,7 +1,7 @@
-/* proposers.c — the builtin generator behind the asynchronous mk_proposer
+/* builtin_proposer.c — the builtin generator behind the asynchronous mk_proposer
  * interface. It is synchronous, so the callback runs before propose returns
  * (the search is written for that). */
-#include "mk_search.h"
+#include "mk_propose.h"
 
 #include <stdlib.h>
 
