@@ -16,4 +16,5 @@ params = {"graph": graph, "nodes": ids(nodes), "inputs": ids(ins), "outputs": id
           "device": "cuda", "timing": True, "trials": 2,
           "atol": 1e-4, "rtol": 1e-4}
 rep = verify.verify_subkernel(params, lambda m, f: None)
-print(json.dumps({k: rep[k] for k in rep if k not in ("trials_detail",)}, indent=1, default=str)[:6000])
+shown = {k: rep[k] for k in rep if k not in ("trials_detail",)}
+print(json.dumps(shown, indent=1, default=str)[:6000])

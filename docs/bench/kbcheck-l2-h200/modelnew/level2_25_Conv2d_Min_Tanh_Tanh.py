@@ -1,4 +1,4 @@
-# ModelNew composed by MKEvolve 0.1.0 from /work/main/.kb/level2/25_Conv2d_Min_Tanh_Tanh.py (class Model).
+# ModelNew composed by MKEvolve 0.1.0 from kernelbench/level2/25_Conv2d_Min_Tanh_Tanh.py (class Model).
 # Subkernels (each verified against PyTorch before it was chosen):
 #   sk0 conv2d_min                   lines 13-14  triton_conv_b1024_w4 (builtin)
 #   sk1 tanh                         lines 15-16  reference (PyTorch)

@@ -1,4 +1,4 @@
-# ModelNew composed by MKEvolve 0.1.0 from /work/main/.kb/level2/70_Gemm_Sigmoid_Scaling_ResidualAdd.py (class Model).
+# ModelNew composed by MKEvolve 0.1.0 from kernelbench/level2/70_Gemm_Sigmoid_Scaling_ResidualAdd.py (class Model).
 # Subkernels (each verified against PyTorch before it was chosen):
 #   sk0 linear_sigmoid_mul_add       lines 23-27  triton_gemm128x128x32_w8_s3_tf32x3_b1024_w4 (builtin)
 

@@ -1,4 +1,4 @@
-# ModelNew composed by MKEvolve 0.1.0 from /work/main/.kb/level2/95_Matmul_Add_Swish_Tanh_GELU_Hardtanh.py (class Model).
+# ModelNew composed by MKEvolve 0.1.0 from kernelbench/level2/95_Matmul_Add_Swish_Tanh_GELU_Hardtanh.py (class Model).
 # Subkernels (each verified against PyTorch before it was chosen):
 #   sk0 linear_add_sigmoid_mul       lines 14-19  triton_gemm128x64x32_w4_s4_tf32x3_b1024_w4 (builtin)
 

@@ -1,4 +1,4 @@
-# ModelNew composed by MKEvolve 0.1.0 from /work/shared/kernelbench/level2/80_Gemm_Max_Subtract_GELU.py (class Model).
+# ModelNew composed by MKEvolve 0.1.0 from kernelbench/level2/80_Gemm_Max_Subtract_GELU.py (class Model).
 # It runs Triton kernels: on a machine without a GPU, set TRITON_INTERPRET=1
 # (Triton's CPU interpreter) in the environment before Python starts.
 # Subkernels (each verified against PyTorch before it was chosen):
