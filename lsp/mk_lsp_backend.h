@@ -6,7 +6,7 @@
  * hover markdown, a code-lens label and the actions that apply there) and
  * document-wide actions. Actions are commands the backend itself executes
  * (workspace/executeCommand); long ones report progress and can be
- * cancelled. The engine adapter (mk_lsp_engine.c) is the real backend;
+ * cancelled. The engine adapter (lsp_engine.c) is the real backend;
  * tests plug in fakes.
  *
  * Positions here are 0-based lines and UTF-8 byte columns (what the

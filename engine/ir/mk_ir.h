@@ -36,7 +36,7 @@ typedef enum mk_dtype {
 } mk_dtype;
 
 /* What kind of computation an op is; drives decomposition and the builtin
- * proposer. Decided by the op table in mk_ops.c, never by the worker. */
+ * proposer. Decided by the op table in ops.c, never by the worker. */
 typedef enum mk_op_category {
   MK_OP_OPAQUE,      /* unknown to the engine: runs through PyTorch */
   MK_OP_ELEMENTWISE, /* output[i] depends on inputs[i] (with broadcasting) */
@@ -131,7 +131,7 @@ void mk_graph_free(mk_graph *g);
 struct mk_buf;
 int mk_graph_print(const mk_graph *g, struct mk_buf *out);
 
-/* Op table (mk_ops.c). Ops are looked up by their last dotted component
+/* Op table (ops.c). Ops are looked up by their last dotted component
  * (dunders kept as is, one trailing "_" of an in-place form dropped), so
  * "torch.relu", "torch.nn.functional.relu", "torch.Tensor.relu_" and
  * "torch._C._nn.relu" are one entry. Names outside `torch.` are opaque. */
@@ -160,7 +160,7 @@ const char *mk_op_table_name(int i, mk_op_category *category);
  * Writes into buf (bounded, truncated if needed) and returns buf. */
 const char *mk_op_short_name(const char *op, char *buf, size_t bufsize);
 
-/* Roofline cost (mk_cost.c): the FLOPs of the matrix work (matmul family,
+/* Roofline cost (cost.c): the FLOPs of the matrix work (matmul family,
  * convolutions, attention, recurrent layers; one FLOP per output element for
  * the rest) and the minimum bytes any implementation moves (forward inputs,
  * parameters and buffers read once, returned tensors written once). */

@@ -3,7 +3,7 @@
  * and the rendering of a session view (made up here, one subkernel per
  * state) into findings, regions, hovers and actions. The backend on a
  * real session is exercised in test_lsp_server.c (engine_session_*). */
-#include "mk_lsp_engine_internal.h"
+#include "lsp_engine_internal.h"
 #include "mk_test.h"
 
 #include <stdlib.h>

@@ -29,8 +29,8 @@ cflags=(-g -O1 -std=c17 -D_GNU_SOURCE -fsanitize=fuzzer-no-link,address,undefine
         $(pkg-config --cflags libuv libcjson tree-sitter libcurl sqlite3))
 objs=()
 # the session facade is stubbed: the fuzzer never starts Python workers; the
-# static checks are the frontend's (engine/frontend/mk_static.c)
-for src in lsp/mk_lsp_*.c lsp/engine/mk_lsp_*.c engine/util/*.c engine/frontend/mk_static.c \
+# static checks are the frontend's (engine/frontend/static_check.c)
+for src in lsp/*.c lsp/engine/*.c engine/util/*.c engine/frontend/static_check.c \
            tests/fuzz/session_stub.c; do
   obj="$out/obj/$(basename "${src%.c}").o"
   if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ]; then clang "${cflags[@]}" -c "$src" -o "$obj"; fi

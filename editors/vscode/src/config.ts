@@ -181,7 +181,7 @@ export function readSettings(get: SettingGetter): ReadResult {
     backend: r.oneOf<Backend>('backend', ['auto', 'cuda', 'cpu'], DEFAULTS.backend),
     proposer: r.oneOf<Proposer>('proposer', ['builtin', 'llm'], DEFAULTS.proposer),
     llm: { provider, model: r.str('llm.model', ''), baseUrl, apiKeyEnv },
-    // The same bounds as the server's (lsp/engine/mk_lsp_engine_config.c) and the CLI's.
+    // The same bounds as the server's (lsp/engine/lsp_engine_config.c) and the CLI's.
     budget: defined({
       proposals: r.optNum('budget.proposals', 1, 1_000_000, true),
       tokens: r.optNum('budget.tokens', 0, 1_000_000_000_000, true),

@@ -183,7 +183,7 @@ before(async () => {
   session = s;
   const offered: string[] = initResult.capabilities.executeCommandProvider?.commands ?? [];
   if (!SERVER_COMMAND_IDS.some((id) => offered.includes(id))) {
-    // The engine backend (lsp/engine/mk_lsp_engine.c) offers them: none at all is a regression.
+    // The engine backend (lsp/engine/lsp_engine.c) offers them: none at all is a regression.
     throw new Error(`the server offers none of ${SERVER_COMMAND_IDS.join(', ')} (offers: [${offered.join(', ')}])`);
   }
 });
