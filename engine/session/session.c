@@ -359,7 +359,7 @@ static int lines_of(const module_state *m, const mk_subkernel *sk, int *lines) {
   return n;
 }
 
-void module_refresh_views(mk_session *s, module_state *m) {
+void session_module_refresh_views(mk_session *s, module_state *m) {
   module_clear_views(m);
   int n = m->part.nsubkernels, nv = 0, nl = 0;
   for (int i = 0; i < n; i++) nv += m->st[i].nvariants;
@@ -587,7 +587,7 @@ static void on_captured(void *data, int status, mk_graph *g, int batch, const ch
         module_clear_search(m); /* the partial fresh states */
         free_states(&old_part, old_st);
       }
-      module_refresh_views(s, m);
+      session_module_refresh_views(s, m);
     }
   }
   mk_graph_free(g);
@@ -814,7 +814,7 @@ static void on_search_done(void *data, int status, mk_search_result *r, const ch
   m->tokens_out += tout;
   session_runtime_log_llm(req->s, m, req->log, "llm_usage");
   if (req->log) fclose(req->log);
-  module_refresh_views(req->s, m);
+  session_module_refresh_views(req->s, m);
   req->done(req->data, status, &m->view, error ? msg : NULL);
   free(req);
 }
@@ -878,7 +878,7 @@ int mk_session_evolve(mk_session *s, const char *path, int subkernel,
   m->job = s->next_job++;
   m->running_subkernel = subkernel;
   if (job) *job = m->job;
-  module_refresh_views(s, m);
+  session_module_refresh_views(s, m);
   rc = mk_search_start(m->g, &m->part, m->source, &cfg, prop, session_runtime_evaluator(s, m),
                        on_search_event, on_search_done, req, &m->search, err);
   if (rc) {
@@ -931,7 +931,7 @@ int mk_session_compose(mk_session *s, const char *path, const char *out_path, ch
     if (written) *written = mk_strdup(out_path);
     free(m->modelnew_path);
     m->modelnew_path = mk_strdup(out_path);
-    module_refresh_views(s, m);
+    session_module_refresh_views(s, m);
   }
   mk_buf_free(&def);
   return rc;
@@ -952,7 +952,7 @@ int mk_session_swap(mk_session *s, const char *path, int subkernel, int variant,
   st->chosen = variant;
   int rc = mk_session_compose(s, path, NULL, NULL, err);
   if (rc) st->chosen = old;
-  module_refresh_views(s, m);
+  session_module_refresh_views(s, m);
   return rc;
 }
 

@@ -63,7 +63,7 @@ typedef struct module_state {
   session_eval_ctx eval;    /* the evaluator's context while a search runs */
   uint64_t *verify_jobs;    /* verifications submitted for it, not yet called back */
   int nverify_jobs, capverify_jobs;
-  /* views, rebuilt by module_refresh_views */
+  /* views, rebuilt by session_module_refresh_views */
   mk_session_module view;
   mk_session_subkernel *sk_views;
   mk_session_variant *var_views;
@@ -126,7 +126,7 @@ void session_runtime_llm_run_tokens(mk_session *s, module_state *m, long *in, lo
  * (nothing when no evolve of m reports progress). */
 void session_progress(mk_session *s, module_state *m);
 module_state *session_module(mk_session *s, const char *path, bool create);
-void module_refresh_views(mk_session *s, module_state *m);
+void session_module_refresh_views(mk_session *s, module_state *m);
 /* Frees every module and the session itself (after the runtime stopped). */
 void session_free(mk_session *s);
 

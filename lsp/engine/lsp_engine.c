@@ -42,7 +42,7 @@ typedef struct ejob ejob;
 
 enum { CMD_DECOMPOSE, CMD_EVOLVE, CMD_EVOLVE_ALL, CMD_SWAP, CMD_RESTORE, CMD_REPORT };
 
-static const char *const engine_commands[] = {
+static const char *const lsp_engine_commands[] = {
     ENGINE_CMD_DECOMPOSE, ENGINE_CMD_EVOLVE, ENGINE_CMD_EVOLVE_ALL, ENGINE_CMD_SWAP,
     ENGINE_CMD_RESTORE,   ENGINE_CMD_REPORT, NULL};
 
@@ -410,7 +410,7 @@ static void capture(engine *e, modstate *m, const char *text) {
 
 /* ---- analysis -------------------------------------------------------------------------- */
 
-static void analyze_module(engine *e, const mk_lsp_doc_view *doc, const engine_static_info *info,
+static void analyze_module(engine *e, const mk_lsp_doc_view *doc, const lsp_engine_static_info *info,
                            mk_lsp_analysis *a) {
   modstate *m = mod_get(e, doc->path, true);
   if (m == NULL) return;
@@ -435,14 +435,14 @@ static void analyze_module(engine *e, const mk_lsp_doc_view *doc, const engine_s
     view = view_of(e, m->path);
   }
   free(disk);
-  engine_line_map map, emap;
-  engine_line_map_build(&map, m->captured, doc->text);
-  engine_line_map_build(&emap, m->error_text, doc->text);
-  int error_line = m->error_line > 0 ? engine_line_map_fwd(&emap, m->error_line - 1) + 1 : 0;
+  lsp_engine_line_map map, emap;
+  lsp_engine_line_map_build(&map, m->captured, doc->text);
+  lsp_engine_line_map_build(&emap, m->error_text, doc->text);
+  int error_line = m->error_line > 0 ? lsp_engine_line_map_fwd(&emap, m->error_line - 1) + 1 : 0;
   const char *composed_path = m->target ? m->target : view ? view->modelnew_path : NULL;
   char *composed_text = composed_path ? open_text(e, composed_path) : NULL;
   if (composed_path && composed_text == NULL) composed_text = read_disk(composed_path);
-  engine_render_in in = {
+  lsp_engine_render_in in = {
       .uri = doc->uri,
       .text = doc->text,
       .info = info,
@@ -458,7 +458,7 @@ static void analyze_module(engine *e, const mk_lsp_doc_view *doc, const engine_s
       .error_line = error_line,
       .engine_error = e->session_error,
   };
-  engine_render(&in, a);
+  lsp_engine_render(&in, a);
   free(composed_text);
 }
 
@@ -467,8 +467,8 @@ static int e_analyze(void *self, const mk_lsp_doc_view *doc, const mk_lsp_sink *
   engine *e = self;
   *job = ++e->next_job;
   mk_lsp_analysis a;
-  engine_static_info info;
-  int rc = engine_static_check(doc->text, doc->len, &a, &info);
+  lsp_engine_static_info info;
+  int rc = lsp_engine_static_check(doc->text, doc->len, &a, &info);
   if (rc != 0) {
     mk_lsp_analysis_free(&a);
     sink->done(sink->ctx, rc, NULL, NULL, "static checks failed");
@@ -652,10 +652,10 @@ static cJSON *result_new(const char *message, cJSON *edit) {
 /* The subkernel covering 0-based editor line `line`, or -1. */
 static int subkernel_at(engine *e, modstate *m, const mk_session_module *v, int line) {
   char *text = open_text(e, m->path);
-  engine_line_map map;
-  engine_line_map_build(&map, m->captured, text ? text : m->captured);
+  lsp_engine_line_map map;
+  lsp_engine_line_map_build(&map, m->captured, text ? text : m->captured);
   free(text);
-  int old = engine_line_map_back(&map, line);
+  int old = lsp_engine_line_map_back(&map, line);
   if (old < 0) return -1;
   int best = -1;
   for (int i = 0; i < v->nsubkernels; i++) {
@@ -823,7 +823,7 @@ static void cmd_report(ejob *j, modstate *m, const mk_session_module *v) {
   mk_buf_printf(&path, "/%.*s", (int)strcspn(stem, "."), stem);
   mkdir(mk_buf_cstr(&path), 0755);
   mk_buf_puts(&path, "/report.md");
-  engine_report_markdown(v, &md);
+  lsp_engine_report_markdown(v, &md);
   int rc = path.err || md.err ? MK_ERANGE : mk_write_file(mk_buf_cstr(&path), mk_buf_cstr(&md), md.len);
   if (rc) {
     job_fail(j, rc, "cannot write %s: %s", mk_buf_cstr(&path), mk_strerror(rc));
@@ -1002,10 +1002,10 @@ static void e_destroy(void *self) {
 
 static const char *const *e_commands(void *self) {
   (void)self;
-  return engine_commands;
+  return lsp_engine_commands;
 }
 
-static const mk_lsp_backend_ops engine_ops = {
+static const mk_lsp_backend_ops lsp_engine_ops = {
     .attach = e_attach,
     .commands = e_commands,
     .analyze = e_analyze,
@@ -1021,7 +1021,7 @@ int mk_lsp_engine_backend_new(uv_loop_t *loop, mk_lsp_backend *out) {
   if (e == NULL) return MK_ENOMEM;
   e->loop = loop;
   mk_lsp_engine_config_defaults(&e->config);
-  out->ops = &engine_ops;
+  out->ops = &lsp_engine_ops;
   out->self = e;
   return 0;
 }

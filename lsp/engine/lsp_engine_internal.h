@@ -14,42 +14,42 @@
 #include <stddef.h>
 
 /* What the static checks learned about the file's shape. */
-typedef struct engine_static_info {
+typedef struct lsp_engine_static_info {
   bool capturable;        /* imports torch, no syntax error, Model with forward, get_inputs,
                            * get_init_inputs: worth a capture */
   bool composed;          /* a ModelNew file written by mkevolve (an output, never captured) */
   int forward_line;       /* 0-based `def forward` line, -1 when none */
   int forward_end_line;   /* 0-based last line of forward's body */
-} engine_static_info;
+} lsp_engine_static_info;
 
 /* Static checks (tree-sitter) into `out`; `info` may be NULL. */
-int engine_static_check(const char *text, size_t len, mk_lsp_analysis *out,
-                        engine_static_info *info);
+int lsp_engine_static_check(const char *text, size_t len, mk_lsp_analysis *out,
+                        lsp_engine_static_info *info);
 
 /* Maps lines of the text a result was computed on ("old") to the current
  * text ("new"): lines before the first difference and after the last one
  * keep their content and move by the length change; lines inside the
  * changed block have no counterpart. */
-typedef struct engine_line_map {
+typedef struct lsp_engine_line_map {
   bool identical;
   int prefix;       /* lines [0, prefix) are the same in both */
   int old_suffix;   /* lines [old_suffix, old_lines) of old ... */
   int new_suffix;   /* ... are lines [new_suffix, new_lines) of new */
-} engine_line_map;
+} lsp_engine_line_map;
 
-void engine_line_map_build(engine_line_map *m, const char *old_text, const char *new_text);
+void lsp_engine_line_map_build(lsp_engine_line_map *m, const char *old_text, const char *new_text);
 /* New 0-based line of old 0-based `line`, or -1 when it was edited. */
-int engine_line_map_fwd(const engine_line_map *m, int line);
+int lsp_engine_line_map_fwd(const lsp_engine_line_map *m, int line);
 /* Old line of new `line`, or -1 (the inverse, for positions from the editor). */
-int engine_line_map_back(const engine_line_map *m, int line);
+int lsp_engine_line_map_back(const lsp_engine_line_map *m, int line);
 
 /* Everything the rendering needs for one document. */
-typedef struct engine_render_in {
+typedef struct lsp_engine_render_in {
   const char *uri;
   const char *text;                 /* current text */
-  const engine_static_info *info;
+  const lsp_engine_static_info *info;
   const mk_session_module *view;    /* NULL: never captured */
-  const engine_line_map *map;       /* view's text -> current text */
+  const lsp_engine_line_map *map;       /* view's text -> current text */
   bool engaged;                     /* the user decomposed or evolved this module */
   bool capturing;                   /* an analysis is running */
   bool dirty;                       /* unsaved changes */
@@ -59,19 +59,19 @@ typedef struct engine_render_in {
   const char *error;                /* last analysis error for this text, or NULL */
   int error_line;                   /* its 1-based line in the current text, 0 unknown */
   const char *engine_error;         /* the engine could not start, or NULL */
-} engine_render_in;
+} lsp_engine_render_in;
 
 /* Adds subkernel findings, regions (hover, lenses, actions) and the
  * document's actions to `a` (which already holds the static findings). */
-void engine_render(const engine_render_in *in, mk_lsp_analysis *a);
+void lsp_engine_render(const lsp_engine_render_in *in, mk_lsp_analysis *a);
 
 /* Markdown: a subkernel's variants table (hover) and a module report. */
-void engine_variants_markdown(const mk_session_module *m, const mk_session_subkernel *sk,
+void lsp_engine_variants_markdown(const mk_session_module *m, const mk_session_subkernel *sk,
                               mk_buf *out);
-void engine_report_markdown(const mk_session_module *m, mk_buf *out);
+void lsp_engine_report_markdown(const mk_session_module *m, mk_buf *out);
 
 /* "1.8x vs eager, 1.2x vs torch.compile, verified 5/5" for a variant. */
-void engine_variant_summary(const mk_session_module *m, const mk_session_variant *v, mk_buf *out);
+void lsp_engine_variant_summary(const mk_session_module *m, const mk_session_variant *v, mk_buf *out);
 
 /* Command ids. */
 #define ENGINE_CMD_DECOMPOSE "mkevolve.decompose"

@@ -39,14 +39,14 @@ static bool same_line(const char *a, const size_t *as, int i, const char *b, con
   return la == lb && memcmp(a + as[i], b + bs[j], la - 1) == 0;
 }
 
-void engine_line_map_build(engine_line_map *m, const char *old_text, const char *new_text) {
-  *m = (engine_line_map){.identical = true};
+void lsp_engine_line_map_build(lsp_engine_line_map *m, const char *old_text, const char *new_text) {
+  *m = (lsp_engine_line_map){.identical = true};
   if (old_text == NULL || new_text == NULL || strcmp(old_text, new_text) == 0) return;
   m->identical = false;
   size_t *os = NULL, *ns = NULL;
   int no = line_starts(old_text, &os), nn = line_starts(new_text, &ns);
   if (no < 0 || nn < 0) { /* out of memory: nothing maps */
-    *m = (engine_line_map){.identical = false, .prefix = 0, .old_suffix = 1 << 30,
+    *m = (lsp_engine_line_map){.identical = false, .prefix = 0, .old_suffix = 1 << 30,
                            .new_suffix = 1 << 30};
     free(os);
     free(ns);
@@ -63,14 +63,14 @@ void engine_line_map_build(engine_line_map *m, const char *old_text, const char 
   free(ns);
 }
 
-int engine_line_map_fwd(const engine_line_map *m, int line) {
+int lsp_engine_line_map_fwd(const lsp_engine_line_map *m, int line) {
   if (m == NULL || m->identical) return line;
   if (line < m->prefix) return line;
   if (line >= m->old_suffix) return line - m->old_suffix + m->new_suffix;
   return -1;
 }
 
-int engine_line_map_back(const engine_line_map *m, int line) {
+int lsp_engine_line_map_back(const lsp_engine_line_map *m, int line) {
   if (m == NULL || m->identical) return line;
   if (line < m->prefix) return line;
   if (line >= m->new_suffix) return line - m->new_suffix + m->old_suffix;
@@ -133,7 +133,7 @@ static void fmt_x(mk_buf *b, double x) {
 
 /* ---- summaries and tables --------------------------------------------------------- */
 
-void engine_variant_summary(const mk_session_module *m, const mk_session_variant *v, mk_buf *out) {
+void lsp_engine_variant_summary(const mk_session_module *m, const mk_session_variant *v, mk_buf *out) {
   if (v->speedup_eager > 0) {
     mk_buf_printf(out, "%.2fx vs eager", v->speedup_eager);
     if (v->speedup_compile > 0) mk_buf_printf(out, ", %.2fx vs torch.compile", v->speedup_compile);
@@ -155,7 +155,7 @@ static const char *state_name(mk_sk_state s) {
   return "?";
 }
 
-void engine_variants_markdown(const mk_session_module *m, const mk_session_subkernel *sk,
+void lsp_engine_variants_markdown(const mk_session_module *m, const mk_session_subkernel *sk,
                               mk_buf *out) {
   mk_buf_printf(out, "**sk%d · %s** — `", sk->index, sk->name ? sk->name : "?");
   md_cell(out, sk->ops, 200);
@@ -202,7 +202,7 @@ void engine_variants_markdown(const mk_session_module *m, const mk_session_subke
                 m->note && *m->note ? " · " : "", m->note ? m->note : "");
 }
 
-void engine_report_markdown(const mk_session_module *m, mk_buf *out) {
+void lsp_engine_report_markdown(const mk_session_module *m, mk_buf *out) {
   mk_buf_printf(out, "# MKEvolve report: %s\n\n", m->path);
   mk_buf_printf(out, "- class: `%s`\n- device: %s%s\n", m->class_name ? m->class_name : "Model",
                 m->device ? m->device : "cpu", m->timed ? "" : " (untimed: correctness only)");
@@ -222,7 +222,7 @@ void engine_report_markdown(const mk_session_module *m, mk_buf *out) {
     mk_buf_printf(out, "- LLM tokens: %ld in, %ld out\n", m->tokens_in, m->tokens_out);
   for (int i = 0; i < m->nsubkernels; i++) {
     mk_buf_puts(out, "\n## ");
-    engine_variants_markdown(m, &m->subkernels[i], out);
+    lsp_engine_variants_markdown(m, &m->subkernels[i], out);
   }
 }
 
@@ -256,8 +256,8 @@ static int count_state(const mk_session_module *m, mk_sk_state st) {
   return n;
 }
 
-static void forward_region(const engine_render_in *in, mk_lsp_analysis *a) {
-  const engine_static_info *info = in->info;
+static void forward_region(const lsp_engine_render_in *in, mk_lsp_analysis *a) {
+  const lsp_engine_static_info *info = in->info;
   if (info->forward_line < 0) return;
   int end_col = 0, first = 0;
   line_cols(in->text, info->forward_end_line, &first, &end_col);
@@ -294,7 +294,7 @@ static void forward_region(const engine_render_in *in, mk_lsp_analysis *a) {
 }
 
 /* The finding for one subkernel: severity and message by its state. */
-static void subkernel_finding(const engine_render_in *in, const mk_session_subkernel *sk,
+static void subkernel_finding(const lsp_engine_render_in *in, const mk_session_subkernel *sk,
                               mk_lsp_range r, mk_lsp_analysis *a) {
   const mk_session_module *m = in->view;
   mk_buf msg;
@@ -306,7 +306,7 @@ static void subkernel_finding(const engine_render_in *in, const mk_session_subke
   switch (sk->state) {
   case MK_SK_VERIFIED:
     mk_buf_printf(&msg, "%s: ", name);
-    engine_variant_summary(m, c, &msg);
+    lsp_engine_variant_summary(m, c, &msg);
     mk_buf_printf(&msg, " — %s", c->name);
     code = "subkernel-verified";
     break;
@@ -378,13 +378,13 @@ static void subkernel_finding(const engine_render_in *in, const mk_session_subke
   mk_buf_free(&msg);
 }
 
-static void subkernel_region(const engine_render_in *in, const mk_session_subkernel *sk,
+static void subkernel_region(const lsp_engine_render_in *in, const mk_session_subkernel *sk,
                              mk_lsp_range r, mk_lsp_analysis *a) {
   const mk_session_module *m = in->view;
   mk_buf hover, label;
   mk_buf_init(&hover, 1 << 20);
   mk_buf_init(&label, 1024);
-  engine_variants_markdown(m, sk, &hover);
+  lsp_engine_variants_markdown(m, sk, &hover);
   mk_buf_printf(&label, "sk%d %s: %s", sk->index, sk->name ? sk->name : "?",
                 sk->summary ? sk->summary : "");
   int rc = mk_lsp_analysis_add_region(a, r, mk_buf_cstr(&label), mk_buf_cstr(&hover));
@@ -415,7 +415,7 @@ static void subkernel_region(const engine_render_in *in, const mk_session_subker
   }
 }
 
-void engine_render(const engine_render_in *in, mk_lsp_analysis *a) {
+void lsp_engine_render(const lsp_engine_render_in *in, mk_lsp_analysis *a) {
   mk_lsp_range top = {0, 0, 0, 0};
   if (in->engine_error)
     mk_lsp_analysis_add_finding(a, top, MK_LSP_SEV_ERROR, "engine-unavailable", in->engine_error);
@@ -433,8 +433,8 @@ void engine_render(const engine_render_in *in, mk_lsp_analysis *a) {
   const mk_session_module *m = in->view;
   for (int i = 0; m && i < m->nsubkernels; i++) {
     const mk_session_subkernel *sk = &m->subkernels[i];
-    int l0 = engine_line_map_fwd(in->map, sk->first_line - 1);
-    int l1 = engine_line_map_fwd(in->map, sk->last_line - 1);
+    int l0 = lsp_engine_line_map_fwd(in->map, sk->first_line - 1);
+    int l1 = lsp_engine_line_map_fwd(in->map, sk->last_line - 1);
     if (l0 < 0) continue; /* edited since the analysis: nothing to say until saved */
     if (l1 < l0) l1 = l0;
     int first = 0, end = 0, f1 = 0, e1 = 0;

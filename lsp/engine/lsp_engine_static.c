@@ -55,7 +55,7 @@ static void kernelbench_findings(const mk_frontend_shape *s, mk_lsp_analysis *ou
                                 "no get_init_inputs(): mkevolve needs it to construct Model");
 }
 
-static void shape_info(const mk_frontend_shape *s, const char *text, engine_static_info *info) {
+static void shape_info(const mk_frontend_shape *s, const char *text, lsp_engine_static_info *info) {
   if (s->forward.found) {
     info->forward_line = s->forward.at.line;
     info->forward_end_line = s->forward.at.end_line;
@@ -67,14 +67,14 @@ static void shape_info(const mk_frontend_shape *s, const char *text, engine_stat
 }
 
 int mk_lsp_engine_static_check(const char *text, size_t len, mk_lsp_analysis *out) {
-  return engine_static_check(text, len, out, NULL);
+  return lsp_engine_static_check(text, len, out, NULL);
 }
 
-int engine_static_check(const char *text, size_t len, mk_lsp_analysis *out,
-                        engine_static_info *info) {
-  engine_static_info scratch;
+int lsp_engine_static_check(const char *text, size_t len, mk_lsp_analysis *out,
+                        lsp_engine_static_info *info) {
+  lsp_engine_static_info scratch;
   if (info == NULL) info = &scratch;
-  *info = (engine_static_info){.forward_line = -1, .forward_end_line = -1};
+  *info = (lsp_engine_static_info){.forward_line = -1, .forward_end_line = -1};
   memset(out, 0, sizeof *out);
   mk_frontend_shape *s = malloc(sizeof *s);
   if (s == NULL) return MK_ENOMEM;

@@ -40,8 +40,8 @@ static const char *MODULE =
 
 MK_TEST(lsp_engine, static_info) {
   mk_lsp_analysis a;
-  engine_static_info info;
-  MK_CHECK_INT(engine_static_check(MODULE, strlen(MODULE), &a, &info), ==, 0);
+  lsp_engine_static_info info;
+  MK_CHECK_INT(lsp_engine_static_check(MODULE, strlen(MODULE), &a, &info), ==, 0);
   MK_CHECK_INT(a.nfindings, ==, 0);
   MK_CHECK(info.capturable);
   MK_CHECK(!info.composed);
@@ -53,41 +53,41 @@ MK_TEST(lsp_engine, static_info) {
                          "        return x\ndef get_inputs():\n    return []\n"
                          "def get_init_inputs():\n    return []\n"
                          "class ModelNew(Model):\n    pass\n";
-  MK_CHECK_INT(engine_static_check(composed, strlen(composed), &a, &info), ==, 0);
+  MK_CHECK_INT(lsp_engine_static_check(composed, strlen(composed), &a, &info), ==, 0);
   MK_CHECK(info.composed);
   MK_CHECK(!info.capturable); /* an output: never captured */
   mk_lsp_analysis_free(&a);
   const char *broken = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x:\n";
-  MK_CHECK_INT(engine_static_check(broken, strlen(broken), &a, &info), ==, 0);
+  MK_CHECK_INT(lsp_engine_static_check(broken, strlen(broken), &a, &info), ==, 0);
   MK_CHECK(!info.capturable);
   MK_CHECK_INT(a.nfindings, >=, 1);
   mk_lsp_analysis_free(&a);
 }
 
 MK_TEST(lsp_engine, line_map) {
-  engine_line_map m;
-  engine_line_map_build(&m, "a\nb\nc\nd\n", "a\nb\nc\nd\n");
+  lsp_engine_line_map m;
+  lsp_engine_line_map_build(&m, "a\nb\nc\nd\n", "a\nb\nc\nd\n");
   MK_CHECK(m.identical);
-  MK_CHECK_INT(engine_line_map_fwd(&m, 3), ==, 3);
+  MK_CHECK_INT(lsp_engine_line_map_fwd(&m, 3), ==, 3);
   /* two lines inserted at the top: everything moves by two */
-  engine_line_map_build(&m, "a\nb\nc\nd\n", "x\ny\na\nb\nc\nd\n");
+  lsp_engine_line_map_build(&m, "a\nb\nc\nd\n", "x\ny\na\nb\nc\nd\n");
   MK_CHECK(!m.identical);
-  MK_CHECK_INT(engine_line_map_fwd(&m, 0), ==, 2);
-  MK_CHECK_INT(engine_line_map_fwd(&m, 3), ==, 5);
-  MK_CHECK_INT(engine_line_map_back(&m, 5), ==, 3);
-  MK_CHECK_INT(engine_line_map_back(&m, 1), ==, -1);
+  MK_CHECK_INT(lsp_engine_line_map_fwd(&m, 0), ==, 2);
+  MK_CHECK_INT(lsp_engine_line_map_fwd(&m, 3), ==, 5);
+  MK_CHECK_INT(lsp_engine_line_map_back(&m, 5), ==, 3);
+  MK_CHECK_INT(lsp_engine_line_map_back(&m, 1), ==, -1);
   /* line c edited: it has no counterpart, its neighbours keep theirs */
-  engine_line_map_build(&m, "a\nb\nc\nd\n", "a\nb\nC!\nd\n");
-  MK_CHECK_INT(engine_line_map_fwd(&m, 1), ==, 1);
-  MK_CHECK_INT(engine_line_map_fwd(&m, 2), ==, -1);
-  MK_CHECK_INT(engine_line_map_fwd(&m, 3), ==, 3);
+  lsp_engine_line_map_build(&m, "a\nb\nc\nd\n", "a\nb\nC!\nd\n");
+  MK_CHECK_INT(lsp_engine_line_map_fwd(&m, 1), ==, 1);
+  MK_CHECK_INT(lsp_engine_line_map_fwd(&m, 2), ==, -1);
+  MK_CHECK_INT(lsp_engine_line_map_fwd(&m, 3), ==, 3);
   /* a line deleted in the middle */
-  engine_line_map_build(&m, "a\nb\nc\nd\ne", "a\nb\nd\ne");
-  MK_CHECK_INT(engine_line_map_fwd(&m, 2), ==, -1);
-  MK_CHECK_INT(engine_line_map_fwd(&m, 3), ==, 2);
-  MK_CHECK_INT(engine_line_map_fwd(&m, 4), ==, 3);
+  lsp_engine_line_map_build(&m, "a\nb\nc\nd\ne", "a\nb\nd\ne");
+  MK_CHECK_INT(lsp_engine_line_map_fwd(&m, 2), ==, -1);
+  MK_CHECK_INT(lsp_engine_line_map_fwd(&m, 3), ==, 2);
+  MK_CHECK_INT(lsp_engine_line_map_fwd(&m, 4), ==, 3);
   /* no old text: identity (nothing to move) */
-  engine_line_map_build(&m, NULL, "a\n");
+  lsp_engine_line_map_build(&m, NULL, "a\n");
   MK_CHECK(m.identical);
 }
 
@@ -146,15 +146,15 @@ static int count_actions(const mk_lsp_analysis *a, const char *command) {
 
 static void render(const fixture *f, const char *text, const char *captured, bool engaged,
                    mk_lsp_analysis *a) {
-  engine_static_info info;
-  MK_CHECK_INT(engine_static_check(text, strlen(text), a, &info), ==, 0);
-  engine_line_map map;
-  engine_line_map_build(&map, captured, text);
+  lsp_engine_static_info info;
+  MK_CHECK_INT(lsp_engine_static_check(text, strlen(text), a, &info), ==, 0);
+  lsp_engine_line_map map;
+  lsp_engine_line_map_build(&map, captured, text);
   const char *composed = "# header\n# ---- sk0 relu_mul: x ----\nx\n# ---- sk1 tanh ----\nclass ModelNew:\n";
-  engine_render_in in = {.uri = "file:///w/m.py", .text = text, .info = &info, .view = &f->m,
+  lsp_engine_render_in in = {.uri = "file:///w/m.py", .text = text, .info = &info, .view = &f->m,
                          .map = &map, .engaged = engaged, .composed_path = "/w/m_new.py",
                          .composed_text = composed};
-  engine_render(&in, a);
+  lsp_engine_render(&in, a);
 }
 
 MK_TEST(lsp_engine, render_states) {
@@ -266,7 +266,7 @@ MK_TEST(lsp_engine, report_markdown) {
   f.m.ours_ms = 1.0, f.m.eager_ms = 1.5, f.m.compile_ms = 1.2;
   mk_buf b;
   mk_buf_init(&b, 0);
-  engine_report_markdown(&f.m, &b);
+  lsp_engine_report_markdown(&f.m, &b);
   const char *s = mk_buf_cstr(&b);
   MK_CHECK(strstr(s, "# MKEvolve report: /w/m.py") != NULL);
   MK_CHECK(strstr(s, "- whole program: 1.00 ms (eager 1.50 ms, torch.compile 1.20 ms)") != NULL);
