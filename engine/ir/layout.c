@@ -1,4 +1,4 @@
-/* mk_layout.c — the program's layout plan (mk_layout.h says what and why).
+/* layout.c — the program's layout plan (mk_layout.h says what and why).
  *
  * One pass over the nodes in execution order: a value's layout depends on
  * its producer (decided before it) and on the ops that read it (known from
