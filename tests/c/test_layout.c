@@ -1,4 +1,4 @@
-/* test_layout.c — the program's layout plan (engine/ir/mk_layout.c) on
+/* test_layout.c — the program's layout plan (engine/ir/layout.c) on
  * captured fixtures: which values go channels_last, which conversions are
  * applied where, and that graphs without convolutions plan nothing. */
 #include "mk_buf.h"
