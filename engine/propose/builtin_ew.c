@@ -50,50 +50,14 @@ typedef enum {
   A_OTHER,  /* handled case by case */
 } ew_arity;
 
-static const struct {
-  const char *name;
-  ew_arity arity;
-} ew_ops[] = {
-    {"add", A_BINARY}, {"radd", A_BINARY}, {"iadd", A_BINARY}, {"sub", A_BINARY},
-    {"subtract", A_BINARY}, {"rsub", A_BINARY}, {"isub", A_BINARY}, {"mul", A_BINARY},
-    {"multiply", A_BINARY}, {"rmul", A_BINARY}, {"imul", A_BINARY}, {"div", A_BINARY},
-    {"divide", A_BINARY}, {"truediv", A_BINARY}, {"true_divide", A_BINARY}, {"rtruediv", A_BINARY},
-    {"itruediv", A_BINARY}, {"rdiv", A_BINARY}, {"floordiv", A_BINARY}, {"rfloordiv", A_BINARY},
-    {"floor_divide", A_BINARY}, {"pow", A_BINARY}, {"rpow", A_BINARY}, {"maximum", A_BINARY},
-    {"minimum", A_BINARY}, {"fmax", A_BINARY}, {"fmin", A_BINARY}, {"max", A_BINARY},
-    {"min", A_BINARY}, {"lt", A_BINARY}, {"le", A_BINARY}, {"gt", A_BINARY}, {"ge", A_BINARY},
-    {"eq", A_BINARY}, {"ne", A_BINARY}, {"less", A_BINARY}, {"greater", A_BINARY},
-    {"logical_and", A_BINARY}, {"logical_or", A_BINARY}, {"and", A_BINARY}, {"or", A_BINARY},
-    {"neg", A_UNARY}, {"negative", A_UNARY}, {"pos", A_UNARY}, {"abs", A_UNARY}, {"exp", A_UNARY},
-    {"exp2", A_UNARY}, {"expm1", A_UNARY}, {"log", A_UNARY}, {"log2", A_UNARY}, {"log10", A_UNARY},
-    {"log1p", A_UNARY}, {"sqrt", A_UNARY}, {"rsqrt", A_UNARY}, {"reciprocal", A_UNARY},
-    {"square", A_UNARY}, {"sin", A_UNARY}, {"cos", A_UNARY}, {"tan", A_UNARY}, {"tanh", A_UNARY},
-    {"sigmoid", A_UNARY}, {"erf", A_UNARY}, {"floor", A_UNARY}, {"ceil", A_UNARY},
-    {"sign", A_UNARY}, {"relu", A_UNARY}, {"relu6", A_UNARY}, {"silu", A_UNARY},
-    {"mish", A_UNARY}, {"selu", A_UNARY}, {"hardswish", A_UNARY}, {"hardsigmoid", A_UNARY},
-    {"logsigmoid", A_UNARY}, {"softsign", A_UNARY}, {"tanhshrink", A_UNARY},
-    {"logical_not", A_UNARY}, {"clone", A_UNARY}, {"detach", A_UNARY}, {"float", A_UNARY},
-    {"half", A_UNARY}, {"bfloat16", A_UNARY}, {"to", A_OTHER}, {"type_as", A_OTHER},
-    {"leaky_relu", A_OTHER}, {"elu", A_OTHER}, {"celu", A_OTHER}, {"gelu", A_OTHER},
-    {"softplus", A_OTHER}, {"hardtanh", A_OTHER}, {"clamp", A_OTHER}, {"clip", A_OTHER},
-    {"clamp_min", A_OTHER}, {"clamp_max", A_OTHER}, {"threshold", A_OTHER}, {"where", A_OTHER},
-    {"dropout", A_OTHER}, {"dropout1d", A_OTHER}, {"dropout2d", A_OTHER}, {"dropout3d", A_OTHER},
-    {"alpha_dropout", A_OTHER}, {"feature_alpha_dropout", A_OTHER}, {"addcmul", A_OTHER},
-    {"addcdiv", A_OTHER}, {"lerp", A_OTHER}, {"hardshrink", A_OTHER}, {"softshrink", A_OTHER},
-    {"identity", A_UNARY},
-};
-
-static int find_op(const char *s) {
-  for (size_t i = 0; i < sizeof ew_ops / sizeof ew_ops[0]; i++)
-    if (strcmp(ew_ops[i].name, s) == 0) return (int)i;
-  return -1;
-}
+/* The table of elementwise ops (ew_ops, below with their emitters). */
+typedef struct ew_op ew_op;
+static const ew_op *find_op(const char *s);
 
 bool bi_ew_supported(const mk_node *n, mk_errmsg *err) {
   char s[64];
   bi_short(n, s, sizeof s);
-  int k = find_op(s);
-  if (k < 0) return false;
+  if (find_op(s) == NULL) return false;
   if (n->noutputs < 1) return false;
   /* max/min with a dim are reductions, not elementwise. */
   if ((strcmp(s, "max") == 0 || strcmp(s, "min") == 0) && bi_arg_tensor(bi_arg(n, 1, "other")) < 0)
@@ -378,7 +342,349 @@ static void emit_softplus(mk_buf *o, const char *x, double beta, double threshol
   mk_buf_puts(o, ")");
 }
 
-/* Appends the expression for node n. `A`/`B` are its first two operands. */
+/* ---- the elementwise ops ---------------------------------------------------- */
+
+/* What an op's emitter gets: the node, its short name, its first two operands
+ * as expressions (A always, B for binary ops; "" when absent) and the kernel's
+ * context for any other operand. */
+typedef struct ew_call {
+  const ew_ctx *c;
+  const mk_node *n;
+  const char *s;
+  const char *A, *B;
+} ew_call;
+
+typedef int (*ew_emit_fn)(const ew_call *x, mk_buf *o, mk_errmsg *err);
+
+/* One row per op family: the short names it covers (space-separated), the
+ * operands node_expr prepares, and either a template (`$A`, `$B` stand for
+ * the operands) or an emitter for what reads more arguments. */
+typedef struct ew_op {
+  const char *names;
+  ew_arity arity;
+  const char *tmpl;
+  ew_emit_fn emit;
+} ew_op;
+
+static bool is(const ew_call *x, const char *name) { return strcmp(x->s, name) == 0; }
+
+/* add/sub with torch's alpha; torch.rsub(a, b, alpha) = b - alpha * a and
+ * Tensor.__rsub__(self, other) = other - self. */
+static int emit_add_sub(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  (void)err;
+  double alpha = num_or(bi_arg(x->n, 2, "alpha"), 1.0);
+  bool minus = !(is(x, "add") || is(x, "radd") || is(x, "iadd"));
+  bool rev = is(x, "rsub");
+  const char *a = rev ? x->B : x->A, *b = rev ? x->A : x->B;
+  mk_buf_printf(o, "%s %s ", a, minus ? "-" : "+");
+  if (alpha != 1.0) {
+    flt(o, alpha);
+    mk_buf_puts(o, " * ");
+  }
+  return mk_buf_printf(o, "%s", b);
+}
+
+static int emit_div(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  (void)err;
+  bool rev = is(x, "rtruediv") || is(x, "rdiv");
+  const char *a = rev ? x->B : x->A, *b = rev ? x->A : x->B;
+  const char *mode = bi_arg_str(bi_arg(x->n, 2, "rounding_mode"));
+  if (mode && strcmp(mode, "floor") == 0) return mk_buf_printf(o, "tl.floor(%s / %s)", a, b);
+  if (mode && strcmp(mode, "trunc") == 0)
+    return mk_buf_printf(o, "tl.where(%s / %s < 0, tl.ceil(%s / %s), tl.floor(%s / %s))", a, b, a,
+                         b, a, b);
+  return mk_buf_printf(o, "%s / %s", a, b);
+}
+
+static int emit_floordiv(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  (void)err;
+  bool rev = is(x, "rfloordiv");
+  return mk_buf_printf(o, "tl.floor(%s / %s)", rev ? x->B : x->A, rev ? x->A : x->B);
+}
+
+static int emit_pow(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  bool rev = is(x, "rpow");
+  const char *base = rev ? x->B : x->A, *ex = rev ? x->A : x->B;
+  const cJSON *exa = rev ? bi_arg(x->n, 0, "self") : bi_arg(x->n, 1, "exponent");
+  double e;
+  if (bi_arg_number(exa, &e)) {
+    if (e == 1.0) return mk_buf_printf(o, "%s", base);
+    if (e == 2.0) return mk_buf_printf(o, "%s * %s", base, base);
+    if (e == 3.0) return mk_buf_printf(o, "%s * %s * %s", base, base, base);
+    if (e == 0.5) return mk_buf_printf(o, "tl.sqrt(%s)", base);
+    if (e == -1.0) return mk_buf_printf(o, "1.0 / %s", base);
+    if (e == -0.5) return mk_buf_printf(o, "tl.rsqrt(%s)", base);
+    if (e == 0.0) return mk_buf_printf(o, "%s * 0.0 + 1.0", base);
+    if (e == floor(e) && fabs(e) <= 8) {
+      /* Integer powers of negative bases keep their sign: repeated products. */
+      mk_buf_puts(o, e < 0 ? "1.0 / (" : "(");
+      for (int i = 0; i < (int)fabs(e); i++) mk_buf_printf(o, "%s%s", i ? " * " : "", base);
+      return mk_buf_puts(o, ")");
+    }
+    /* Non-integer exponent: negative bases give nan, as in torch. */
+    mk_buf_printf(o, "tl.exp(%s * tl.log(%s))", ex, base);
+    return o->err;
+  }
+  /* number ** tensor */
+  double b;
+  const cJSON *ba = rev ? bi_arg(x->n, 1, "other") : bi_arg(x->n, 0, "self");
+  if (bi_arg_number(ba, &b) && b > 0) {
+    mk_buf_printf(o, "tl.exp(%s * ", ex);
+    flt(o, log(b));
+    return mk_buf_puts(o, ")");
+  }
+  return mk_errf(err, MK_EUNSUPPORTED, "pow with these operands");
+}
+
+static int emit_tanh_op(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  (void)err;
+  emit_tanh(o, x->A);
+  return o->err;
+}
+
+static int emit_mish(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  (void)err;
+  mk_buf sp;
+  mk_buf_init(&sp, 4096);
+  emit_softplus(&sp, x->A, 1.0, 20.0);
+  mk_buf_printf(o, "%s * ", x->A);
+  emit_tanh(o, mk_buf_cstr(&sp));
+  mk_buf_free(&sp);
+  return o->err;
+}
+
+static int emit_tanhshrink(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  (void)err;
+  mk_buf_printf(o, "%s - ", x->A);
+  emit_tanh(o, x->A);
+  return o->err;
+}
+
+static int emit_cast(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  const char *t = tl_dtype(x->c->e->p->g->values[x->n->outputs[0]].dtype);
+  if (t == NULL) return mk_errf(err, MK_EUNSUPPORTED, "cast to an unknown dtype");
+  return mk_buf_printf(o, "(%s).to(%s)", x->A, t);
+}
+
+static int emit_leaky_relu(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  (void)err;
+  mk_buf_printf(o, "tl.where(%s > 0, %s, %s * ", x->A, x->A, x->A);
+  flt(o, num_or(bi_arg(x->n, 1, "negative_slope"), 0.01));
+  return mk_buf_puts(o, ")");
+}
+
+static int emit_elu(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  (void)err;
+  double alpha = num_or(bi_arg(x->n, 1, "alpha"), 1.0);
+  mk_buf_printf(o, "tl.where(%s > 0, %s, ", x->A, x->A);
+  flt(o, alpha);
+  if (is(x, "celu")) {
+    mk_buf_printf(o, " * (tl.exp(%s / ", x->A);
+    flt(o, alpha);
+    return mk_buf_puts(o, ") - 1.0))");
+  }
+  return mk_buf_printf(o, " * (tl.exp(%s) - 1.0))", x->A);
+}
+
+static int emit_gelu(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  (void)err;
+  const char *A = x->A, *ap = bi_arg_str(bi_arg(x->n, 1, "approximate"));
+  if (ap && strcmp(ap, "tanh") == 0) {
+    mk_buf inner;
+    mk_buf_init(&inner, 8192);
+    mk_buf_printf(&inner, "0.7978845608028654 * (%s + 0.044715 * %s * %s * %s)", A, A, A, A);
+    mk_buf_printf(o, "0.5 * %s * (1.0 + ", A);
+    emit_tanh(o, mk_buf_cstr(&inner));
+    mk_buf_free(&inner);
+    return mk_buf_puts(o, ")");
+  }
+  return mk_buf_printf(o, "0.5 * %s * (1.0 + tl.erf(%s * 0.7071067811865476))", A, A);
+}
+
+static int emit_softplus_op(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  (void)err;
+  emit_softplus(o, x->A, num_or(bi_arg(x->n, 1, "beta"), 1.0),
+                num_or(bi_arg(x->n, 2, "threshold"), 20.0));
+  return o->err;
+}
+
+static int emit_hardtanh(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  (void)err;
+  mk_buf_printf(o, "tl.minimum(tl.maximum(%s, ", x->A);
+  flt(o, num_or(bi_arg(x->n, 1, "min_val"), -1.0));
+  mk_buf_puts(o, "), ");
+  flt(o, num_or(bi_arg(x->n, 2, "max_val"), 1.0));
+  return mk_buf_puts(o, ")");
+}
+
+/* torch.clamp: min(max(x, lo), hi), so hi wins when lo > hi. */
+static int emit_clamp(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  const cJSON *lo = is(x, "clamp_max") ? NULL : bi_arg(x->n, 1, "min");
+  const cJSON *hi = is(x, "clamp_min") ? NULL : bi_arg(x->n, is(x, "clamp_max") ? 1 : 2, "max");
+  char L[512] = "", H[512] = "";
+  int rc;
+  if (!bi_arg_none(lo) && (rc = operand_str(x->c, lo, L, sizeof L, err))) return rc;
+  if (!bi_arg_none(hi) && (rc = operand_str(x->c, hi, H, sizeof H, err))) return rc;
+  if (H[0]) mk_buf_puts(o, "tl.minimum(");
+  if (L[0]) mk_buf_printf(o, "tl.maximum(%s, %s)", x->A, L);
+  else mk_buf_puts(o, x->A);
+  if (H[0]) mk_buf_printf(o, ", %s)", H);
+  return o->err;
+}
+
+static int emit_threshold(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  (void)err;
+  mk_buf_printf(o, "tl.where(%s > ", x->A);
+  flt(o, num_or(bi_arg(x->n, 1, "threshold"), 0.0));
+  mk_buf_printf(o, ", %s, ", x->A);
+  flt(o, num_or(bi_arg(x->n, 2, "value"), 0.0));
+  return mk_buf_puts(o, ")");
+}
+
+static int emit_where(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  char X[512], Y[512], C[512];
+  int rc;
+  if ((rc = operand_str(x->c, bi_arg(x->n, 1, "input"), X, sizeof X, err))) return rc;
+  if ((rc = operand_str(x->c, bi_arg(x->n, 2, "other"), Y, sizeof Y, err))) return rc;
+  if ((rc = operand_str(x->c, bi_arg(x->n, 0, "condition"), C, sizeof C, err))) return rc;
+  return mk_buf_printf(o, "tl.where(%s != 0, %s, %s)", C, X, Y);
+}
+
+static int emit_addc(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  char T1[512], T2[512];
+  int rc;
+  if ((rc = operand_str(x->c, bi_arg(x->n, 1, "tensor1"), T1, sizeof T1, err))) return rc;
+  if ((rc = operand_str(x->c, bi_arg(x->n, 2, "tensor2"), T2, sizeof T2, err))) return rc;
+  mk_buf_printf(o, "%s + ", x->A);
+  flt(o, num_or(bi_arg(x->n, 3, "value"), 1.0));
+  return mk_buf_printf(o, " * (%s %s %s)", T1, is(x, "addcmul") ? "*" : "/", T2);
+}
+
+static int emit_lerp(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  char E[512], W[512];
+  int rc;
+  if ((rc = operand_str(x->c, bi_arg(x->n, 1, "end"), E, sizeof E, err))) return rc;
+  if ((rc = operand_str(x->c, bi_arg(x->n, 2, "weight"), W, sizeof W, err))) return rc;
+  return mk_buf_printf(o, "%s + %s * (%s - %s)", x->A, W, E, x->A);
+}
+
+static int emit_shrink(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  (void)err;
+  const char *A = x->A;
+  char L[64];
+  mk_buf lb;
+  mk_buf_init(&lb, sizeof L);
+  flt(&lb, num_or(bi_arg(x->n, 1, "lambd"), 0.5));
+  mk_strlcpy(L, mk_buf_cstr(&lb), sizeof L);
+  mk_buf_free(&lb);
+  if (is(x, "hardshrink")) return mk_buf_printf(o, "tl.where(tl.abs(%s) > %s, %s, 0.0)", A, L, A);
+  return mk_buf_printf(o, "tl.where(%s > %s, %s - %s, tl.where(%s < -%s, %s + %s, 0.0))", A, L, A,
+                       L, A, L, A, L);
+}
+
+static const ew_op ew_ops[] = {
+    {"add radd iadd sub subtract isub rsub", A_BINARY, NULL, emit_add_sub},
+    {"mul multiply rmul imul", A_BINARY, "$A * $B", NULL},
+    {"div divide truediv true_divide itruediv rtruediv rdiv", A_BINARY, NULL, emit_div},
+    {"floordiv rfloordiv floor_divide", A_BINARY, NULL, emit_floordiv},
+    {"pow rpow", A_BINARY, NULL, emit_pow},
+    {"maximum fmax max", A_BINARY, "tl.maximum($A, $B)", NULL},
+    {"minimum fmin min", A_BINARY, "tl.minimum($A, $B)", NULL},
+    {"lt less", A_BINARY, "$A < $B", NULL},
+    {"le", A_BINARY, "$A <= $B", NULL},
+    {"gt greater", A_BINARY, "$A > $B", NULL},
+    {"ge", A_BINARY, "$A >= $B", NULL},
+    {"eq", A_BINARY, "$A == $B", NULL},
+    {"ne", A_BINARY, "$A != $B", NULL},
+    {"logical_and and", A_BINARY, "($A != 0) & ($B != 0)", NULL},
+    {"logical_or or", A_BINARY, "($A != 0) | ($B != 0)", NULL},
+    {"neg negative", A_UNARY, "-$A", NULL},
+    {"pos clone detach identity", A_UNARY, "$A", NULL},
+    {"abs", A_UNARY, "tl.abs($A)", NULL},
+    {"exp", A_UNARY, "tl.exp($A)", NULL},
+    {"exp2", A_UNARY, "tl.exp2($A)", NULL},
+    {"expm1", A_UNARY, "tl.exp($A) - 1.0", NULL},
+    {"log", A_UNARY, "tl.log($A)", NULL},
+    {"log2", A_UNARY, "tl.log2($A)", NULL},
+    {"log10", A_UNARY, "tl.log($A) * 0.4342944819032518", NULL},
+    {"log1p", A_UNARY, "tl.log(1.0 + $A)", NULL},
+    {"sqrt", A_UNARY, "tl.sqrt($A)", NULL},
+    {"rsqrt", A_UNARY, "tl.rsqrt($A)", NULL},
+    {"reciprocal", A_UNARY, "1.0 / $A", NULL},
+    {"square", A_UNARY, "$A * $A", NULL},
+    {"sin", A_UNARY, "tl.sin($A)", NULL},
+    {"cos", A_UNARY, "tl.cos($A)", NULL},
+    {"tan", A_UNARY, "tl.sin($A) / tl.cos($A)", NULL},
+    {"tanh", A_UNARY, NULL, emit_tanh_op},
+    {"sigmoid", A_UNARY, "1.0 / (1.0 + tl.exp(-$A))", NULL},
+    {"erf", A_UNARY, "tl.erf($A)", NULL},
+    {"floor", A_UNARY, "tl.floor($A)", NULL},
+    {"ceil", A_UNARY, "tl.ceil($A)", NULL},
+    {"sign", A_UNARY, "tl.where($A > 0, 1.0, tl.where($A < 0, -1.0, 0.0))", NULL},
+    {"relu", A_UNARY, "tl.where($A > 0, $A, 0.0)", NULL},
+    {"relu6", A_UNARY, "tl.minimum(tl.maximum($A, 0.0), 6.0)", NULL},
+    {"silu", A_UNARY, "$A / (1.0 + tl.exp(-$A))", NULL},
+    {"mish", A_UNARY, NULL, emit_mish},
+    {"selu", A_UNARY,
+     "1.0507009873554805 * tl.where($A > 0, $A, 1.6732632423543772 * (tl.exp($A) - 1.0))", NULL},
+    {"hardswish", A_UNARY, "$A * tl.minimum(tl.maximum($A + 3.0, 0.0), 6.0) / 6.0", NULL},
+    {"hardsigmoid", A_UNARY, "tl.minimum(tl.maximum($A + 3.0, 0.0), 6.0) / 6.0", NULL},
+    {"logsigmoid", A_UNARY, "tl.minimum($A, 0.0) - tl.log(1.0 + tl.exp(-tl.abs($A)))", NULL},
+    {"softsign", A_UNARY, "$A / (1.0 + tl.abs($A))", NULL},
+    {"tanhshrink", A_UNARY, NULL, emit_tanhshrink},
+    {"logical_not", A_UNARY, "$A == 0", NULL},
+    {"float half bfloat16", A_UNARY, NULL, emit_cast},
+    {"to type_as", A_OTHER, NULL, emit_cast},
+    {"leaky_relu", A_OTHER, NULL, emit_leaky_relu},
+    {"elu celu", A_OTHER, NULL, emit_elu},
+    {"gelu", A_OTHER, NULL, emit_gelu},
+    {"softplus", A_OTHER, NULL, emit_softplus_op},
+    {"hardtanh", A_OTHER, NULL, emit_hardtanh},
+    {"clamp clip clamp_min clamp_max", A_OTHER, NULL, emit_clamp},
+    {"threshold", A_OTHER, NULL, emit_threshold},
+    {"where", A_OTHER, NULL, emit_where},
+    /* p == 0 or eval mode (bi_ew_supported refuses the rest): identity */
+    {"dropout dropout1d dropout2d dropout3d alpha_dropout feature_alpha_dropout", A_OTHER, "$A",
+     NULL},
+    {"addcmul addcdiv", A_OTHER, NULL, emit_addc},
+    {"lerp", A_OTHER, NULL, emit_lerp},
+    {"hardshrink softshrink", A_OTHER, NULL, emit_shrink},
+};
+
+/* True if `name` is one of the space-separated words of `names`. */
+static bool names_have(const char *names, const char *name) {
+  size_t len = strlen(name);
+  for (const char *p = names; *p;) {
+    const char *end = strchr(p, ' ');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n == len && memcmp(p, name, len) == 0) return true;
+    if (end == NULL) break;
+    p = end + 1;
+  }
+  return false;
+}
+
+static const ew_op *find_op(const char *s) {
+  for (size_t i = 0; i < sizeof ew_ops / sizeof ew_ops[0]; i++)
+    if (names_have(ew_ops[i].names, s)) return &ew_ops[i];
+  return NULL;
+}
+
+/* A template with `$A` and `$B` replaced by the operands. */
+static int emit_template(const char *tmpl, const ew_call *x, mk_buf *o) {
+  for (const char *p = tmpl; *p; p++) {
+    if (p[0] == '$' && (p[1] == 'A' || p[1] == 'B')) {
+      mk_buf_puts(o, p[1] == 'A' ? x->A : x->B);
+      p++;
+    } else {
+      mk_buf_putc(o, *p);
+    }
+  }
+  return o->err;
+}
+
+/* Appends the expression for node n: its operands, then its row's template
+ * or emitter. */
 static int node_expr(const ew_ctx *c, const mk_node *n, mk_buf *o, mk_errmsg *err) {
   char s[64];
   bi_short(n, s, sizeof s);
@@ -386,249 +692,19 @@ static int node_expr(const ew_ctx *c, const mk_node *n, mk_buf *o, mk_errmsg *er
   int rc = 0;
   const cJSON *a0 = bi_arg(n, 0, "input");
   if (a0 == NULL) a0 = bi_arg(n, 0, "self");
-  const mk_value *outv = &c->e->p->g->values[n->outputs[0]];
-  int k = find_op(s);
-  if (k < 0) return mk_errf(err, MK_EUNSUPPORTED, "no elementwise kernel for %s", n->op);
+  const ew_op *op = find_op(s);
+  if (op == NULL) return mk_errf(err, MK_EUNSUPPORTED, "no elementwise kernel for %s", n->op);
   if (a0) rc = operand_str(c, a0, A, sizeof A, err);
   if (rc) return rc;
-  if (ew_ops[k].arity == A_BINARY) {
+  if (op->arity == A_BINARY) {
     const cJSON *a1 = bi_arg(n, 1, "other");
     if (a1 == NULL) a1 = bi_arg(n, 1, "exponent");
     if (a1 == NULL) return mk_errf(err, MK_EUNSUPPORTED, "%s without a second operand", n->op);
     rc = operand_str(c, a1, B, sizeof B, err);
     if (rc) return rc;
   }
-#define IS(x) (strcmp(s, x) == 0)
-  if (IS("add") || IS("radd") || IS("iadd") || IS("sub") || IS("subtract") || IS("isub") ||
-      IS("rsub")) {
-    double alpha = num_or(bi_arg(n, 2, "alpha"), 1.0);
-    bool minus = IS("sub") || IS("subtract") || IS("isub") || IS("rsub");
-    /* torch.rsub(a, b, alpha) = b - alpha * a; Tensor.__rsub__(self, other) = other - self. */
-    bool rev = IS("rsub");
-    const char *x = rev ? B : A, *y = rev ? A : B;
-    mk_buf_printf(o, "%s %s ", x, minus ? "-" : "+");
-    if (alpha != 1.0) {
-      flt(o, alpha);
-      mk_buf_puts(o, " * ");
-    }
-    return mk_buf_printf(o, "%s", y);
-  }
-  if (IS("mul") || IS("multiply") || IS("rmul") || IS("imul")) return mk_buf_printf(o, "%s * %s", A, B);
-  if (IS("div") || IS("divide") || IS("truediv") || IS("true_divide") || IS("itruediv") ||
-      IS("rtruediv") || IS("rdiv")) {
-    bool rev = IS("rtruediv") || IS("rdiv");
-    const char *x = rev ? B : A, *y = rev ? A : B;
-    const char *mode = bi_arg_str(bi_arg(n, 2, "rounding_mode"));
-    if (mode && strcmp(mode, "floor") == 0) return mk_buf_printf(o, "tl.floor(%s / %s)", x, y);
-    if (mode && strcmp(mode, "trunc") == 0)
-      return mk_buf_printf(o, "tl.where(%s / %s < 0, tl.ceil(%s / %s), tl.floor(%s / %s))", x, y,
-                           x, y, x, y);
-    return mk_buf_printf(o, "%s / %s", x, y);
-  }
-  if (IS("floordiv") || IS("rfloordiv") || IS("floor_divide")) {
-    bool rev = IS("rfloordiv");
-    return mk_buf_printf(o, "tl.floor(%s / %s)", rev ? B : A, rev ? A : B);
-  }
-  if (IS("pow") || IS("rpow")) {
-    bool rev = IS("rpow");
-    const char *base = rev ? B : A, *ex = rev ? A : B;
-    const cJSON *exa = rev ? bi_arg(n, 0, "self") : bi_arg(n, 1, "exponent");
-    double e;
-    if (bi_arg_number(exa, &e)) {
-      if (e == 1.0) return mk_buf_printf(o, "%s", base);
-      if (e == 2.0) return mk_buf_printf(o, "%s * %s", base, base);
-      if (e == 3.0) return mk_buf_printf(o, "%s * %s * %s", base, base, base);
-      if (e == 0.5) return mk_buf_printf(o, "tl.sqrt(%s)", base);
-      if (e == -1.0) return mk_buf_printf(o, "1.0 / %s", base);
-      if (e == -0.5) return mk_buf_printf(o, "tl.rsqrt(%s)", base);
-      if (e == 0.0) return mk_buf_printf(o, "%s * 0.0 + 1.0", base);
-      if (e == floor(e) && fabs(e) <= 8) {
-        /* Integer powers of negative bases keep their sign: repeated products. */
-        mk_buf_puts(o, e < 0 ? "1.0 / (" : "(");
-        for (int i = 0; i < (int)fabs(e); i++) mk_buf_printf(o, "%s%s", i ? " * " : "", base);
-        return mk_buf_puts(o, ")");
-      }
-      /* Non-integer exponent: negative bases give nan, as in torch. */
-      mk_buf_printf(o, "tl.exp(%s * tl.log(%s))", ex, base);
-      return o->err;
-    }
-    /* number ** tensor */
-    double b;
-    const cJSON *ba = rev ? bi_arg(n, 1, "other") : bi_arg(n, 0, "self");
-    if (bi_arg_number(ba, &b) && b > 0) {
-      mk_buf_printf(o, "tl.exp(%s * ", ex);
-      flt(o, log(b));
-      return mk_buf_puts(o, ")");
-    }
-    return mk_errf(err, MK_EUNSUPPORTED, "pow with these operands");
-  }
-  if (IS("maximum") || IS("fmax") || IS("max")) return mk_buf_printf(o, "tl.maximum(%s, %s)", A, B);
-  if (IS("minimum") || IS("fmin") || IS("min")) return mk_buf_printf(o, "tl.minimum(%s, %s)", A, B);
-  if (IS("lt") || IS("less")) return mk_buf_printf(o, "%s < %s", A, B);
-  if (IS("le")) return mk_buf_printf(o, "%s <= %s", A, B);
-  if (IS("gt") || IS("greater")) return mk_buf_printf(o, "%s > %s", A, B);
-  if (IS("ge")) return mk_buf_printf(o, "%s >= %s", A, B);
-  if (IS("eq")) return mk_buf_printf(o, "%s == %s", A, B);
-  if (IS("ne")) return mk_buf_printf(o, "%s != %s", A, B);
-  if (IS("logical_and") || IS("and")) return mk_buf_printf(o, "(%s != 0) & (%s != 0)", A, B);
-  if (IS("logical_or") || IS("or")) return mk_buf_printf(o, "(%s != 0) | (%s != 0)", A, B);
-  if (IS("neg") || IS("negative")) return mk_buf_printf(o, "-%s", A);
-  if (IS("pos") || IS("clone") || IS("detach") || IS("identity")) return mk_buf_printf(o, "%s", A);
-  if (IS("abs")) return mk_buf_printf(o, "tl.abs(%s)", A);
-  if (IS("exp")) return mk_buf_printf(o, "tl.exp(%s)", A);
-  if (IS("exp2")) return mk_buf_printf(o, "tl.exp2(%s)", A);
-  if (IS("expm1")) return mk_buf_printf(o, "tl.exp(%s) - 1.0", A);
-  if (IS("log")) return mk_buf_printf(o, "tl.log(%s)", A);
-  if (IS("log2")) return mk_buf_printf(o, "tl.log2(%s)", A);
-  if (IS("log10")) return mk_buf_printf(o, "tl.log(%s) * 0.4342944819032518", A);
-  if (IS("log1p")) return mk_buf_printf(o, "tl.log(1.0 + %s)", A);
-  if (IS("sqrt")) return mk_buf_printf(o, "tl.sqrt(%s)", A);
-  if (IS("rsqrt")) return mk_buf_printf(o, "tl.rsqrt(%s)", A);
-  if (IS("reciprocal")) return mk_buf_printf(o, "1.0 / %s", A);
-  if (IS("square")) return mk_buf_printf(o, "%s * %s", A, A);
-  if (IS("sin")) return mk_buf_printf(o, "tl.sin(%s)", A);
-  if (IS("cos")) return mk_buf_printf(o, "tl.cos(%s)", A);
-  if (IS("tan")) return mk_buf_printf(o, "tl.sin(%s) / tl.cos(%s)", A, A);
-  if (IS("tanh")) {
-    emit_tanh(o, A);
-    return o->err;
-  }
-  if (IS("sigmoid")) return mk_buf_printf(o, "1.0 / (1.0 + tl.exp(-%s))", A);
-  if (IS("erf")) return mk_buf_printf(o, "tl.erf(%s)", A);
-  if (IS("floor")) return mk_buf_printf(o, "tl.floor(%s)", A);
-  if (IS("ceil")) return mk_buf_printf(o, "tl.ceil(%s)", A);
-  if (IS("sign"))
-    return mk_buf_printf(o, "tl.where(%s > 0, 1.0, tl.where(%s < 0, -1.0, 0.0))", A, A);
-  if (IS("relu")) return mk_buf_printf(o, "tl.where(%s > 0, %s, 0.0)", A, A);
-  if (IS("relu6")) return mk_buf_printf(o, "tl.minimum(tl.maximum(%s, 0.0), 6.0)", A);
-  if (IS("silu")) return mk_buf_printf(o, "%s / (1.0 + tl.exp(-%s))", A, A);
-  if (IS("mish")) {
-    mk_buf sp;
-    mk_buf_init(&sp, 4096);
-    emit_softplus(&sp, A, 1.0, 20.0);
-    mk_buf_printf(o, "%s * ", A);
-    emit_tanh(o, mk_buf_cstr(&sp));
-    mk_buf_free(&sp);
-    return o->err;
-  }
-  if (IS("selu"))
-    return mk_buf_printf(o,
-                         "1.0507009873554805 * tl.where(%s > 0, %s, 1.6732632423543772 * "
-                         "(tl.exp(%s) - 1.0))",
-                         A, A, A);
-  if (IS("hardswish")) return mk_buf_printf(o, "%s * tl.minimum(tl.maximum(%s + 3.0, 0.0), 6.0) / 6.0", A, A);
-  if (IS("hardsigmoid")) return mk_buf_printf(o, "tl.minimum(tl.maximum(%s + 3.0, 0.0), 6.0) / 6.0", A);
-  if (IS("logsigmoid"))
-    return mk_buf_printf(o, "tl.minimum(%s, 0.0) - tl.log(1.0 + tl.exp(-tl.abs(%s)))", A, A);
-  if (IS("softsign")) return mk_buf_printf(o, "%s / (1.0 + tl.abs(%s))", A, A);
-  if (IS("tanhshrink")) {
-    mk_buf_printf(o, "%s - ", A);
-    emit_tanh(o, A);
-    return o->err;
-  }
-  if (IS("logical_not")) return mk_buf_printf(o, "%s == 0", A);
-  if (IS("float") || IS("half") || IS("bfloat16") || IS("to") || IS("type_as")) {
-    const char *t = tl_dtype(outv->dtype);
-    if (t == NULL) return mk_errf(err, MK_EUNSUPPORTED, "cast to an unknown dtype");
-    return mk_buf_printf(o, "(%s).to(%s)", A, t);
-  }
-  if (IS("leaky_relu")) {
-    mk_buf_printf(o, "tl.where(%s > 0, %s, %s * ", A, A, A);
-    flt(o, num_or(bi_arg(n, 1, "negative_slope"), 0.01));
-    return mk_buf_puts(o, ")");
-  }
-  if (IS("elu") || IS("celu")) {
-    double alpha = num_or(bi_arg(n, 1, "alpha"), 1.0);
-    mk_buf_printf(o, "tl.where(%s > 0, %s, ", A, A);
-    flt(o, alpha);
-    if (IS("celu")) {
-      mk_buf_printf(o, " * (tl.exp(%s / ", A);
-      flt(o, alpha);
-      return mk_buf_puts(o, ") - 1.0))");
-    }
-    return mk_buf_printf(o, " * (tl.exp(%s) - 1.0))", A);
-  }
-  if (IS("gelu")) {
-    const char *ap = bi_arg_str(bi_arg(n, 1, "approximate"));
-    if (ap && strcmp(ap, "tanh") == 0) {
-      mk_buf inner;
-      mk_buf_init(&inner, 8192);
-      mk_buf_printf(&inner, "0.7978845608028654 * (%s + 0.044715 * %s * %s * %s)", A, A, A, A);
-      mk_buf_printf(o, "0.5 * %s * (1.0 + ", A);
-      emit_tanh(o, mk_buf_cstr(&inner));
-      mk_buf_free(&inner);
-      return mk_buf_puts(o, ")");
-    }
-    return mk_buf_printf(o, "0.5 * %s * (1.0 + tl.erf(%s * 0.7071067811865476))", A, A);
-  }
-  if (IS("softplus")) {
-    emit_softplus(o, A, num_or(bi_arg(n, 1, "beta"), 1.0), num_or(bi_arg(n, 2, "threshold"), 20.0));
-    return o->err;
-  }
-  if (IS("hardtanh")) {
-    mk_buf_printf(o, "tl.minimum(tl.maximum(%s, ", A);
-    flt(o, num_or(bi_arg(n, 1, "min_val"), -1.0));
-    mk_buf_puts(o, "), ");
-    flt(o, num_or(bi_arg(n, 2, "max_val"), 1.0));
-    return mk_buf_puts(o, ")");
-  }
-  if (IS("clamp") || IS("clip") || IS("clamp_min") || IS("clamp_max")) {
-    const cJSON *lo = IS("clamp_max") ? NULL : bi_arg(n, 1, "min");
-    const cJSON *hi = IS("clamp_min") ? NULL : bi_arg(n, IS("clamp_max") ? 1 : 2, "max");
-    char L[512] = "", H[512] = "";
-    if (!bi_arg_none(lo) && (rc = operand_str(c, lo, L, sizeof L, err))) return rc;
-    if (!bi_arg_none(hi) && (rc = operand_str(c, hi, H, sizeof H, err))) return rc;
-    /* torch.clamp: min(max(x, lo), hi), so hi wins when lo > hi. */
-    if (H[0]) mk_buf_puts(o, "tl.minimum(");
-    if (L[0]) mk_buf_printf(o, "tl.maximum(%s, %s)", A, L);
-    else mk_buf_puts(o, A);
-    if (H[0]) mk_buf_printf(o, ", %s)", H);
-    return o->err;
-  }
-  if (IS("threshold")) {
-    mk_buf_printf(o, "tl.where(%s > ", A);
-    flt(o, num_or(bi_arg(n, 1, "threshold"), 0.0));
-    mk_buf_printf(o, ", %s, ", A);
-    flt(o, num_or(bi_arg(n, 2, "value"), 0.0));
-    return mk_buf_puts(o, ")");
-  }
-  if (IS("where")) {
-    char X[512], Y[512];
-    if ((rc = operand_str(c, bi_arg(n, 1, "input"), X, sizeof X, err))) return rc;
-    if ((rc = operand_str(c, bi_arg(n, 2, "other"), Y, sizeof Y, err))) return rc;
-    char C[512];
-    if ((rc = operand_str(c, bi_arg(n, 0, "condition"), C, sizeof C, err))) return rc;
-    return mk_buf_printf(o, "tl.where(%s != 0, %s, %s)", C, X, Y);
-  }
-  if (strstr(s, "dropout")) return mk_buf_printf(o, "%s", A); /* p == 0 or eval: identity */
-  if (IS("addcmul") || IS("addcdiv")) {
-    char T1[512], T2[512];
-    if ((rc = operand_str(c, bi_arg(n, 1, "tensor1"), T1, sizeof T1, err))) return rc;
-    if ((rc = operand_str(c, bi_arg(n, 2, "tensor2"), T2, sizeof T2, err))) return rc;
-    mk_buf_printf(o, "%s + ", A);
-    flt(o, num_or(bi_arg(n, 3, "value"), 1.0));
-    return mk_buf_printf(o, " * (%s %s %s)", T1, IS("addcmul") ? "*" : "/", T2);
-  }
-  if (IS("lerp")) {
-    char E[512], W[512];
-    if ((rc = operand_str(c, bi_arg(n, 1, "end"), E, sizeof E, err))) return rc;
-    if ((rc = operand_str(c, bi_arg(n, 2, "weight"), W, sizeof W, err))) return rc;
-    return mk_buf_printf(o, "%s + %s * (%s - %s)", A, W, E, A);
-  }
-  if (IS("hardshrink") || IS("softshrink")) {
-    double l = num_or(bi_arg(n, 1, "lambd"), 0.5);
-    char L[64];
-    mk_buf lb;
-    mk_buf_init(&lb, sizeof L);
-    flt(&lb, l);
-    mk_strlcpy(L, mk_buf_cstr(&lb), sizeof L);
-    mk_buf_free(&lb);
-    if (IS("hardshrink")) return mk_buf_printf(o, "tl.where(tl.abs(%s) > %s, %s, 0.0)", A, L, A);
-    return mk_buf_printf(o, "tl.where(%s > %s, %s - %s, tl.where(%s < -%s, %s + %s, 0.0))", A, L,
-                         A, L, A, L, A, L);
-  }
-#undef IS
-  return mk_errf(err, MK_EUNSUPPORTED, "no elementwise kernel for %s", n->op);
+  ew_call x = {c, n, s, A, B};
+  return op->tmpl ? emit_template(op->tmpl, &x, o) : op->emit(&x, o, err);
 }
 
 /* ---- kernel parameters and body --------------------------------------------- */
