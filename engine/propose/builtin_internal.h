@@ -258,6 +258,25 @@ int bi_pro_load(bi_emit *e, int s, int in_vid, const char *var, const char *offs
 int bi_anchor_input_shape(bi_emit *e, int s, int in_vid, const char *shape_var, mk_buf *out,
                           mk_errmsg *err);
 
+/* ---- op families (builtin_family.c) --------------------------------------- */
+
+/* One family of ops the generator writes: its stage kind, the short op names
+ * it covers (or a matcher where names are not enough), the plan-time check
+ * of a node (NULL: always writable) and the emitter of its stage. */
+typedef struct bi_family {
+  bi_kind kind;
+  const char *name;
+  const char *const *ops;                                /* NULL-terminated, or NULL */
+  bool (*match)(const mk_node *n, const char *short_op); /* instead of ops, or NULL */
+  int (*check)(const mk_graph *g, const mk_node *n, mk_errmsg *err);
+  int (*emit)(bi_emit *e, int s, mk_errmsg *err);
+} bi_family;
+
+/* The family of node n (the first that matches, elementwise first), or NULL. */
+const bi_family *bi_family_of_node(const mk_node *n);
+/* The family that emits stages of `kind`. */
+const bi_family *bi_family_of_kind(bi_kind kind);
+
 /* Kernel name for stage s: "_k<count>_<label>_kernel". */
 int bi_kernel_name(bi_emit *e, int s, const char *what, mk_buf *out);
 

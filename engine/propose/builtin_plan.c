@@ -25,69 +25,11 @@ const char *bi_short(const mk_node *n, char *buf, size_t size) {
   return buf;
 }
 
-static bool in_list(const char *s, const char *const *list) {
-  for (; *list; list++)
-    if (strcmp(s, *list) == 0) return true;
-  return false;
-}
-
-static const char *const view_ops[] = {
-    "view", "reshape", "flatten", "squeeze", "unsqueeze", "permute", "transpose", "t", "expand",
-    "expand_as", "contiguous", "unflatten", "view_as", "reshape_as", "movedim", "swapaxes", NULL};
-static const char *const reduce_ops[] = {"sum", "mean", "amax", "amin", "logsumexp", "max", "min",
-                                         NULL};
-static const char *const softmax_ops[] = {"softmax", "log_softmax", NULL};
-static const char *const norm_ops[] = {"layer_norm", "group_norm", "instance_norm", "batch_norm",
-                                       "rms_norm", NULL};
-static const char *const pool_ops[] = {
-    "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
-    "adaptive_max_pool2d", "adaptive_max_pool3d", "max_pool1d_with_indices",
-    "max_pool2d_with_indices", "max_pool3d_with_indices", NULL};
-static const char *const gemm_ops[] = {"linear", "matmul", "mm", "bmm", "addmm", "rmatmul", NULL};
-static const char *const torch_ops[] = {"conv1d", "conv2d", "conv3d", "conv_transpose1d",
-                                        "conv_transpose2d", "conv_transpose3d", NULL};
-
-/* torch.max(a, b) / torch.min(a, b) with a tensor second operand is elementwise. */
-static bool is_binary_minmax(const mk_node *n, const char *s) {
-  if (strcmp(s, "max") != 0 && strcmp(s, "min") != 0) return false;
-  return bi_arg_tensor(bi_arg(n, 1, "other")) >= 0;
-}
-
 static int classify(const mk_graph *g, const mk_node *n, bi_kind *kind, mk_errmsg *err) {
-  char s[64];
-  bi_short(n, s, sizeof s);
-  if (is_binary_minmax(n, s) || bi_ew_supported(n, NULL)) {
-    *kind = BI_EW;
-    return 0;
-  }
-  if (in_list(s, view_ops)) {
-    *kind = BI_VIEW;
-    return 0;
-  }
-  if (in_list(s, reduce_ops)) {
-    *kind = BI_REDUCE;
-    return bi_reduce_check(g, n, err);
-  }
-  if (in_list(s, softmax_ops)) {
-    *kind = BI_SOFTMAX;
-    return bi_reduce_check(g, n, err);
-  }
-  if (in_list(s, norm_ops)) {
-    *kind = BI_NORM;
-    return bi_norm_check(g, n, err);
-  }
-  if (in_list(s, pool_ops)) {
-    *kind = BI_POOL;
-    return bi_pool_check(g, n, err);
-  }
-  if (in_list(s, gemm_ops)) {
-    *kind = BI_GEMM;
-    return bi_gemm_check(g, n, err);
-  }
-  if (in_list(s, torch_ops)) {
-    *kind = BI_TORCH;
-    return 0;
+  const bi_family *f = bi_family_of_node(n);
+  if (f) {
+    *kind = f->kind;
+    return f->check ? f->check(g, n, err) : 0;
   }
   /* An elementwise op with arguments the generator cannot write: say why. */
   mk_errmsg why = {{0}};

@@ -150,21 +150,8 @@ static const char cl_helpers[] =
 static int emit_stage(bi_emit *e, int s, mk_errmsg *err) {
   const bi_stage *st = &e->p->st[s];
   if (st->fused_into >= 0) return 0; /* emitted by its anchor */
-  switch (st->kind) {
-  case BI_EW: return bi_emit_ew_stage(e, s, err);
-  case BI_VIEW: {
-    bi_stage_comment(e->p, s, 4, e->body);
-    return mk_pyemit_node(e->p->g, &e->p->g->nodes[st->nodes[0]], bi_graph_namer, (void *)e->p->g, 4,
-                      e->body, err);
-  }
-  case BI_REDUCE:
-  case BI_SOFTMAX: return bi_emit_reduce_stage(e, s, err);
-  case BI_NORM: return bi_emit_norm_stage(e, s, err);
-  case BI_POOL: return bi_emit_pool_stage(e, s, err);
-  case BI_GEMM: return bi_emit_gemm_stage(e, s, err);
-  case BI_TORCH: return bi_emit_torch_stage(e, s, err);
-  }
-  return mk_errf(err, MK_EINVAL, "unknown stage kind");
+  const bi_family *f = bi_family_of_kind(st->kind);
+  return f ? f->emit(e, s, err) : mk_errf(err, MK_EINVAL, "unknown stage kind");
 }
 
 /* Emits one module for configuration c. */
