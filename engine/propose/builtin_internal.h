@@ -6,9 +6,11 @@
  *      elementwise ops, view ops, and one "anchor" per heavy op — and decide
  *      which elementwise runs fuse into the anchor next to them (prologue or
  *      epilogue);
- *   2. emit   (builtin_ew.c, _reduce.c, _norm.c, _pool.c, _gemm.c, _torch.c):
- *      each stage appends a Triton kernel (or a delegated torch call) and its
- *      launcher lines for one configuration;
+ *   2. emit   (builtin_ew.c, _reduce.c, _norm.c, _pool.c, _gemm.c, _torch.c,
+ *      chosen per op family by builtin_family.c; builtin_fuse.c carries
+ *      elementwise prologues and epilogues into anchors): each stage appends
+ *      a Triton kernel (or a delegated torch call) and its launcher lines for
+ *      one configuration;
  *   3. assemble (builtin_propose.c): one Python module per variant, with a
  *      `run(...)` that runs the stages in order.
  * Every generated name is derived from value ids and op names, so the same
@@ -208,6 +210,10 @@ int bi_ew_shape_lines(bi_emit *e, int s, const char *shape_var, bi_ew_bind bind,
  * `shape_var` (in-place outputs alias their mutated input). */
 int bi_ew_alloc_lines(bi_emit *e, int s, const char *shape_var, const char *like,
                       mk_buf *out, mk_errmsg *err);
+/* Launcher expression for the device of a tensor EW stage s reads. */
+int bi_ew_device_of(bi_emit *e, int s, bi_ew_bind bind, mk_buf *out, mk_errmsg *err);
+/* torch's name of a dtype ("float32"), NULL for one the IR does not know. */
+const char *bi_torch_dtype(mk_dtype d);
 /* A whole standalone EW stage: kernel + launcher. */
 int bi_emit_ew_stage(bi_emit *e, int s, mk_errmsg *err);
 /* Whether op short name is an elementwise op the generator can write. */
@@ -232,6 +238,8 @@ int bi_gemm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 int bi_norm_modes(const bi_plan *p);
 /* True if v is a fresh version of a running statistic output by norm node n. */
 bool bi_norm_state_output(const mk_node *n, int v);
+
+/* ---- fused prologues and epilogues (builtin_fuse.c) ---------------------- */
 
 /* Shared epilogue helper for anchors: after computing the anchor's value in
  * variable `var` at flat output offsets `offs` / `mask`, apply the fused
