@@ -1,5 +1,6 @@
 /* lsp_docs.c — document store, incremental edits, UTF-16 positions. */
 #include "mk_lsp_docs.h"
+#include "mk_utf8.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -81,34 +82,6 @@ int mk_lsp_docs_close(mk_lsp_docs *d, const char *uri) {
 
 /* ---- positions ------------------------------------------------------------ */
 
-/* Length of the character at p (n >= 1 bytes available) and its UTF-16
- * units. Overlong forms, surrogates, values past U+10FFFF and truncated
- * sequences are invalid: one byte, one unit (the U+FFFD an editor shows). */
-static size_t utf8_char(const unsigned char *p, size_t n, int *units) {
-  unsigned char b = p[0];
-  *units = 1;
-  if (b < 0x80) return 1;
-  size_t len;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (b >= 0xC2 && b <= 0xDF) len = 2;
-  else if (b >= 0xE0 && b <= 0xEF) {
-    len = 3;
-    if (b == 0xE0) lo = 0xA0;
-    if (b == 0xED) hi = 0x9F;
-  } else if (b >= 0xF0 && b <= 0xF4) {
-    len = 4;
-    if (b == 0xF0) lo = 0x90;
-    if (b == 0xF4) hi = 0x8F;
-  } else {
-    return 1;
-  }
-  if (n < len || p[1] < lo || p[1] > hi) return 1;
-  for (size_t i = 2; i < len; i++)
-    if (p[i] < 0x80 || p[i] > 0xBF) return 1;
-  if (len == 4) *units = 2;
-  return len;
-}
-
 size_t mk_lsp_utf16_to_byte(const char *line, size_t len, int utf16_col) {
   if (utf16_col <= 0) return 0;
   const unsigned char *p = (const unsigned char *)line;
@@ -116,7 +89,7 @@ size_t mk_lsp_utf16_to_byte(const char *line, size_t len, int utf16_col) {
   long units = 0;
   while (i < len) {
     int u;
-    size_t n = utf8_char(p + i, len - i, &u);
+    size_t n = mk_utf8_char(p + i, len - i, &u);
     if (units + u > utf16_col) break; /* inside a surrogate pair: round down */
     units += u;
     i += n;
@@ -131,7 +104,7 @@ int mk_lsp_byte_to_utf16(const char *line, size_t len, size_t byte_col) {
   int units = 0;
   while (i < byte_col) {
     int u;
-    size_t n = utf8_char(p + i, len - i, &u);
+    size_t n = mk_utf8_char(p + i, len - i, &u);
     if (i + n > byte_col) break; /* byte column inside a character: round down */
     units += u;
     i += n;

@@ -4,34 +4,10 @@
  * (each bad byte is one character). UTF-16 columns are the editor's
  * business: the language server converts (lsp/lsp_docs.c). */
 #include "mk_frontend.h"
+#include "mk_utf8.h"
 
 #include <stdint.h>
 #include <stdlib.h>
-
-/* Length of the character at p (n >= 1 bytes available). Overlong forms,
- * surrogates and values past U+10FFFF are invalid: one byte. */
-static size_t utf8_char(const unsigned char *p, size_t n) {
-  unsigned char b = p[0];
-  if (b < 0x80) return 1;
-  size_t len;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (b >= 0xC2 && b <= 0xDF) len = 2;
-  else if (b >= 0xE0 && b <= 0xEF) {
-    len = 3;
-    if (b == 0xE0) lo = 0xA0;
-    if (b == 0xED) hi = 0x9F;
-  } else if (b >= 0xF0 && b <= 0xF4) {
-    len = 4;
-    if (b == 0xF0) lo = 0x90;
-    if (b == 0xF4) hi = 0x8F;
-  } else {
-    return 1;
-  }
-  if (n < len || p[1] < lo || p[1] > hi) return 1;
-  for (size_t i = 2; i < len; i++)
-    if (p[i] < 0x80 || p[i] > 0xBF) return 1;
-  return len;
-}
 
 int mk_text_index_init(mk_text_index *ix, const char *text, size_t len) {
   ix->text = text;
@@ -100,7 +76,7 @@ static size_t char_floor(const char *text, size_t line_start, size_t line_end, s
   const unsigned char *p = (const unsigned char *)text;
   size_t at = line_start;
   while (at < offset && at < line_end) {
-    size_t n = utf8_char(p + at, line_end - at);
+    size_t n = mk_utf8_char(p + at, line_end - at, NULL);
     if (at + n > offset) break;
     at += n;
   }

@@ -1,4 +1,4 @@
-/* test_util.c — mk_buf, mk_err, mk_sha256, mk_loop, mk_json and mk_time. */
+/* test_util.c — mk_buf, mk_err, mk_sha256, mk_loop, mk_json, mk_time and mk_utf8. */
 #include "mk_buf.h"
 #include "mk_err.h"
 #include "mk_json.h"
@@ -6,8 +6,10 @@
 #include "mk_sha256.h"
 #include "mk_test.h"
 #include "mk_time.h"
+#include "mk_utf8.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -160,4 +162,22 @@ MK_TEST(util, now_s_is_monotonic_seconds) {
   double b = mk_now_s();
   MK_CHECK(b - a >= 0.019);
   MK_CHECK(b - a < 5.0);
+}
+
+MK_TEST(util, utf8_char_is_strict) {
+  int u;
+  MK_CHECK_INT(mk_utf8_char((const unsigned char *)"a", 1, &u), ==, 1);
+  MK_CHECK_INT(u, ==, 1);
+  MK_CHECK_INT(mk_utf8_char((const unsigned char *)"\xC3\xA9", 2, &u), ==, 2); /* é */
+  MK_CHECK_INT(mk_utf8_char((const unsigned char *)"\xE4\xB8\xAD", 3, &u), ==, 3); /* 中 */
+  MK_CHECK_INT(u, ==, 1);
+  MK_CHECK_INT(mk_utf8_char((const unsigned char *)"\xF0\x9F\x98\x80", 4, &u), ==, 4); /* 😀 */
+  MK_CHECK_INT(u, ==, 2);
+  /* invalid: one byte, one unit each */
+  const char *bad[] = {"\x80", "\xFF", "\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    MK_CHECK_INT(mk_utf8_char((const unsigned char *)bad[i], strlen(bad[i]), &u), ==, 1);
+    MK_CHECK_INT(u, ==, 1);
+  }
+  MK_CHECK_INT(mk_utf8_char((const unsigned char *)"\xE4\xB8", 2, NULL), ==, 1); /* truncated */
 }
