@@ -98,9 +98,9 @@ static seen_entry *remember(mk_llm_proposer_ctx *ctx, const char *key, const cha
   return e;
 }
 
-static void set_verdict(seen_entry *e, const mk_eval_result *r) {
-  e->state = r->status == MK_EVAL_OK ? 1 : -1;
-  e->rank_ms = r->status == MK_EVAL_OK && r->time_ms >= 0 ? r->time_ms : INFINITY;
+static void set_verdict(seen_entry *e, const mk_propose_verdict *r) {
+  e->state = r->verified ? 1 : -1;
+  e->rank_ms = r->verified && r->time_ms >= 0 ? r->time_ms : INFINITY;
   free(e->timing);
   e->timing = NULL;
   if (e->state > 0) {
@@ -113,7 +113,7 @@ static void set_verdict(seen_entry *e, const mk_eval_result *r) {
 }
 
 void mk_llm_proposer_observe(mk_llm_proposer_ctx *ctx, const mk_candidate *c,
-                             const mk_eval_result *r) {
+                             const mk_propose_verdict *r) {
   if (!ctx || !c || !r || !c->source) return;
   /* The same code may have been proposed for two subkernels: the verdict
    * of one says nothing about the other, but both keys hold the same text
@@ -125,9 +125,9 @@ void mk_llm_proposer_observe(mk_llm_proposer_ctx *ctx, const mk_candidate *c,
 }
 
 /* What an OPTIMISE request's report says about its (verified) parent. */
-static void result_from_report(const char *report, mk_eval_result *r) {
-  *r = (mk_eval_result){.status = MK_EVAL_OK, .time_ms = -1, .min_ms = -1, .ref_eager_ms = -1,
-                        .ref_compile_ms = -1};
+static void result_from_report(const char *report, mk_propose_verdict *r) {
+  *r = (mk_propose_verdict){.verified = true, .time_ms = -1, .ref_eager_ms = -1,
+                            .ref_compile_ms = -1};
   cJSON *j = report ? cJSON_Parse(report) : NULL;
   const cJSON *v;
   if ((v = cJSON_GetObjectItemCaseSensitive(j, "trials")) && cJSON_IsNumber(v)) r->trials = v->valueint;
@@ -200,7 +200,7 @@ static int adapter_propose(void *self, const mk_propose_request *req, mk_propose
   if (req->mode == MK_PROPOSE_OPTIMISE && req->parent && req->parent->source) {
     seen_entry *p = remember(ctx, a->key, req->parent->name, req->parent->source);
     if (p && p->state <= 0) {
-      mk_eval_result r;
+      mk_propose_verdict r;
       result_from_report(req->report, &r);
       set_verdict(p, &r);
     }

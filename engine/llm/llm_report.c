@@ -152,7 +152,7 @@ void mk_llm_report_text(const char *report_json, mk_buf *out) {
   cJSON_Delete(r);
 }
 
-void mk_llm_timing_line(const mk_eval_result *r, mk_buf *out) {
+void mk_llm_timing_line(const mk_propose_verdict *r, mk_buf *out) {
   if (r->time_ms >= 0) {
     mk_buf_printf(out, "%.4g ms", r->time_ms);
     if (r->ref_eager_ms > 0) mk_buf_printf(out, ", %.2fx vs eager", r->ref_eager_ms / r->time_ms);

@@ -34,7 +34,6 @@
 #include "mk_err.h"
 #include "mk_ir.h"
 #include "mk_propose.h"
-#include "mk_search.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -368,12 +367,12 @@ mk_proposer mk_llm_proposer(mk_llm_proposer_ctx *ctx);
 /* Tells the adapter the verdict on candidate `c` (matched by source text
  * against the candidates it proposed; others are ignored). */
 void mk_llm_proposer_observe(mk_llm_proposer_ctx *ctx, const mk_candidate *c,
-                             const mk_eval_result *r);
+                             const mk_propose_verdict *v);
 /* Frees the adapter's memory (the ctx itself is the caller's). */
 void mk_llm_proposer_reset(mk_llm_proposer_ctx *ctx);
 /* One line describing a verified result for prompts: "0.412 ms, 2.31x vs
  * eager" or "verified 5/5 trials, untimed (cpu)". */
-void mk_llm_timing_line(const mk_eval_result *r, mk_buf *out);
+void mk_llm_timing_line(const mk_propose_verdict *v, mk_buf *out);
 /* A verification report (the verifier's JSON, docs/verify.md) as compact
  * readable text for prompts: status, reason, line, errors, the worst
  * element, trials, the traceback's tail, timing. Text that is not a JSON

@@ -18,6 +18,8 @@
 #include "mk_err.h"
 #include "mk_ir.h"
 
+#include <stdbool.h>
+
 typedef enum mk_propose_mode {
   MK_PROPOSE_NEW,      /* first versions of a subkernel */
   MK_PROPOSE_REPAIR,   /* fix `parent` given `report` (compile error, mismatch) */
@@ -50,6 +52,17 @@ typedef struct mk_propose_request {
   unsigned long long seed;    /* for deterministic choices */
   const char *device;         /* "cpu" or a GPU name: proposers may tune to it */
 } mk_propose_request;
+
+/* The verifier's word on a candidate, as much as a proposer learns from it
+ * (the LLM's Optimiser ranks its variants by it). Whoever holds the full
+ * verdict (the session) fills it. */
+typedef struct mk_propose_verdict {
+  bool verified;
+  double time_ms;        /* median; < 0 when untimed (CPU) */
+  double ref_eager_ms;   /* < 0 or 0 when unknown */
+  double ref_compile_ms; /* < 0 or 0 when unknown */
+  int trials_passed, trials;
+} mk_propose_verdict;
 
 typedef void (*mk_propose_cb)(void *data, int status, mk_candidate_list *cands, const char *err);
 

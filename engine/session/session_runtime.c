@@ -502,7 +502,13 @@ void session_runtime_search_event(mk_session *s, module_state *m, const mk_searc
   llm_slot *sl = s->rt ? slot_of(s->rt, m, false) : NULL;
   if (sl == NULL || ev == NULL) return;
   if (ev->kind == MK_SEARCH_VARIANT && ev->variant)
-    mk_llm_proposer_observe(&sl->ctx, &ev->variant->cand, &ev->variant->result);
+    mk_llm_proposer_observe(&sl->ctx, &ev->variant->cand, &(mk_propose_verdict){
+        .verified = ev->variant->result.status == MK_EVAL_OK,
+        .time_ms = ev->variant->result.time_ms,
+        .ref_eager_ms = ev->variant->result.ref_eager_ms,
+        .ref_compile_ms = ev->variant->result.ref_compile_ms,
+        .trials_passed = ev->variant->result.trials_passed,
+        .trials = ev->variant->result.trials});
   if (ev->kind == MK_SEARCH_PROGRESS) {
     sl->fraction = ev->fraction;
     snprintf(sl->message, sizeof sl->message, "%s", ev->message ? ev->message : "");

@@ -570,9 +570,9 @@ MK_TEST(llm_agents, adapter_gives_reference_and_fastest_variants_to_the_optimise
   free(p);
 
   /* Verdicts: b1024 verified at 0.5 ms, b256 verified at 0.25 ms (eager 1 ms). */
-  mk_eval_result r1 = {.status = MK_EVAL_OK, .time_ms = 0.5, .ref_eager_ms = 1.0, .ref_compile_ms = -1,
-                       .trials_passed = 5, .trials = 5};
-  mk_eval_result r2 = r1;
+  mk_propose_verdict r1 = {.verified = true, .time_ms = 0.5, .ref_eager_ms = 1.0,
+                           .ref_compile_ms = -1, .trials_passed = 5, .trials = 5};
+  mk_propose_verdict r2 = r1;
   r2.time_ms = 0.25;
   mk_llm_proposer_observe(&ctx, &g.c.items[0], &r1);
   mk_llm_proposer_observe(&ctx, &g.c.items[1], &r2);
@@ -684,11 +684,12 @@ MK_TEST(llm_agents, report_digest_and_timing_line) {
   MK_CHECK_STR(mk_buf_cstr(&b), "{\"kind\": \"other\"}");
 
   mk_buf_reset(&b);
-  mk_eval_result r = {.status = MK_EVAL_OK, .time_ms = 0.412, .ref_eager_ms = 0.824, .ref_compile_ms = 0.618};
+  mk_propose_verdict r = {.verified = true, .time_ms = 0.412, .ref_eager_ms = 0.824,
+                          .ref_compile_ms = 0.618};
   mk_llm_timing_line(&r, &b);
   MK_CHECK_STR(mk_buf_cstr(&b), "0.412 ms, 2.00x vs eager, 1.50x vs torch.compile");
   mk_buf_reset(&b);
-  r = (mk_eval_result){.status = MK_EVAL_OK, .time_ms = -1, .trials_passed = 5, .trials = 5};
+  r = (mk_propose_verdict){.verified = true, .time_ms = -1, .trials_passed = 5, .trials = 5};
   mk_llm_timing_line(&r, &b);
   MK_CHECK_STR(mk_buf_cstr(&b), "verified 5/5 trials, untimed");
   mk_buf_free(&b);
