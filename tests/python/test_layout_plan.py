@@ -68,7 +68,8 @@ def test_subkernel_gets_its_inputs_in_the_planned_layout(net, tmp_path):
         "    return F.batch_norm(F.conv2d(x, w, b, 1, 1), rm, rv, g, beta, True, 0.1, 1e-5)\n")
     ins = [conv["inputs"][0], conv["inputs"][1], conv["inputs"][2], *bn["inputs"][1:]]
     params = {"graph": net, "nodes": [conv["id"], bn["id"]], "inputs": ins,
-              "outputs": [bn["outputs"][0]], "trials": 2, "device": "cpu",
+              "outputs": [bn["outputs"][0]], "trials": 2, "atol": 1e-4, "rtol": 1e-4,
+              "device": "cpu",
               "candidate": {"source": src.read_text(), "name": "cl", "origin": "llm"}}
     plain = verify_subkernel(dict(params), lambda m, f: None)
     assert plain["status"] == "runtime_error" and "channels_last" in plain["reason"]
@@ -79,7 +80,7 @@ def test_subkernel_gets_its_inputs_in_the_planned_layout(net, tmp_path):
 
 def test_bad_layouts_are_bad_requests(net):
     base = {"graph": net, "nodes": [0], "inputs": [0, 1, 2], "outputs": [
-        net["nodes"][0]["outputs"][0]], "device": "cpu",
+        net["nodes"][0]["outputs"][0]], "device": "cpu", "trials": 1, "atol": 1e-4, "rtol": 1e-4,
         "candidate": {"source": "def run(*a):\n    return a[0]\n", "name": "x", "origin": "llm"}}
     for bad in ([1], {"zero": "channels_last"}, {"0": "nhwc"}, {"99999": "contiguous"}):
         with pytest.raises(MethodError) as e:
