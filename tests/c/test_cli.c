@@ -182,6 +182,26 @@ MK_TEST(cli, usage_errors) {
   MK_CHECK_INT(r.status, ==, 2);
   MK_CHECK(strstr(r.err, "--trials") != NULL);
   run_free(&r);
+  const char *a5[] = {"evolve", "x.py", "--backend", "cuda9", NULL};
+  run(a5, NULL, 10, &r);
+  MK_CHECK_INT(r.status, ==, 2);
+  MK_CHECK(strstr(r.err, "--backend") != NULL);
+  run_free(&r);
+}
+
+/* The LLM agents write Triton: --backend cuda|auto with them is refused
+ * before any worker starts. */
+MK_TEST(cli, backend_cuda_is_the_builtin_generators) {
+  const char *m = tmp_file("backend_llm.py", "import torch\nclass Model(torch.nn.Module):\n"
+                                             "    def forward(self, x):\n        return torch.relu(x)\n"
+                                             "def get_inputs():\n    return [torch.randn(4, 4)]\n"
+                                             "def get_init_inputs():\n    return []\n");
+  run_out r;
+  const char *a[] = {"evolve", m, "--backend", "auto", "--model", "m", NULL};
+  run(a, NULL, 20, &r);
+  MK_CHECK_INT(r.status, ==, 2);
+  MK_CHECK(strstr(r.err, "--backend auto is the builtin generator's") != NULL);
+  run_free(&r);
 }
 
 MK_TEST(cli, static_errors_need_no_python) {
@@ -718,6 +738,9 @@ MK_TEST(cli, evolve_reports_the_true_reason) {
   MK_CHECK(strstr(r.out, "why PyTorch: 3 of 3 tried verified alone, but the composed program failed its "
                          "whole-program check (timeout") != NULL);
   MK_CHECK(strstr(r.out, "none faster") == NULL);
+  /* reverted to the reference: every subkernel is PyTorch's, under the default backend */
+  MK_CHECK(strstr(r.out, "subkernels by backend: 0 CUDA C++, 0 Triton, ") != NULL);
+  MK_CHECK(strstr(r.out, "PyTorch (--backend triton)") != NULL);
   MK_CHECK(strstr(r.err, "conv2d_min: candidate 1 (up to 1 s)") != NULL);
   MK_CHECK(strstr(r.err, "candidates 4/4 done, 4 verified") != NULL);
   MK_CHECK(strstr(r.err, "ETA ~") != NULL);
