@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from . import timing
+from . import precision, timing
 from .candidate import (
     Candidate,
     CandidateError,
@@ -219,6 +219,9 @@ class Outcome:
     worst: dict[str, Any] | None = None
     per_trial: list[dict[str, Any]] = field(default_factory=list)
     torch_calls: list[str] = field(default_factory=list)
+    # The largest TF32 error of the reference itself on a trial that passed only against
+    # the full-FP32 result (precision.py); None when every trial passed the plain check.
+    tf32_noise: float | None = None
 
     def fail(self, status: str, reason: str, line: int | None = None,
              tb: str | None = None) -> None:
@@ -238,6 +241,9 @@ class Outcome:
             "nonfinite": {"nan": self.nan, "inf": self.inf},
             "per_trial": self.per_trial,
             "torch_calls": self.torch_calls,
+            "reference_tf32": None if self.tf32_noise is None else {
+                "noise": self.tf32_noise, "factor": precision.NOISE_FACTOR,
+                "compared_with": "fp32"},
         }
 
 
@@ -254,6 +260,9 @@ class TrialSpec:
     output_names: list[str] = field(default_factory=list)
     state_label: str = "buffer"
     kernel_codes: frozenset[Any] = frozenset()
+    # Compare a failing candidate with the reference run again in full FP32
+    # (precision.py): set where the reference may run TF32.
+    exact_rerun: bool = False
 
 
 class _ReferenceFailed(Exception):
@@ -424,6 +433,51 @@ def _check_state(ref: Side, cand: Side, spec: TrialSpec, out: Outcome) -> bool:
     return True
 
 
+def _snapshot_state(side: Side) -> dict[str, torch.Tensor] | None:
+    if side.state is None:
+        return None
+    return {k: v.detach().clone() for k, v in side.state().items()}
+
+
+def _load_state(side: Side, saved: dict[str, torch.Tensor] | None) -> None:
+    if side.state is None or saved is None:
+        return
+    live = side.state()
+    with torch.no_grad():
+        for k, v in saved.items():
+            if k in live:
+                live[k].copy_(v)
+
+
+def _against_exact(ref: Side, base: list[Any], ref_out: list[Any], cand_raw: Any,
+                   pre_state: dict[str, torch.Tensor] | None, spec: TrialSpec,
+                   plain: Comparison, record: dict[str, Any], out: Outcome) -> Comparison:
+    """A candidate that failed the plain comparison, compared again with the reference run
+    in full FP32, within the reference's own TF32 error (precision.py). Returns the
+    comparison that decides: the exact one when it passes, else the plain one."""
+    post_state = _snapshot_state(ref)
+    _load_state(ref, pre_state)  # the rerun starts where this trial's reference started
+    try:
+        with torch.no_grad(), precision.full_fp32():
+            exact_out = _flatten(ref.call([clone_exact(x) for x in base]))
+        _sync(spec.device)
+    except Exception as e:
+        _fatal_if_poisoned(spec.device, e)
+        return plain  # the plain verdict stands; the first run of the reference worked
+    finally:
+        _load_state(ref, post_state)
+    noise = precision.output_noise(ref_out, exact_out)
+    if not noise or max(noise) <= 0.0:
+        return plain  # the reference used no TF32 here: nothing to allow for
+    c = compare_outputs(exact_out, cand_raw, spec.atol, spec.rtol, spec.output_names,
+                        atols=precision.widened_atol(spec.atol, noise))
+    if not c.ok:
+        return plain
+    record["reference_tf32_noise"] = max(noise)
+    out.tf32_noise = max(out.tf32_noise or 0.0, max(noise))
+    return c
+
+
 def run_trials(ref: Side, cand: Side, inputs_for: Callable[[int], list[Any]],
                spec: TrialSpec, progress: Progress | None = None,
                progress_span: tuple[float, float] = (0.0, 1.0)) -> Outcome:
@@ -458,6 +512,7 @@ def run_trials(ref: Side, cand: Side, inputs_for: Callable[[int], list[Any]],
         if cand_first:
             ok_call, cand_raw = _call_candidate(cand, cand_in, spec, out)
             t_cand = time.perf_counter() - t_cand
+        pre_state = _snapshot_state(ref) if spec.exact_rerun else None
         t_ref = time.perf_counter()
         try:
             with torch.no_grad():
@@ -494,6 +549,8 @@ def run_trials(ref: Side, cand: Side, inputs_for: Callable[[int], list[Any]],
                 break
             continue
         c = compare_outputs(ref_out, cand_raw, spec.atol, spec.rtol, spec.output_names)
+        if not c.ok and spec.exact_rerun:
+            c = _against_exact(ref, base, ref_out, cand_raw, pre_state, spec, c, record, out)
         out.elements += c.elements
         out.failing += c.failing
         out.nan += c.nan
@@ -939,6 +996,7 @@ def _verify_subkernel(graph: dict[str, Any], node_ids: list[int], in_vids: list[
         atol=settings.atol, rtol=settings.rtol, device=device,
         check_ops=cand.origin != "reference", allowed_ops=cand.uses_torch,
         cand_file=str(cand.path), kernel_codes=kernel_codes(cand.module),
+        exact_rerun=precision.tf32_in_force(device),
         input_names=[f"input {i} = {_value_label(graph, v)}" for i, v in enumerate(in_vids)],
         output_names=[f"output {i} = {_value_label(graph, v)}" for i, v in enumerate(out_vids)],
     )
@@ -1136,6 +1194,7 @@ def _verify_composition(ref_mod: Candidate, ref_cls_name: str, new_mod: Candidat
         seeds=[settings.seed + 1 + t for t in range(settings.trials)],
         atol=settings.atol, rtol=settings.rtol, device=device,
         cand_file=str(new_mod.path), kernel_codes=kernel_codes(new_mod.module),
+        exact_rerun=precision.tf32_in_force(device),
         input_names=[f"forward input {i}" for i in range(len(probe))],
         output_names=[f"output {i}" for i in range(nout)] if nout > 1 else ["output"],
     )
@@ -1152,6 +1211,8 @@ def _verify_composition(ref_mod: Candidate, ref_cls_name: str, new_mod: Candidat
                       first_dim=first_dim, ref_key=ref_key)
     if rep.get("status") == "ok" and launches.note():
         notes.append(launches.note())
+    if rep.get("status") == "ok" and rep.get("reference_tf32"):
+        notes.append(precision.note([rep["reference_tf32"]["noise"]]))
     rep["kernel_launches"] = launches.count
     rep["notes"] = notes
     return rep
