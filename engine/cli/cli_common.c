@@ -354,6 +354,7 @@ cJSON *mk_cli_module_json(const mk_session_module *m) {
       add_ms(jv, "speedup_vs_eager", v->speedup_eager);
       add_ms(jv, "speedup_vs_compile", v->speedup_compile);
       cJSON_AddNumberToObject(jv, "max_abs_err", v->max_abs_err);
+      if (v->ref_tf32_noise > 0) cJSON_AddNumberToObject(jv, "ref_tf32_noise", v->ref_tf32_noise);
       cJSON_AddNumberToObject(jv, "trials_passed", v->trials_passed);
       cJSON_AddNumberToObject(jv, "trials", v->trials);
       cJSON_AddNumberToObject(jv, "tokens", (double)v->tokens);

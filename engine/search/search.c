@@ -244,6 +244,7 @@ static void on_evaluated(void *data, const mk_eval_result *r) {
   cJSON_AddStringToObject(f, "status", mk_eval_status_name(r->status));
   cJSON_AddNumberToObject(f, "time_ms", r->time_ms);
   cJSON_AddNumberToObject(f, "max_abs_err", r->max_abs_err);
+  if (r->ref_tf32_noise > 0) cJSON_AddNumberToObject(f, "ref_tf32_noise", r->ref_tf32_noise);
   cJSON_AddBoolToObject(f, "cached", r->cached);
   if (r->status != MK_EVAL_OK) cJSON_AddStringToObject(f, "reason", r->reason);
   log_event(s, "evaluated", f);

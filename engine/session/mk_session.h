@@ -82,6 +82,8 @@ typedef struct mk_session_variant {
   double speedup_eager;         /* vs eager reference, < 0 when untimed */
   double speedup_compile;       /* vs torch.compile of the reference, < 0 when untimed */
   double max_abs_err;
+  double ref_tf32_noise; /* > 0: max_abs_err is against the full-FP32 reference, whose
+                            TF32 run was off by up to this much (docs/verify.md) */
   int trials_passed, trials;
   long tokens;
   const char *gpu;      /* CUDA_VISIBLE_DEVICES of the GPU that timed it; "" on the CPU or

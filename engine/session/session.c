@@ -228,6 +228,7 @@ static void variant_view(const mk_variant *v, const mk_variant *ref, bool chosen
       .speedup_eager = speedup(eager, r->time_ms),
       .speedup_compile = speedup(compile, r->time_ms),
       .max_abs_err = r->max_abs_err,
+      .ref_tf32_noise = r->ref_tf32_noise,
       .trials_passed = r->trials_passed,
       .trials = r->trials,
       .tokens = v->cand.tokens_in + v->cand.tokens_out,

@@ -182,6 +182,15 @@ MK_TEST(verify, parse_gpu_result) {
   MK_CHECK(r.speedup_vs_compile == 0);
   MK_CHECK(r.suspicious);
   MK_CHECK_STR(r.device, "NVIDIA H200");
+  MK_CHECK(r.ref_tf32_noise == 0); /* passed the plain comparison */
+  cJSON_Delete(j);
+
+  /* Passed only against the full-FP32 reference (docs/verify.md). */
+  j = cJSON_Parse("{\"status\":\"ok\",\"max_abs_error\":2e-4,"
+                  "\"reference_tf32\":{\"noise\":5.4e-4,\"factor\":2,\"compared_with\":\"fp32\"}}");
+  mk_verify_parse_result(j, &r);
+  MK_CHECK_INT(r.status, ==, MK_VERIFY_OK);
+  MK_CHECK(r.ref_tf32_noise == 5.4e-4);
   cJSON_Delete(j);
 
   j = cJSON_Parse("{\"status\":\"runtime_error\",\"error_kind\":\"oom\",\"reason\":\"out of memory\","

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The dev-split level-2 sweep with bench's DEFAULTS (merges and splits on, no
+# --budget/--depth overrides) on one GPU through `--gpus 1`, cross-checked by
+# KernelBench's own eval (.kb/kbeval, with stand-ins for its LLM imports and
+# pydantic carried as wheels in .whl). Conv-led problems first. Resumable:
+# records in .kb/bench-l2d/problems (carried back from an earlier call) are
+# kept. First the GPU-marked precision tests (the TF32-aware comparison on a
+# real channels_last convolution). Everything comes back under $OUT.
+#   carry: .devkit .kb .whl
+set -uo pipefail
+source "$(dirname "$0")/env.sh"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site "$root"/.whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$KB/standins
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+if [ "${SKIP_PYTEST:-0}" != 1 ]; then
+  (cd "$root/tests/python" && PYTHONPATH="$MKEVOLVE_WORKER_PATH:$PYTHONPATH" timeout 120 \
+    python3 -m pytest -q -rs -m gpu ${PYTEST_FILES:-test_verify_precision.py} 2>&1 | tail -8) \
+    | tee "$OUT/pytest-gpu.txt"
+fi
+out=/tmp/bench-l2d
+mkdir -p "$out/problems"
+cp "$KB"/bench-l2d/problems/*.json "$out/problems/" 2>/dev/null
+cp -r "$KB"/bench-l2d/modelnew "$out/" 2>/dev/null
+probs=()
+for p in ${BENCH_PROBLEMS:-25 65 85 35 10 5 15 60 90 50 20 100 30 40 45 55 70 75 80 95}; do
+  probs+=("$(ls "$KB"/level2/${p}_*.py)")
+done
+start=$(date +%s)
+timeout "${BENCH_SECONDS:-500}" "$MK" bench "${probs[@]}" -o "$out" --gpus 1 \
+  --kb-root "$KB/kbeval" 2>&1 | tail -45 | tee "$OUT/bench-tail.txt"
+echo "wall_s=$(( $(date +%s) - start ))" | tee -a "$OUT/bench-tail.txt"
+tar czf "$OUT/bench-l2d.tgz" -C /tmp bench-l2d
