@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import subprocess
+import types
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ import torch
 from conftest import REPO, _shared_dir
 from mkworker import kbcheck
 from mkworker.candidate import scan_source
+from mkworker.guards import KernelLaunches
 
 REF = REPO / "tests" / "fixtures" / "propose" / "conv_chain.py"
 NAMES = ("conv_chain_cuda.py", "conv_chain_mixed.py")
@@ -69,6 +71,29 @@ def test_kernelbench_loads_each_the_way_it_needs(composed: Path) -> None:
     # with Triton too: its temporary-file import (@triton.jit reads its source).
     assert kbcheck.backend_for(_text(composed, "conv_chain_cuda.py")) == "cuda"
     assert kbcheck.backend_for(_text(composed, "conv_chain_mixed.py")) == "triton"
+
+
+def test_cuda_section_launches_are_counted() -> None:
+    # the whole-program check notes a ModelNew whose kernels never ran; the CUDA
+    # sections' launchers count like Triton kernels (a stand-in of the emitted class)
+    class _MkCudaKernels:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def launch(self, name: str, grid: tuple[int, ...], block: tuple[int, ...],
+                   args: tuple[object, ...], shared: int = 0) -> None:
+            self.calls += 1
+
+    mod = types.ModuleType("composed")
+    mod.sk1__mk_cuda = _MkCudaKernels()
+    with KernelLaunches(mod) as idle:
+        pass
+    assert idle.note() is not None and "sk1__mk_cuda" in idle.note()
+    with KernelLaunches(mod) as busy:
+        mod.sk1__mk_cuda.launch("_k1", (1,), (32,), ())
+    assert busy.count == 1 and busy.note() is None
+    assert mod.sk1__mk_cuda.calls == 1
+    assert "launch" not in mod.sk1__mk_cuda.__dict__  # unwrapped after the check
 
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
