@@ -1,25 +1,11 @@
 /* propose_backend.c — the kernel language choice (`--backend triton|cuda|auto`):
- * its names, what a candidate runs on, and the builtin generator for a
- * choice (Triton, CUDA C++, or both competing in one beam). */
+ * what a candidate runs on, and the builtin generator for a choice (Triton,
+ * CUDA C++, or both competing in one beam). The choice's names are in
+ * propose_backend_name.c. */
 #include "mk_propose.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static const char *const backend_names[] = {"triton", "cuda", "auto"};
-
-const char *mk_kernel_backend_name(mk_kernel_backend b) {
-  return (unsigned)b < sizeof backend_names / sizeof backend_names[0] ? backend_names[b] : "triton";
-}
-
-int mk_kernel_backend_parse(const char *name, mk_kernel_backend *out) {
-  for (unsigned i = 0; name && i < sizeof backend_names / sizeof backend_names[0]; i++)
-    if (strcmp(name, backend_names[i]) == 0) {
-      *out = (mk_kernel_backend)i;
-      return 0;
-    }
-  return MK_EINVAL;
-}
 
 /* `MK_BACKEND = "cuda"` at the start of a line (docs/candidates.md). */
 static bool declares_cuda(const char *src) {

@@ -779,6 +779,37 @@ MK_TEST(cli, evolve_writes_to_the_working_directory) {
   run_free(&r);
 }
 
+/* --backend cuda on the CPU: the CUDA generator declines (no GPU), every
+ * subkernel keeps the PyTorch reference with that reason, and the JSON says
+ * which backend the run asked for and what each subkernel became. */
+MK_TEST(cli, backend_cuda_on_the_cpu_keeps_pytorch_with_the_reason) {
+  fake_env f;
+  fake_env_init(&f, "normal", false);
+  const char *m = tmp_file("cuda_cpu.py", good_module);
+  char work[600];
+  snprintf(work, sizeof work, "%s/work_cuda_cpu", tmpdir);
+  run_out r;
+  const char *a[] = {"evolve", m, "--backend", "cuda", "--budget", "4", "--json", "--workdir", work, NULL};
+  run(a, f.kv, 120, &r);
+  MK_CHECK_INT(r.status, ==, 0);
+  cJSON *o = cJSON_Parse(r.out);
+  MK_REQUIRE(o != NULL);
+  MK_CHECK_STR(cJSON_GetObjectItem(o, "backend")->valuestring, "cuda");
+  const cJSON *counts = cJSON_GetObjectItem(o, "backend_counts");
+  const cJSON *sks = cJSON_GetObjectItem(o, "subkernels");
+  MK_REQUIRE(cJSON_IsArray(sks) && cJSON_GetArraySize(sks) > 0);
+  MK_CHECK_INT(cJSON_GetObjectItem(counts, "cuda")->valueint, ==, 0);
+  MK_CHECK_INT(cJSON_GetObjectItem(counts, "triton")->valueint, ==, 0);
+  MK_CHECK_INT(cJSON_GetObjectItem(counts, "pytorch")->valueint, ==, cJSON_GetArraySize(sks));
+  const cJSON *sk;
+  cJSON_ArrayForEach(sk, sks) {
+    MK_CHECK_STR(cJSON_GetObjectItem(sk, "backend")->valuestring, "pytorch");
+    MK_CHECK(strstr(cJSON_GetObjectItem(sk, "summary")->valuestring, "CUDA candidates need a GPU") != NULL);
+  }
+  cJSON_Delete(o);
+  run_free(&r);
+}
+
 /* A CPU evolve is bounded by its plan: a candidate that never finishes (a
  * kernel too slow for the interpreter) runs only as long as the plan's share
  * of the budget; the next subkernel, which would need half again as long, is

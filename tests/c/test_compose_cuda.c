@@ -203,6 +203,22 @@ MK_TEST(compose_cuda, python_passes_ruff) {
   }
 }
 
+/* The CUDA-graph variant wraps a file with CUDA sections like any other:
+ * its launches are on torch's current stream, so capture records them. */
+MK_TEST(compose_cuda, cuda_graph_variant_of_a_cuda_file) {
+  composed c;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(compose_fixture("conv_chain", false, &c, &err) == 0);
+  mk_buf g;
+  mk_buf_init(&g, 0);
+  MK_CHECK_INT(mk_compose_cuda_graph(mk_buf_cstr(&c.out), NULL, &g, &err), ==, 0);
+  const char *py = mk_buf_cstr(&g);
+  MK_CHECK_INT(count(py, "_mk_cuda_ext = load_inline("), ==, 1); /* built once, not per class */
+  MK_CHECK(strstr(py, "\nclass ModelNew(ModelNew):\n") != NULL);
+  mk_buf_free(&g);
+  composed_free(&c);
+}
+
 /* A CUDA candidate whose MK_CUDA_KERNELS cannot be read is refused with a
  * reason (the search then keeps the reference), never pasted half-done. */
 MK_TEST(compose_cuda, unreadable_kernels_are_refused) {

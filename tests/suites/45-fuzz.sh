@@ -29,7 +29,7 @@ cflags=(-g -O1 -std=c17 -D_GNU_SOURCE -fsanitize=fuzzer-no-link,address,undefine
         $(pkg-config --cflags libuv libcjson tree-sitter libcurl sqlite3))
 objs=()
 # the session facade is stubbed: the fuzzer never starts Python workers
-for src in lsp/mk_lsp_*.c engine/util/*.c tests/fuzz/session_stub.c; do
+for src in lsp/mk_lsp_*.c engine/util/*.c engine/propose/propose_backend_name.c tests/fuzz/session_stub.c; do
   obj="$out/obj/$(basename "${src%.c}").o"
   if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ]; then clang "${cflags[@]}" -c "$src" -o "$obj"; fi
   objs+=("$obj")
