@@ -18,4 +18,8 @@ for lib in libuv.so.1 libcjson.so.1 libtree-sitter.so.0 libsqlite3.so.0; do
   path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF}' | head -n 1 || true)
   [ -n "$path" ] && cp -L "$path" .devkit/lib/
 done
+# cJSON's header: the native worker is built on the GPU machine against its
+# own libtorch (scripts/device/native-worker.sh), which has no cJSON headers.
+mkdir -p .devkit/include/cjson
+cp /usr/include/cjson/cJSON.h .devkit/include/cjson/
 echo "devkit: $(ls .devkit .devkit/lib | tr '\n' ' ')"
