@@ -1,0 +1,181 @@
+/* mk_layout.c — the program's layout plan (mk_layout.h says what and why).
+ *
+ * One pass over the nodes in execution order: a value's layout depends on
+ * its producer (decided before it) and on the ops that read it (known from
+ * the graph's use lists). */
+#include "mk_layout.h"
+
+#include "mk_err.h"
+
+#include <string.h>
+
+static bool is_float(mk_dtype d) {
+  return d == MK_DTYPE_F32 || d == MK_DTYPE_F16 || d == MK_DTYPE_BF16 || d == MK_DTYPE_F64;
+}
+
+/* A 4-d/5-d float tensor computed by the program (or given to it). */
+static bool is_activation(const mk_value *v) {
+  return (v->kind == MK_VALUE_INPUT || v->kind == MK_VALUE_NODE) && (v->rank == 4 || v->rank == 5) &&
+         is_float(v->dtype);
+}
+
+/* A 2-d/3-d convolution (plain or transposed) whose activation is v. */
+static bool is_conv_reading(const mk_graph *g, const mk_node *n, int v) {
+  if (n->category != MK_OP_CONV || n->ninputs < 1 || n->inputs[0] != v) return false;
+  int rank = g->values[v].rank;
+  return rank == 4 || rank == 5;
+}
+
+static bool is_conv_producing(const mk_graph *g, const mk_node *n) {
+  return n->category == MK_OP_CONV && n->ninputs >= 1 && n->inputs[0] >= 0 &&
+         n->inputs[0] < g->nvalues && (g->values[n->inputs[0]].rank == 4 || g->values[n->inputs[0]].rank == 5);
+}
+
+/* The dim argument of a cat (args[1] or kwargs "dim"; 0 when absent). */
+static int cat_dim(const mk_node *n) {
+  const cJSON *d = cJSON_GetArrayItem(n->args, 1);
+  if (!cJSON_IsNumber(d)) d = cJSON_GetObjectItemCaseSensitive(n->kwargs, "dim");
+  return cJSON_IsNumber(d) ? d->valueint : 0;
+}
+
+/* True if op n computes the same values whatever the memory layout of its
+ * input v, and runs well on channels_last (PyTorch keeps that layout through
+ * it): what lets a channels_last value flow into it without a conversion. */
+static bool keeps_layout(const mk_graph *g, const mk_node *n, int v) {
+  const char *s = n->short_name ? n->short_name : "";
+  int rank = g->values[v].rank;
+  switch (n->category) {
+  case MK_OP_CONV:
+    return is_conv_reading(g, n, v);
+  case MK_OP_ELEMENTWISE:
+  case MK_OP_POOL:
+  case MK_OP_REDUCTION:
+  case MK_OP_SOFTMAX:
+    return true;
+  case MK_OP_NORM: /* over channels or groups of them; layer norm normalises the last dims */
+    return strcmp(s, "batch_norm") == 0 || strcmp(s, "group_norm") == 0 ||
+           strcmp(s, "instance_norm") == 0;
+  case MK_OP_DATA: {
+    int d = cat_dim(n);
+    return strcmp(s, "cat") == 0 && (d == 1 || d == 1 - rank);
+  }
+  default:
+    return false;
+  }
+}
+
+static bool all_readers_keep_layout(const mk_graph *g, int v) {
+  const mk_value *val = &g->values[v];
+  for (int u = 0; u < val->nusers; u++) {
+    int nid = val->users[u];
+    if (nid < 0 || nid >= g->nnodes || !keeps_layout(g, &g->nodes[nid], v)) return false;
+  }
+  return true;
+}
+
+static bool read_by_conv(const mk_graph *g, int v) {
+  const mk_value *val = &g->values[v];
+  for (int u = 0; u < val->nusers; u++) {
+    int nid = val->users[u];
+    if (nid >= 0 && nid < g->nnodes && is_conv_reading(g, &g->nodes[nid], v)) return true;
+  }
+  return false;
+}
+
+static bool read_by_view(const mk_graph *g, int v) {
+  const mk_value *val = &g->values[v];
+  for (int u = 0; u < val->nusers; u++) {
+    int nid = val->users[u];
+    if (nid >= 0 && nid < g->nnodes && g->nodes[nid].category == MK_OP_VIEW) return true;
+  }
+  return false;
+}
+
+/* True if a tensor input of n is planned channels_last. */
+static bool reads_channels_last(const mk_node *n, const unsigned char *layout, int nvalues) {
+  for (int k = 0; k < n->ninputs; k++)
+    if (n->inputs[k] >= 0 && n->inputs[k] < nvalues && layout[n->inputs[k]] == MK_LAYOUT_CHANNELS_LAST)
+      return true;
+  return false;
+}
+
+/* True if n modifies its main input in place (relu_, add_): its activation
+ * outputs are new versions of that tensor. Batch norm mutates its running
+ * statistics, not its input, so its output is a fresh tensor. */
+static bool in_place_on_input(const mk_node *n) {
+  if (n->ninputs < 1) return false;
+  for (int k = 0; k < n->nmutates; k++)
+    if (n->mutates[k] == n->inputs[0]) return true;
+  return false;
+}
+
+/* Views and in-place ops return (a version of) a tensor they were given:
+ * converting their output would copy it and break that aliasing. */
+static bool may_convert(const mk_graph *g, const mk_value *v) {
+  if (v->kind == MK_VALUE_INPUT) return true;
+  const mk_node *p = &g->nodes[v->producer];
+  return p->category != MK_OP_VIEW && !in_place_on_input(p);
+}
+
+static void plan_value(const mk_graph *g, int v, unsigned char *layout, unsigned char *conv) {
+  const mk_value *val = &g->values[v];
+  if (!is_activation(val) || (val->kind == MK_VALUE_NODE && (val->producer < 0 || val->producer >= g->nnodes)))
+    return;
+  const mk_node *p = val->kind == MK_VALUE_NODE ? &g->nodes[val->producer] : NULL;
+  if (p && in_place_on_input(p)) {
+    /* A new version of a tensor modified in place (relu_): the same memory,
+     * so the same layout, and nothing to convert. */
+    int m = p->inputs[0];
+    if (m >= 0 && m < g->nvalues) layout[v] = layout[m];
+    if (layout[v] == MK_LAYOUT_CHANNELS_LAST && !all_readers_keep_layout(g, v)) {
+      layout[v] = MK_LAYOUT_DEFAULT;
+      if (conv && read_by_view(g, v)) conv[v] = MK_LAYOUT_TO_CONTIG;
+    }
+    return;
+  }
+  bool from_cl = p && reads_channels_last(p, layout, g->nvalues);
+  bool connected = read_by_conv(g, v) || (p && is_conv_producing(g, p)) ||
+                   (from_cl && p->ninputs > 0 && keeps_layout(g, p, p->inputs[0]));
+  bool convertible = may_convert(g, val);
+  if (connected && convertible && all_readers_keep_layout(g, v)) {
+    layout[v] = MK_LAYOUT_CHANNELS_LAST;
+    if (conv) conv[v] = MK_LAYOUT_TO_CL;
+  } else if (conv && from_cl && convertible && read_by_view(g, v)) {
+    conv[v] = MK_LAYOUT_TO_CONTIG; /* `.view` fails on most channels_last strides */
+  }
+}
+
+static bool has_spatial_conv(const mk_graph *g) {
+  for (int i = 0; i < g->nnodes; i++)
+    if (is_conv_producing(g, &g->nodes[i])) return true;
+  return false;
+}
+
+int mk_layout_plan(const mk_graph *g, unsigned char *layout, unsigned char *conv) {
+  if (g == NULL || layout == NULL) return MK_EINVAL;
+  memset(layout, MK_LAYOUT_DEFAULT, (size_t)g->nvalues);
+  if (conv) memset(conv, MK_LAYOUT_KEEP, (size_t)g->nvalues);
+  if (!has_spatial_conv(g)) return 0;
+  for (int v = 0; v < g->nvalues; v++)
+    if (g->values[v].kind == MK_VALUE_INPUT) plan_value(g, v, layout, conv);
+  for (int i = 0; i < g->nnodes; i++) {
+    const mk_node *n = &g->nodes[i];
+    for (int k = 0; k < n->noutputs; k++)
+      if (n->outputs[k] >= 0 && n->outputs[k] < g->nvalues) plan_value(g, n->outputs[k], layout, conv);
+  }
+  int count = 0;
+  for (int v = 0; v < g->nvalues; v++) count += layout[v] == MK_LAYOUT_CHANNELS_LAST;
+  return count;
+}
+
+const char *mk_layout_suffix(mk_layout_conv c, int rank) {
+  if (c == MK_LAYOUT_TO_CL)
+    return rank == 5 ? ".contiguous(memory_format=torch.channels_last_3d)"
+                     : ".contiguous(memory_format=torch.channels_last)";
+  if (c == MK_LAYOUT_TO_CONTIG) return ".contiguous()";
+  return "";
+}
+
+const char *mk_layout_conv_name(mk_layout_conv c) {
+  return c == MK_LAYOUT_TO_CL ? "channels_last" : c == MK_LAYOUT_TO_CONTIG ? "contiguous" : NULL;
+}

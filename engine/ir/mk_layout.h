@@ -1,0 +1,51 @@
+/* mk_layout.h — the program's layout plan: which activations live in
+ * channels_last, planned once from the captured graph.
+ *
+ * cuDNN runs the same convolution 1.3-1.65x faster on channels_last inputs
+ * (H200, PERF-NOTES), and a reduction over channels walks contiguous memory
+ * in that layout; converting per subkernel eats the gain (two copies around
+ * every convolution). So the whole program agrees on one layout per value:
+ * a 4-d/5-d float activation is channels_last when it is connected to a
+ * convolution (produced by one, read by one, or produced from such a value by
+ * an op that keeps layouts) and every op that reads it keeps layouts too
+ * (convolutions, elementwise ops, batch/group/instance norms, pools,
+ * reductions, softmax, cat along channels). Everything else keeps the layout
+ * PyTorch gives it. Graphs without a 2-d/3-d convolution plan nothing.
+ *
+ * The plan is applied as conversions right after a value is produced (a
+ * no-op when it already has the layout): `mk_layout_conversion` says which.
+ * The composition applies them at the program's entry and after every
+ * subkernel, the verifier to every subkernel's inputs and inside its
+ * reference replay, and the builtin generator reads planned inputs in their
+ * memory order (docs/design.md, "The layout plan"). */
+#ifndef MK_LAYOUT_H
+#define MK_LAYOUT_H
+
+#include "mk_ir.h"
+
+typedef enum mk_layout {
+  MK_LAYOUT_DEFAULT = 0,       /* what PyTorch gives it */
+  MK_LAYOUT_CHANNELS_LAST = 1, /* channels_last (4-d) / channels_last_3d (5-d) */
+} mk_layout;
+
+typedef enum mk_layout_conv {
+  MK_LAYOUT_KEEP = 0,      /* nothing to do */
+  MK_LAYOUT_TO_CL = 1,     /* .contiguous(memory_format=channels_last[_3d]) */
+  MK_LAYOUT_TO_CONTIG = 2, /* .contiguous(): a value a view reads, whose producer
+                              read channels_last (PyTorch would keep that layout) */
+} mk_layout_conv;
+
+/* Plans every value of g. layout[v] and conv[v] (arrays of g->nvalues,
+ * caller-owned; conv may be NULL) receive the plan. Returns the number of
+ * channels_last values (0: the plan changes nothing), or MK_EINVAL. */
+int mk_layout_plan(const mk_graph *g, unsigned char *layout, unsigned char *conv);
+
+/* The Python suffix that applies conversion c to a value of this rank
+ * (".contiguous(memory_format=torch.channels_last)", ...), or "" for KEEP. */
+const char *mk_layout_suffix(mk_layout_conv c, int rank);
+
+/* "channels_last" / "contiguous" for the worker's `layouts` parameter, or
+ * NULL for KEEP (docs/verify.md). */
+const char *mk_layout_conv_name(mk_layout_conv c);
+
+#endif

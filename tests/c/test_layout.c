@@ -1,0 +1,118 @@
+/* test_layout.c — the program's layout plan (engine/ir/mk_layout.c) on
+ * captured fixtures: which values go channels_last, which conversions are
+ * applied where, and that graphs without convolutions plan nothing. */
+#include "mk_buf.h"
+#include "mk_layout.h"
+#include "mk_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static mk_graph *load(const char *dir, const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/fixtures/%s/%s", mk_test_repo_dir(), dir, name);
+  char *text = NULL;
+  size_t len = 0;
+  if (mk_read_file(path, 1 << 24, &text, &len) != 0) return NULL;
+  mk_graph *g = NULL;
+  mk_errmsg err = {{0}};
+  if (mk_graph_from_json(text, len, &g, &err)) fprintf(stderr, "    %s: %s\n", name, err.text);
+  free(text);
+  return g;
+}
+
+/* The value node `nid` produces first. */
+static int out_of(const mk_graph *g, int nid) { return g->nodes[nid].outputs[0]; }
+
+MK_TEST(layout, conv_net_plans_channels_last_up_to_the_view) {
+  mk_graph *g = load("propose", "conv_net.json");
+  MK_CHECK(g != NULL);
+  if (!g) return;
+  unsigned char *lay = calloc((size_t)g->nvalues, 1), *conv = calloc((size_t)g->nvalues, 1);
+  int n = mk_layout_plan(g, lay, conv);
+  MK_CHECK(n > 0);
+  /* The program's input is read by the stem convolution: converted at entry. */
+  MK_CHECK_INT(lay[0], ==, MK_LAYOUT_CHANNELS_LAST);
+  MK_CHECK_INT(conv[0], ==, MK_LAYOUT_TO_CL);
+  for (int nid = 0; nid < g->nnodes; nid++) {
+    const mk_node *nd = &g->nodes[nid];
+    int v = out_of(g, nid);
+    const char *s = nd->short_name;
+    if (strcmp(s, "conv2d") == 0 || strcmp(s, "batch_norm") == 0 || strcmp(s, "cat") == 0 ||
+        strcmp(s, "max_pool2d") == 0) {
+      MK_CHECK_INT(lay[v], ==, MK_LAYOUT_CHANNELS_LAST);
+      MK_CHECK_INT(conv[v], ==, MK_LAYOUT_TO_CL);
+    }
+    if (strcmp(s, "relu") == 0 && nd->nmutates > 0) {
+      /* relu(inplace=True): the batch norm's tensor, same layout, no copy */
+      MK_CHECK_INT(lay[v], ==, MK_LAYOUT_CHANNELS_LAST);
+      MK_CHECK_INT(conv[v], ==, MK_LAYOUT_KEEP);
+    }
+    if (strcmp(s, "adaptive_avg_pool2d") == 0) {
+      /* read by `view`: leaves channels_last before it */
+      MK_CHECK_INT(lay[v], ==, MK_LAYOUT_DEFAULT);
+      MK_CHECK_INT(conv[v], ==, MK_LAYOUT_TO_CONTIG);
+    }
+    if (strcmp(s, "view") == 0 || strcmp(s, "linear") == 0) {
+      MK_CHECK_INT(lay[v], ==, MK_LAYOUT_DEFAULT);
+      MK_CHECK_INT(conv[v], ==, MK_LAYOUT_KEEP);
+    }
+  }
+  /* Parameters (conv weights, running statistics) are never planned here. */
+  for (int v = 0; v < g->nvalues; v++)
+    if (g->values[v].kind != MK_VALUE_INPUT && g->values[v].kind != MK_VALUE_NODE)
+      MK_CHECK_INT(lay[v], ==, MK_LAYOUT_DEFAULT);
+  free(lay);
+  free(conv);
+  mk_graph_free(g);
+}
+
+MK_TEST(layout, conv3d_and_layer_readers) {
+  /* conv_layouts: a conv3d tail plans channels_last_3d; a value returned and
+   * also read by a layout-keeping op stays channels_last. */
+  mk_graph *g = load("propose", "conv_layouts.json");
+  MK_CHECK(g != NULL);
+  if (!g) return;
+  unsigned char *lay = calloc((size_t)g->nvalues, 1), *conv = calloc((size_t)g->nvalues, 1);
+  MK_CHECK(mk_layout_plan(g, lay, conv) > 0);
+  for (int nid = 0; nid < g->nnodes; nid++) {
+    const mk_node *nd = &g->nodes[nid];
+    if (strcmp(nd->short_name, "conv3d") == 0) {
+      int v = out_of(g, nid);
+      MK_CHECK_INT(lay[v], ==, MK_LAYOUT_CHANNELS_LAST);
+      MK_CHECK_STR(mk_layout_suffix((mk_layout_conv)conv[v], g->values[v].rank),
+                   ".contiguous(memory_format=torch.channels_last_3d)");
+    }
+  }
+  free(lay);
+  free(conv);
+  mk_graph_free(g);
+}
+
+MK_TEST(layout, graphs_without_convolutions_plan_nothing) {
+  const char *fixtures[] = {"linear_epilogue.json", "norms.json", "reductions.json", "matmul_bmm.json"};
+  for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
+    mk_graph *g = load("propose", fixtures[i]);
+    MK_CHECK(g != NULL);
+    if (!g) continue;
+    unsigned char *lay = calloc((size_t)g->nvalues, 1), *conv = calloc((size_t)g->nvalues, 1);
+    MK_CHECK_INT(mk_layout_plan(g, lay, conv), ==, 0);
+    for (int v = 0; v < g->nvalues; v++) {
+      MK_CHECK_INT(lay[v], ==, MK_LAYOUT_DEFAULT);
+      MK_CHECK_INT(conv[v], ==, MK_LAYOUT_KEEP);
+    }
+    free(lay);
+    free(conv);
+    mk_graph_free(g);
+  }
+}
+
+MK_TEST(layout, names_and_bad_arguments) {
+  MK_CHECK_INT(mk_layout_plan(NULL, NULL, NULL), ==, MK_EINVAL);
+  MK_CHECK_STR(mk_layout_suffix(MK_LAYOUT_KEEP, 4), "");
+  MK_CHECK_STR(mk_layout_suffix(MK_LAYOUT_TO_CL, 4), ".contiguous(memory_format=torch.channels_last)");
+  MK_CHECK_STR(mk_layout_suffix(MK_LAYOUT_TO_CONTIG, 5), ".contiguous()");
+  MK_CHECK_STR(mk_layout_conv_name(MK_LAYOUT_TO_CL), "channels_last");
+  MK_CHECK_STR(mk_layout_conv_name(MK_LAYOUT_TO_CONTIG), "contiguous");
+  MK_CHECK(mk_layout_conv_name(MK_LAYOUT_KEEP) == NULL);
+}
