@@ -9,10 +9,17 @@
  *     subkernels whose candidate has the same source call that section
  *   class ModelNew(Model): forward calls the subkernels in order
  * ModelNew inherits __init__ so parameters, buffers and their initialisation
- * order are exactly the user's. */
+ * order are exactly the user's.
+ *
+ * The layout plan (mk_layout.h) is applied here: forward converts its inputs
+ * and every value a subkernel produces as the plan says (a no-op when the
+ * value already has that layout), which is what the verifier gave each
+ * subkernel; __init__ keeps the weights of convolutions with planned
+ * channels_last inputs in channels_last. */
 #include "mk_compose.h"
 
 #include "compose_internal.h"
+#include "mk_layout.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +28,8 @@
 typedef struct namer_ctx {
   const mk_graph *g;
   int *alias;                    /* alias[vid] = vid it is a new version of, or -1 */
+  unsigned char *layout;         /* the layout plan (mk_layout_plan): layout[vid] */
+  unsigned char *conv;           /* conv[vid]: the conversion right after vid is made */
   const char *const *input_names;
   int ninput_names;
 } namer_ctx;
@@ -277,16 +286,43 @@ static void collect_cl_params(const char *source, mk_buf *names) {
   }
 }
 
-/* ModelNew.__init__ when a chosen kernel reads conv weights in channels_last:
- * they are converted once, here, so the kernels' per-call conversion is a
- * no-op (in-place updates such as load_state_dict keep the layout). */
-static int emit_init(const mk_partition *p, const mk_candidate *const *chosen, mk_buf *out) {
+/* Adds `"name", ` to names unless it is there; only dotted identifiers
+ * (the name is pasted into code). */
+static void add_cl_name(mk_buf *names, const char *name) {
+  size_t len = strlen(name);
+  if (len == 0 || len > 200) return;
+  for (const char *c = name; *c; c++)
+    if (!is_state_name_char(*c)) return;
+  char quoted[256];
+  snprintf(quoted, sizeof quoted, "\"%s\", ", name);
+  if (strstr(mk_buf_cstr(names), quoted) == NULL) mk_buf_puts(names, quoted);
+}
+
+/* The weights of convolutions whose input the plan makes channels_last:
+ * cuDNN then reads both in that layout without a per-call conversion. */
+static void collect_planned_weights(const mk_graph *g, const unsigned char *layout, mk_buf *names) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const mk_node *n = &g->nodes[i];
+    if (n->category != MK_OP_CONV || n->ninputs < 2 || n->inputs[0] < 0) continue;
+    if (layout[n->inputs[0]] != MK_LAYOUT_CHANNELS_LAST) continue;
+    const mk_value *w = &g->values[n->inputs[1]];
+    if (w->kind == MK_VALUE_PARAM && w->name) add_cl_name(names, w->name);
+  }
+}
+
+/* ModelNew.__init__ when a chosen kernel or the layout plan reads conv
+ * weights in channels_last: they are converted once, here, so the per-call
+ * conversion is a no-op (in-place updates such as load_state_dict keep the
+ * layout). */
+static int emit_init(const mk_graph *g, const mk_partition *p, const mk_candidate *const *chosen,
+                     const unsigned char *layout, mk_buf *out) {
   mk_buf names;
   mk_buf_init(&names, 1 << 16);
   for (int s = 0; s < p->nsubkernels; s++) {
     const mk_candidate *c = chosen ? chosen[s] : NULL;
     if (!is_reference(c)) collect_cl_params(c->source, &names);
   }
+  collect_planned_weights(g, layout, &names);
   if (names.len > 0) {
     mk_buf_puts(out, "    def __init__(self, *args, **kwargs):\n"
                      "        super().__init__(*args, **kwargs)\n"
@@ -312,12 +348,26 @@ static const char keep_cl_helper[] =
 
 /* ---- forward ------------------------------------------------------------ */
 
+/* `v = v.contiguous(...)` for value vid when the layout plan converts it. */
+static int emit_conversion(namer_ctx *nc, int vid, mk_buf *out) {
+  if (vid < 0 || vid >= nc->g->nvalues) return 0;
+  const char *suffix = mk_layout_suffix((mk_layout_conv)nc->conv[vid], nc->g->values[vid].rank);
+  if (*suffix == '\0') return 0;
+  mk_buf_indent(out, 8);
+  value_name(nc, vid, out);
+  mk_buf_puts(out, " = ");
+  value_name(nc, vid, out);
+  mk_buf_puts(out, suffix);
+  return mk_buf_putc(out, '\n');
+}
+
 static int emit_reference_subkernel(const mk_graph *g, const mk_subkernel *sk, namer_ctx *nc,
                                     mk_buf *out, mk_errmsg *err) {
   for (int i = 0; i < sk->nnodes; i++) {
     const mk_node *n = &g->nodes[sk->nodes[i]];
     int rc = mk_pyemit_node(g, n, value_name, nc, 8, out, err);
     if (rc) return err && err->text[0] ? rc : mk_errf(err, rc, "node %d (%s) at line %d cannot be emitted", n->id, n->op, n->span.line);
+    for (int k = 0; k < n->noutputs; k++) emit_conversion(nc, n->outputs[k], out);
   }
   return out->err;
 }
@@ -354,7 +404,9 @@ static int emit_candidate_call(const mk_subkernel *sk, int index, namer_ctx *nc,
     if (i) mk_buf_puts(out, ", ");
     value_name(nc, sk->inputs[i], out);
   }
-  return mk_buf_puts(out, ")\n");
+  mk_buf_puts(out, ")\n");
+  for (int i = 0; i < sk->noutputs; i++) emit_conversion(nc, sk->outputs[i], out);
+  return out->err;
 }
 
 static int emit_forward(const mk_graph *g, const mk_partition *p, const mk_candidate *const *chosen,
@@ -370,6 +422,8 @@ static int emit_forward(const mk_graph *g, const mk_partition *p, const mk_candi
     else mk_buf_printf(out, "x%d", i);
   }
   mk_buf_puts(out, "):\n");
+  for (int v = 0; v < g->nvalues; v++)
+    if (g->values[v].kind == MK_VALUE_INPUT) emit_conversion(nc, v, out);
   for (int s = 0; s < p->nsubkernels; s++) {
     const mk_subkernel *sk = &p->subkernels[s];
     const mk_candidate *c = chosen ? chosen[s] : NULL;
@@ -449,9 +503,14 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
     return mk_errf(err, MK_EINVAL, "compose: graph, partition and module source are required");
   namer_ctx nc = {.g = g, .input_names = opt->input_names, .ninput_names = opt->ninput_names};
   nc.alias = malloc(sizeof *nc.alias * ((size_t)g->nvalues + 1));
+  nc.layout = malloc((size_t)g->nvalues + 1);
+  nc.conv = malloc((size_t)g->nvalues + 1);
   int *section_of = find_sections(p, chosen);
-  if (nc.alias == NULL || section_of == NULL || build_aliases(g, nc.alias)) {
+  if (nc.alias == NULL || nc.layout == NULL || nc.conv == NULL || section_of == NULL ||
+      build_aliases(g, nc.alias) || mk_layout_plan(g, nc.layout, nc.conv) < 0) {
     free(nc.alias);
+    free(nc.layout);
+    free(nc.conv);
     free(section_of);
     return mk_errf(err, MK_ENOMEM, "compose: out of memory");
   }
@@ -473,7 +532,7 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
     compose_cuda_build(&cc, out);
     mk_buf init;
     mk_buf_init(&init, 0);
-    rc = emit_init(p, chosen, &init);
+    rc = emit_init(g, p, chosen, nc.layout, &init);
     if (rc) mk_errf(err, rc, "compose: out of memory");
     else if (init.len) mk_buf_puts(out, keep_cl_helper);
     mk_buf_printf(out, "\n\nclass ModelNew(%s):\n", g->class_name ? g->class_name : "Model");
@@ -487,6 +546,8 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
   mk_buf_free(&sections);
   compose_cuda_free(&cc);
   free(nc.alias);
+  free(nc.layout);
+  free(nc.conv);
   free(section_of);
   return rc;
 }

@@ -97,6 +97,7 @@ typedef struct bi_plan {
   int *stage_of;   /* node id -> stage index, -1 outside the subkernel */
   bool *is_input;  /* value id -> is a subkernel input */
   bool *is_output; /* value id -> is a subkernel output */
+  unsigned char *layout; /* value id -> the program's layout plan (mk_layout.h) */
 } bi_plan;
 
 /* Builds the plan; MK_EUNSUPPORTED (with reason) for nodes the generator
@@ -109,12 +110,13 @@ int bi_stage_stored(const bi_plan *p, int s, int *out, int max);
 /* True if value v is read by any node of the subkernel outside stage s (and
  * outside the stages fused with s), or is a subkernel output. */
 bool bi_value_escapes(const bi_plan *p, int s, int v);
-/* True if value v is a subkernel output that another subkernel reads. Such
- * values leave in the default (contiguous) layout: the reader was verified
- * and timed on contiguous inputs, so a channels_last value would make the
- * composed program slower than the sum of its measured parts (H200: the
- * whole program lost to eager on two problems where every part won). Values
- * only returned by the program may leave channels_last. */
+/* True if value v is a subkernel output that another subkernel reads and
+ * the program's layout plan does not make channels_last. Such values leave
+ * in the default (contiguous) layout: the reader was verified and timed on
+ * the layout the plan gives it, so another layout would make the composed
+ * program slower than the sum of its measured parts (H200: the whole program
+ * lost to eager on two problems where every part won, before the plan).
+ * Values only returned by the program may leave channels_last. */
 bool bi_feeds_other_subkernel(const bi_plan *p, int v);
 /* True if two captured shapes are the same (rank and every dim). */
 bool bi_same_shape(int ra, const int64_t *a, int rb, const int64_t *b);

@@ -9,6 +9,8 @@
  * is the anchor's input becomes its prologue (computed while loading). */
 #include "builtin_internal.h"
 
+#include "mk_layout.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -207,6 +209,7 @@ static int add_ew_runs(bi_plan *p, const int *q, int nq) {
 
 bool bi_feeds_other_subkernel(const bi_plan *p, int v) {
   if (v < 0 || v >= p->g->nvalues || !p->is_output[v]) return false;
+  if (p->layout && p->layout[v] == MK_LAYOUT_CHANNELS_LAST) return false;
   const mk_value *val = &p->g->values[v];
   for (int u = 0; u < val->nusers; u++)
     if (!node_in_sk(p, val->users[u])) return true;
@@ -314,8 +317,10 @@ int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_er
   out->stage_of = malloc((size_t)(g->nnodes + 1) * sizeof *out->stage_of);
   out->is_input = calloc((size_t)g->nvalues + 1, sizeof *out->is_input);
   out->is_output = calloc((size_t)g->nvalues + 1, sizeof *out->is_output);
+  out->layout = calloc((size_t)g->nvalues + 1, 1);
   int *q = malloc((size_t)(sk->nnodes + 1) * sizeof *q);
-  if (!out->stage_of || !out->is_input || !out->is_output || !q) {
+  if (!out->stage_of || !out->is_input || !out->is_output || !out->layout || !q ||
+      mk_layout_plan(g, out->layout, NULL) < 0) {
     free(q);
     bi_plan_free(out);
     return mk_errf(err, MK_ENOMEM, "out of memory");
@@ -378,6 +383,7 @@ void bi_plan_free(bi_plan *p) {
   free(p->stage_of);
   free(p->is_input);
   free(p->is_output);
+  free(p->layout);
   *p = (bi_plan){0};
 }
 

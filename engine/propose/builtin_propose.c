@@ -6,6 +6,8 @@
  * then configurations further from it. */
 #include "builtin_internal.h"
 
+#include "mk_layout.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +180,11 @@ static int emit_module(const bi_plan *p, const bi_config *c, const char *vname, 
   mk_buf_init(&clp, 8192);
   bi_emit e = {.p = p, .cfg = c, .kernels = &kernels, .body = &body, .uses_torch = &uses,
                .cl_params = &clp};
+  /* Inputs the layout plan gives in channels_last: read in that order. */
+  for (int i = 0; i < p->sk->ninputs; i++) {
+    int v = p->sk->inputs[i];
+    if (v >= 0 && v < p->g->nvalues && p->layout[v] == MK_LAYOUT_CHANNELS_LAST) bi_add_cl_value(&e, v);
+  }
   int rc = 0;
   for (int s = 0; s < p->nst && rc == 0; s++) rc = emit_stage(&e, s, err);
   if (rc == 0) {

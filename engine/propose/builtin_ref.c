@@ -2,11 +2,33 @@
  *
  * run(...) replays the subkernel's recorded calls one by one, with the exact
  * arguments the capture saw, so it is correct by construction and is the
- * variant every search starts from (and falls back to). */
+ * variant every search starts from (and falls back to). Values the program's
+ * layout plan converts (mk_layout.h) are converted right after they are
+ * made, as in the composed program. */
 #include "builtin_internal.h"
+
+#include "mk_layout.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* `v = v.contiguous(...)` after node n for each output the plan converts. */
+static int emit_planned_conversions(const mk_graph *g, const mk_node *n, const unsigned char *conv,
+                                    mk_buf *b) {
+  for (int k = 0; conv && k < n->noutputs; k++) {
+    int v = n->outputs[k];
+    if (v < 0 || v >= g->nvalues) continue;
+    const char *suffix = mk_layout_suffix((mk_layout_conv)conv[v], g->values[v].rank);
+    if (*suffix == '\0') continue;
+    mk_buf_puts(b, "    ");
+    bi_value_name(g, v, b);
+    mk_buf_puts(b, " = ");
+    bi_value_name(g, v, b);
+    mk_buf_puts(b, suffix);
+    mk_buf_putc(b, '\n');
+  }
+  return b->err;
+}
 
 int bi_emit_run_signature(const mk_graph *g, const mk_subkernel *sk, mk_buf *out) {
   mk_buf_puts(out, "def run(");
@@ -38,6 +60,12 @@ int mk_reference_candidate(const mk_graph *g, const mk_subkernel *sk, mk_candida
   mk_buf_puts(&b, "import math  # noqa: F401  (recorded arguments may use math constants)\n\n"
                   "import torch\nimport torch.nn.functional as F  # noqa: F401\n\n\n");
   bi_emit_run_signature(g, sk, &b);
+  unsigned char *layout = malloc((size_t)g->nvalues + 1), *conv = malloc((size_t)g->nvalues + 1);
+  if (layout == NULL || conv == NULL || mk_layout_plan(g, layout, conv) < 0) {
+    free(conv);
+    conv = NULL; /* no plan: the calls as recorded */
+  }
+  free(layout);
   int rc = 0;
   int last_line = -1;
   for (int i = 0; i < sk->nnodes && rc == 0; i++) {
@@ -60,7 +88,9 @@ int mk_reference_candidate(const mk_graph *g, const mk_subkernel *sk, mk_candida
     }
     rc = mk_pyemit_node(g, n, bi_graph_namer, (void *)g, 4, &b, err);
     if (rc && err && err->text[0] == '\0') mk_errf(err, rc, "node %d (%s) cannot be written", nid, n->op);
+    if (rc == 0) rc = emit_planned_conversions(g, n, conv, &b);
   }
+  free(conv);
   if (rc == 0) {
     bi_emit_return(g, sk, &b);
     if (b.err) rc = mk_errf(err, b.err, "reference source too large");

@@ -21,6 +21,7 @@
 typedef struct cl_namer {
   const mk_graph *g;
   int in, weight;   /* value ids renamed to their channels_last copies */
+  int contig_in;    /* value id passed as .contiguous() (NCHW conv of a channels_last input), or -1 */
   int bias;         /* value id spelled None (added elsewhere), or -1 */
 } cl_namer;
 
@@ -29,6 +30,7 @@ static int cl_name(void *ctx, int vid, mk_buf *out) {
   if (vid == c->bias) return mk_buf_puts(out, "None");
   bi_value_name(c->g, vid, out);
   if (vid == c->in || vid == c->weight) mk_buf_puts(out, "_cl");
+  if (vid == c->contig_in) mk_buf_puts(out, ".contiguous()");
   return out->err;
 }
 
@@ -151,8 +153,11 @@ static int emit_conv(bi_emit *e, int s, const mk_node *n, int nd, bool cl, mk_er
   int fold = bias >= 0 ? bias_fold_stage(p, out) : -1;
   /* A lone conv in the default layout differs from the reference only by this. */
   bool drop_bias = bias >= 0 && (fold >= 0 || cl || !plan_has_kernel(p));
+  /* The default-layout variant is the NCHW convolution: an input the layout
+   * plan gives in channels_last is made contiguous first, so its output (which
+   * the stages after it index as contiguous) is NCHW too. */
   cl_namer c = {.g = p->g, .in = cl ? in : -1, .weight = cl ? w : -1,
-                .bias = drop_bias ? bias : -1};
+                .contig_in = !cl && bi_is_cl_value(e, in) ? in : -1, .bias = drop_bias ? bias : -1};
   if (cl) {
     const char *fmt = nd == 2 ? "torch.channels_last" : "torch.channels_last_3d";
     mk_buf_puts(b, "    # channels_last convolution: faster cuDNN kernels, same values\n");

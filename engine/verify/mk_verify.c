@@ -8,6 +8,8 @@
  * no callback runs inside a submit. */
 #include "mk_verify.h"
 
+#include "mk_layout.h"
+
 #include "env_memo.h"
 #include "mk_buf.h"
 #include "mk_sha256.h"
@@ -15,6 +17,7 @@
 #include "verify_cuda.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -702,6 +705,27 @@ int mk_verify_submit_capture(mk_verify *v, const char *file, const char *class_n
   return 0;
 }
 
+/* The program's layout plan as the worker's `layouts` parameter ({"<value id>":
+ * "channels_last" | "contiguous"}), or NULL when it converts nothing (no
+ * convolution) or on allocation failure: the subkernel then runs as captured. */
+static cJSON *layouts_param(const mk_graph *g) {
+  unsigned char *lay = malloc((size_t)g->nvalues + 1), *conv = malloc((size_t)g->nvalues + 1);
+  cJSON *obj = NULL;
+  if (lay && conv && mk_layout_plan(g, lay, conv) >= 0) {
+    for (int v = 0; v < g->nvalues; v++) {
+      const char *how = mk_layout_conv_name((mk_layout_conv)conv[v]);
+      if (how == NULL) continue;
+      if (obj == NULL && (obj = cJSON_CreateObject()) == NULL) break;
+      char key[24];
+      snprintf(key, sizeof key, "%d", v);
+      cJSON_AddStringToObject(obj, key, how);
+    }
+  }
+  free(lay);
+  free(conv);
+  return obj;
+}
+
 int mk_verify_submit_subkernel(mk_verify *v, const mk_graph *g, const mk_subkernel *sk,
                                const mk_candidate_src *cand, const mk_verify_options *opt,
                                mk_verify_cb cb, void *data, uint64_t *job_out, mk_errmsg *err) {
@@ -744,6 +768,11 @@ int mk_verify_submit_subkernel(mk_verify *v, const mk_graph *g, const mk_subkern
   cJSON_AddItemToObject(params, "nodes", nodes);
   cJSON_AddItemToObject(params, "inputs", ins);
   cJSON_AddItemToObject(params, "outputs", outs);
+  cJSON *layouts = layouts_param(g);
+  if (layouts) {
+    mk_cache_key_json(&j->key, "layouts", layouts);
+    cJSON_AddItemToObject(params, "layouts", layouts);
+  }
   cJSON *c = cJSON_AddObjectToObject(params, "candidate");
   cJSON_AddStringToObject(c, "source", cand->source);
   cJSON_AddStringToObject(c, "name", cand->name ? cand->name : "candidate");

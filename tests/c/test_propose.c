@@ -232,17 +232,20 @@ MK_TEST(propose, elementwise_broadcast_loads_by_pattern) {
   /* The [8, 1, 1] bias is read per channel: ((offs // (D2 * D3)) % (D1)) * stride. */
   MK_CHECK(strstr(src, "bias = tl.load(bias_ptr + ((offs // (D2 * D3)) % (D1)) * bias_stride1") != NULL);
   MK_CHECK(strstr(src, "MK_USES_TORCH = (\"conv2d\", )") != NULL);
-  /* The conv runs without its bias, which the elementwise kernel adds on load. */
-  MK_CHECK(strstr(src, "(x0, conv_weight, None, ") != NULL);
+  /* The conv runs without its bias, which the elementwise kernel adds on load;
+   * the NCHW variant makes the input (channels_last by the layout plan) contiguous. */
+  MK_CHECK(strstr(src, "(x0.contiguous(), conv_weight, None, ") != NULL);
   MK_CHECK(strstr(src, "v6 += tl.load(v6_bias_ptr + ((offs // (D2 * D3)) % D1)") != NULL);
-  /* channels_last: the output feeds the next subkernel, so the tail reads
-   * the conv output through its strides and writes the default layout; the
-   * weight is one ModelNew keeps channels_last. */
+  /* channels_last: the output feeds the next subkernel (a transposed conv),
+   * which the layout plan gives it in channels_last, so the tail runs in the
+   * conv output's memory order (channel innermost: the bias is offs % C) and
+   * writes channels_last; the weight is one ModelNew keeps channels_last. */
   const char *cl = l.items[0].source;
   MK_CHECK(strstr(cl, "(x0_cl, conv_weight_cl, None, ") != NULL);
-  MK_CHECK(strstr(cl, "v6 += tl.load(v6_bias_ptr + ((offs // (D2 * D3)) % D1)") != NULL);
-  MK_CHECK(strstr(cl, "v6_stride0, v6_stride1, v6_stride2, v6_stride3") != NULL);
-  MK_CHECK(strstr(cl, "v9 = torch.empty(shape9, device=v6.device, dtype=torch.float32)\n") != NULL);
+  MK_CHECK(strstr(cl, "v6 += tl.load(v6_bias_ptr + ((offs) % D3)") != NULL);
+  MK_CHECK(strstr(cl, "v9 = torch.empty(shape9, device=v6.device, dtype=torch.float32, "
+                      "memory_format=torch.channels_last)\n") != NULL);
+  MK_CHECK(strstr(cl, "v9 = v9.contiguous()") == NULL);
   MK_CHECK(strstr(cl, "MK_CHANNELS_LAST = (\"conv.weight\", )") != NULL);
   mk_candidate_list_free(&l);
   mk_partition_free(&p);
@@ -325,7 +328,7 @@ MK_TEST(propose, lone_conv_gets_channels_last_variant) {
   MK_CHECK_INT(l.n, ==, 2);
   if (l.n == 2) {
     MK_CHECK_STR(l.items[1].name, "triton_conv");
-    MK_CHECK(strstr(l.items[1].source, "F.conv2d(x0, conv_weight, None, ") != NULL);
+    MK_CHECK(strstr(l.items[1].source, "F.conv2d(x0.contiguous(), conv_weight, None, ") != NULL);
     MK_CHECK(strstr(l.items[1].source, "_mk_add_channel_bias(") != NULL);
     MK_CHECK(strstr(l.items[1].source, ".contiguous(memory_format=torch.channels_last)") == NULL);
     MK_CHECK_STR(l.items[0].name, "triton_convcl");
@@ -337,9 +340,9 @@ MK_TEST(propose, lone_conv_gets_channels_last_variant) {
     snprintf(want, sizeof want, "v%d = _mk_add_channel_bias(v%d, conv_bias)", outs[0], outs[0]);
     MK_CHECK(strstr(l.items[0].source, want) != NULL);
     MK_CHECK(strstr(l.items[0].source, "conv_weight_cl, None, ") != NULL);
-    /* Later subkernels read it: it leaves in the default layout. */
+    /* Later subkernels read it in channels_last (the layout plan): it leaves so. */
     snprintf(want, sizeof want, "v%d = v%d.contiguous()", outs[0], outs[0]);
-    MK_CHECK(strstr(l.items[0].source, want) != NULL);
+    MK_CHECK(strstr(l.items[0].source, want) == NULL);
     MK_CHECK(strstr(l.items[0].source, "MK_CHANNELS_LAST = (\"conv.weight\", )") != NULL);
   }
   mk_candidate_list_free(&l);

@@ -17,6 +17,8 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include "mk_layout.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -61,6 +63,9 @@ typedef struct tally {
 static cJSON *write_candidates(const mk_graph *g, const mk_partition *p, const char *dir, int max,
                                tally *t) {
   cJSON *man = cJSON_CreateObject();
+  /* Inputs go in the layout the program's plan gives them (mk_layout.h). */
+  unsigned char *layout = calloc((size_t)g->nvalues + 1, 1);
+  if (layout) mk_layout_plan(g, layout, NULL);
   cJSON *sks = cJSON_AddArrayToObject(man, "subkernels");
   for (int s = 0; s < p->nsubkernels; s++) {
     const mk_subkernel *sk = &p->subkernels[s];
@@ -108,6 +113,7 @@ static cJSON *write_candidates(const mk_graph *g, const mk_partition *p, const c
       size_t nl = v->name ? strlen(v->name) : 0;
       if (nl >= 3 && (strcmp(v->name + nl - 3, "var") == 0 || strcmp(v->name + nl - 3, "rv2") == 0))
         cJSON_AddTrueToObject(in, "positive");
+      if (layout && layout[sk->inputs[i]] == MK_LAYOUT_CHANNELS_LAST) cJSON_AddTrueToObject(in, "channels_last");
       cJSON_AddItemToArray(ins, in);
     }
     cJSON *cands = cJSON_AddArrayToObject(o, "candidates");
@@ -122,6 +128,7 @@ static cJSON *write_candidates(const mk_graph *g, const mk_partition *p, const c
     fprintf(stderr, "    %-28s %d builtin candidate(s)\n", sk->name, list.n);
     mk_candidate_list_free(&list);
   }
+  free(layout);
   return man;
 }
 
@@ -245,6 +252,8 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
    * a default-layout residual, conv3d, conv -> pool, in place on the output. */
   run_fixture("conv_layouts.json", 0);
   run_fixture_as("conv_layouts.json", 2, true);
+  /* A small net under the layout plan: channels_last between subkernels. */
+  run_fixture("conv_net.json", 2);
 }
 
 MK_TEST(propose_e2e, norms_match_reference) {

@@ -4,7 +4,8 @@ Used by tests/c/test_propose_e2e.c (which writes the candidates) and by
 tests/python/test_builtin_kernels.py. Input: a directory with manifest.json:
 
     {"subkernels": [{"name": "...", "dir": "sk0",
-                     "inputs": [{"name": "x0", "shape": [...], "dtype": "float32"}],
+                     "inputs": [{"name": "x0", "shape": [...], "dtype": "float32",
+                                 "channels_last": true}],  # optional: the layout plan
                      "candidates": ["triton_b1024_w4.py", ...]}]}
 
 Each subkernel directory holds reference.py and the candidates. For every
@@ -70,6 +71,10 @@ def make_inputs(specs: list[dict[str, Any]], device: str, seed: int) -> list[tor
             t = torch.randint(0, 2, shape, generator=gen).bool()
         else:
             t = torch.randint(0, 5, shape, generator=gen).to(dtype)
+        if s.get("channels_last") and t.dim() in (4, 5):
+            # The program's layout plan gives this input in channels_last.
+            fmt = torch.channels_last if t.dim() == 4 else torch.channels_last_3d
+            t = t.contiguous(memory_format=fmt)
         out.append(t.to(device))
     return out
 

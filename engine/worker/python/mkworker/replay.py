@@ -255,6 +255,32 @@ def _bind(enc: JSON, result: Any, env: Env, bound: list[int]) -> None:
                 _bind(e, r, env, bound)
 
 
+# The program's layout plan (engine/ir/mk_layout.h): value id -> "channels_last" or
+# "contiguous", applied to a value right after it is produced (a no-op when it already
+# has that layout), so a replay computes what the composed program computes.
+Layouts = Mapping[int, str]
+LAYOUTS = ("channels_last", "contiguous")
+
+
+def apply_layout(x: Any, how: str | None) -> Any:
+    """x converted as the plan says (channels_last / channels_last_3d by rank)."""
+    if how is None or not isinstance(x, torch.Tensor):
+        return x
+    if how == "contiguous":
+        return x.contiguous()
+    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(x.dim())
+    return x if fmt is None else x.contiguous(memory_format=fmt)
+
+
+def _apply_layouts(vids: Sequence[int], env: Env, layouts: Layouts | None) -> None:
+    if not layouts:
+        return
+    for v in vids:
+        how = layouts.get(v)
+        if how is not None and v in env:
+            env[v] = apply_layout(env[v], how)
+
+
 def run_node(graph: Graph, node: Mapping[str, Any], env: Env, model: torch.nn.Module | None,
              device: str | torch.device | None = None) -> Any:
     """Runs one recorded node; writes its outputs (and the fresh ids of the
@@ -281,16 +307,18 @@ def run_node(graph: Graph, node: Mapping[str, Any], env: Env, model: torch.nn.Mo
 
 def run_nodes(graph: Graph, node_ids: Sequence[int], env: Env,
               model: torch.nn.Module | None = None,
-              device: str | torch.device | None = None) -> Env:
+              device: str | torch.device | None = None,
+              layouts: Layouts | None = None) -> Env:
     """Runs the given nodes in order (ids into graph["nodes"]). Parameters,
     buffers and attributes missing from env are looked up on ``model``.
     ``device`` (default: where the env's tensors are) replaces recorded
-    device constants. Returns env."""
+    device constants; ``layouts`` is the program's layout plan. Returns env."""
     if device is None:
         device = _device_of(env, model)
     nodes = graph["nodes"]
     for nid in node_ids:
         run_node(graph, nodes[nid], env, model, device)
+        _apply_layouts(nodes[nid]["outputs"], env, layouts)
     return env
 
 
@@ -307,23 +335,29 @@ def input_env(graph: Graph, inputs: Sequence[Any]) -> Env:
 
 
 def run_graph(graph: Graph, model: torch.nn.Module, inputs: Sequence[Any],
-              device: str | torch.device | None = None) -> tuple[Env, Any]:
-    """Replays the whole forward: (env, output with forward's structure)."""
+              device: str | torch.device | None = None,
+              layouts: Layouts | None = None) -> tuple[Env, Any]:
+    """Replays the whole forward: (env, output with forward's structure); with
+    ``layouts``, the program as the layout plan lays it out."""
     env = input_env(graph, inputs)
-    run_nodes(graph, range(len(graph["nodes"])), env, model, device)
+    _apply_layouts(list(env), env, layouts)
+    run_nodes(graph, range(len(graph["nodes"])), env, model, device, layouts)
     get = _env_getter(graph, env, model)
     return env, decode(graph["outputs"], get, device)
 
 
 def subkernel_fn(graph: Graph, node_ids: Sequence[int], input_vids: Sequence[int],
                  output_vids: Sequence[int], model: torch.nn.Module | None = None,
-                 device: str | torch.device | None = None) -> Callable[..., Any]:
+                 device: str | torch.device | None = None,
+                 layouts: Layouts | None = None) -> Callable[..., Any]:
     """A function running a subgraph: called with the tensors of
     ``input_vids`` in order, it returns the tensor of the single output or a
     tuple in ``output_vids`` order (the candidate convention of
     docs/candidates.md). Values read by the nodes that are not inputs must be
     parameters, buffers or attributes of ``model``; they are looked up when
-    the function is made. Raises ReplayError now if the subgraph cannot run."""
+    the function is made. ``layouts`` (the program's layout plan) converts the
+    values the nodes produce, as the composed program does. Raises
+    ReplayError now if the subgraph cannot run."""
     nodes = graph["nodes"]
     steps = [nodes[i] for i in node_ids]
     inputs = list(input_vids)
@@ -359,6 +393,7 @@ def subkernel_fn(graph: Graph, node_ids: Sequence[int], input_vids: Sequence[int
                 env[step.out] = step.fn(*_fill(step.args, env), **_fill(step.kwargs, env))
             else:
                 run_node(graph, node, env, model, dev)
+            _apply_layouts(node["outputs"], env, layouts)
         if len(outputs) == 1:
             return env[outputs[0]]
         return tuple(env[v] for v in outputs)

@@ -902,6 +902,27 @@ def _cubin_of(cand_p: dict[str, Any]) -> bytes | None:
         raise MethodError("bad_request", "`candidate.cubin` is not base64") from None
 
 
+def _layouts(params: dict[str, Any], nvals: int) -> dict[int, str]:
+    """The program's layout plan (`layouts`: {"<value id>": "channels_last" |
+    "contiguous"}; absent: none)."""
+    raw = params.get("layouts")
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise MethodError("bad_request", "`layouts` must be an object of value id -> layout")
+    out: dict[int, str] = {}
+    for k, how in raw.items():
+        try:
+            vid = int(k)
+        except ValueError:
+            raise MethodError("bad_request", f"`layouts` key {k!r} is not a value id") from None
+        if not 0 <= vid < nvals or how not in _replay().LAYOUTS:
+            raise MethodError("bad_request", f"`layouts`: {k!r} -> {how!r} is not a value id "
+                                             f"and one of {', '.join(_replay().LAYOUTS)}")
+        out[vid] = how
+    return out
+
+
 def verify_subkernel(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Checks a candidate for a subgraph of a captured graph (docs/verify.md)."""
     graph = _load_graph(params)
@@ -918,6 +939,7 @@ def verify_subkernel(params: dict[str, Any], progress: Progress) -> dict[str, An
     if not out_vids:
         raise MethodError("bad_request", "`outputs` must name at least one value")
     settings = Settings.parse(params, graph.get("batch"))
+    layouts = _layouts(params, nvals)
     cand_p = params.get("candidate")
     if not isinstance(cand_p, dict) or not isinstance(cand_p.get("source"), str):
         raise MethodError("bad_request", "`candidate` must be {source, name, origin}")
@@ -929,7 +951,8 @@ def verify_subkernel(params: dict[str, Any], progress: Progress) -> dict[str, An
     except CandidateError as e:
         return _candidate_report(e, settings)
     try:
-        return _verify_subkernel(graph, node_ids, in_vids, out_vids, settings, cand, progress)
+        return _verify_subkernel(graph, node_ids, in_vids, out_vids, settings, cand, progress,
+                                 layouts)
     finally:
         cand.unload()
 
@@ -964,14 +987,16 @@ def _model_for(replay: Any, graph: dict[str, Any], path: str, cls: str, seed: in
 
 def _verify_subkernel(graph: dict[str, Any], node_ids: list[int], in_vids: list[int],
                       out_vids: list[int], settings: Settings, cand: Candidate,
-                      progress: Progress) -> dict[str, Any]:
+                      progress: Progress, layouts: dict[int, str] | None = None
+                      ) -> dict[str, Any]:
     replay = _replay()
     device = settings.device
     path, cls = str(graph["file"]), str(graph.get("class") or "Model")
     progress("building the reference", 0.02)
     try:
         model = _model_for(replay, graph, path, cls, settings.seed, device)
-        ref_fn = replay.subkernel_fn(graph, node_ids, in_vids, out_vids, model)
+        ref_fn = replay.subkernel_fn(graph, node_ids, in_vids, out_vids, model,
+                                     layouts=layouts)
     except MethodError:
         raise
     except Exception as e:
@@ -981,7 +1006,7 @@ def _verify_subkernel(graph: dict[str, Any], node_ids: list[int], in_vids: list[
     def make(batch: int | None) -> Callable[[int], list[Any]]:
         def inputs_for(seed: int) -> list[Any]:
             inputs = replay.make_inputs(path, seed, device, batch)
-            env, _ = replay.run_graph(graph, model, inputs)
+            env, _ = replay.run_graph(graph, model, inputs, layouts=layouts)
             values = graph["values"]
             return [env[v] if v in env else replay.lookup_attr(model, values[v]["name"])
                     for v in in_vids]
@@ -1002,7 +1027,8 @@ def _verify_subkernel(graph: dict[str, Any], node_ids: list[int], in_vids: list[
     )
     first_dim = _first_input_dim(graph)
     ref_key = (graph.get("source_sha256"), cls, tuple(node_ids), tuple(in_vids),
-               tuple(out_vids), settings.batch, settings.seed, str(device))
+               tuple(out_vids), settings.batch, settings.seed, str(device),
+               tuple(sorted((layouts or {}).items())))
     return _finish(ref, candidate_side, make, spec, settings, progress,
                    ref_call=ref_fn, cand_call=run, first_dim=first_dim, ref_key=ref_key)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The dev-split level-2 sweep with bench's DEFAULTS (merges and splits on, no
+# The dev-split level-2 (LEVEL=3: level-3) sweep with bench's DEFAULTS (merges and splits on, no
 # --budget/--depth overrides) on one GPU through `--gpus 1`, cross-checked by
 # KernelBench's own eval (.kb/kbeval, with stand-ins for its LLM imports and
 # pydantic carried as wheels in .whl). Conv-led problems first. Resumable:
@@ -18,16 +18,20 @@ if [ "${SKIP_PYTEST:-0}" != 1 ]; then
     python3 -m pytest -q -rs -m gpu ${PYTEST_FILES:-test_verify_precision.py} 2>&1 | tail -8) \
     | tee "$OUT/pytest-gpu.txt"
 fi
-out=/tmp/bench-l2d
+level=${LEVEL:-2}
+name=bench-l${level}d
+out=/tmp/$name
 mkdir -p "$out/problems"
-cp "$KB"/bench-l2d/problems/*.json "$out/problems/" 2>/dev/null
-cp -r "$KB"/bench-l2d/modelnew "$out/" 2>/dev/null
+cp "$KB"/$name/problems/*.json "$out/problems/" 2>/dev/null
+cp -r "$KB"/$name/modelnew "$out/" 2>/dev/null
+default_l2="25 65 85 35 10 5 15 60 90 50 20 100 30 40 45 55 70 75 80 95"
+default_l3="20 25 45 5 10 15 50 30 35 40"
 probs=()
-for p in ${BENCH_PROBLEMS:-25 65 85 35 10 5 15 60 90 50 20 100 30 40 45 55 70 75 80 95}; do
-  probs+=("$(ls "$KB"/level2/${p}_*.py)")
+for p in ${BENCH_PROBLEMS:-$([ "$level" = 3 ] && echo "$default_l3" || echo "$default_l2")}; do
+  probs+=("$(ls "$KB"/level$level/${p}_*.py)")
 done
 start=$(date +%s)
 timeout "${BENCH_SECONDS:-500}" "$MK" bench "${probs[@]}" -o "$out" --gpus 1 \
   --kb-root "$KB/kbeval" 2>&1 | tail -45 | tee "$OUT/bench-tail.txt"
 echo "wall_s=$(( $(date +%s) - start ))" | tee -a "$OUT/bench-tail.txt"
-tar czf "$OUT/bench-l2d.tgz" -C /tmp bench-l2d
+tar czf "$OUT/$name.tgz" -C /tmp "$name"
