@@ -59,7 +59,9 @@ static void md_subkernels(mk_buf *b, const mk_bench_results *r) {
     for (int k = 0; k < rec->nsubkernels; k++) {
       const mk_bench_subkernel *sk = &rec->subkernels[k];
       mk_buf_printf(b, "| %s | %s | ", rec->id, or_dash(sk->name));
-      if (replaced(sk)) mk_buf_printf(b, "%s (%s) |", or_dash(sk->variant), sk->origin);
+      if (replaced(sk))
+        mk_buf_printf(b, "%s (%s, %s) |", or_dash(sk->variant), sk->origin,
+                      mk_bench_backend_name(mk_bench_subkernel_backend(sk)));
       else mk_buf_puts(b, "PyTorch reference |");
       if (sk->ours_ms >= 0)
         mk_buf_printf(b, " %.3f ms%s%s (reference %.3f ms) |\n", sk->ours_ms, sk->gpu ? " on GPU " : "",
@@ -83,6 +85,13 @@ static void md_moves(mk_buf *b, const mk_bench_results *r) {
   mk_buf_printf(b, "\nSearch moves: merges kept %d of %d tried, splits kept %d of %d tried; "
                    "%d problem%s emitted as the CUDA-graph variant of the composition.\n",
                 mw, mt, sw, st, graphs, graphs == 1 ? "" : "s");
+}
+
+/* "Subkernels by backend: 3 CUDA C++, 5 Triton, 4 PyTorch (of 12)." */
+static void backend_line(mk_buf *b, const mk_bench_aggregate *a) {
+  mk_buf_printf(b, "Subkernels by backend: %d CUDA C++, %d Triton, %d PyTorch (of %d).",
+                a->by_backend[MK_BENCH_BACKEND_CUDA], a->by_backend[MK_BENCH_BACKEND_TRITON],
+                a->by_backend[MK_BENCH_BACKEND_PYTORCH], a->subkernels);
 }
 
 static void md_aggregate(mk_buf *b, const mk_bench_aggregate *a) {
@@ -180,7 +189,9 @@ int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
   }
   if (a.tokens_in + a.tokens_out > 0)
     mk_buf_printf(b, "\nTokens: %ld in, %ld out; cost $%.2f.\n", a.tokens_in, a.tokens_out, a.cost_usd);
-  mk_buf_printf(b, "\nWall time: %.0f s.\n", a.wall_s);
+  mk_buf_printf(b, "\nWall time: %.0f s.\n\n", a.wall_s);
+  backend_line(b, &a);
+  mk_buf_putc(b, '\n');
   md_moves(b, r);
   bool kb = a.kb_checked > 0;
   if (kb) md_kbcheck(b, r, &a);
@@ -411,7 +422,7 @@ static void html_subkernels(mk_buf *b, const mk_bench_results *r) {
         html_text(b, or_dash(sk->variant));
         mk_buf_puts(b, " (");
         html_text(b, sk->origin);
-        mk_buf_puts(b, ")");
+        mk_buf_printf(b, ", %s)", mk_bench_backend_name(mk_bench_subkernel_backend(sk)));
       } else {
         mk_buf_puts(b, "PyTorch reference");
       }
@@ -462,7 +473,9 @@ int mk_bench_write_html(const mk_bench_results *r, mk_buf *b) {
                   a.kb_count[MK_BENCH_KB_DISAGREE] ? " class=bad" : "", a.kb_count[MK_BENCH_KB_AGREE],
                   a.kb_checked);
   }
-  mk_buf_puts(b, "</div>");
+  mk_buf_puts(b, "</div><p>");
+  backend_line(b, &a);
+  mk_buf_puts(b, "</p>");
   if (a.kb_count[MK_BENCH_KB_UNAVAILABLE] > 0) {
     const char *why = NULL;
     for (int i = 0; i < r->nrecords && !why; i++)

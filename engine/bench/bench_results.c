@@ -36,6 +36,20 @@ static void fast_of(const mk_bench_results *r, int level, double p, mk_bench_fas
   f->vs_compile_ro = n ? (double)fr / n : 0;
 }
 
+static const char *const backend_names[] = {"cuda", "triton", "pytorch"};
+
+const char *mk_bench_backend_name(int index) {
+  return index >= 0 && index < 3 ? backend_names[index] : "pytorch";
+}
+
+int mk_bench_subkernel_backend(const mk_bench_subkernel *sk) {
+  for (int k = 0; sk->backend && k < 3; k++)
+    if (strcmp(sk->backend, backend_names[k]) == 0) return k;
+  if (sk->backend || sk->origin == NULL || strcmp(sk->origin, "reference") == 0)
+    return MK_BENCH_BACKEND_PYTORCH; /* an unknown name is no kernel we can vouch for */
+  return MK_BENCH_BACKEND_TRITON;
+}
+
 void mk_bench_aggregate_of(const mk_bench_results *r, int level, mk_bench_aggregate *out) {
   memset(out, 0, sizeof *out);
   static const double ps[4] = {0, 1, 1.5, 2};
@@ -53,6 +67,10 @@ void mk_bench_aggregate_of(const mk_bench_results *r, int level, mk_bench_aggreg
     out->cost_usd += rec->cost_usd;
     out->wall_s += rec->wall_s;
     out->timed += rec->eager_ms > 0 && rec->ours_ms > 0;
+    for (int k = 0; k < rec->nsubkernels; k++) {
+      out->subkernels++;
+      out->by_backend[mk_bench_subkernel_backend(&rec->subkernels[k])]++;
+    }
     if (!rec->correct) continue;
     out->correct++;
     double se = mk_bench_speedup(rec->eager_ms, rec->ours_ms);
@@ -110,6 +128,7 @@ cJSON *mk_bench_record_to_json(const mk_bench_record *rec) {
     mk_json_add_str(j, "name", s->name);
     mk_json_add_str(j, "variant", s->variant);
     mk_json_add_str(j, "origin", s->origin);
+    cJSON_AddStringToObject(j, "backend", backend_names[mk_bench_subkernel_backend(s)]);
     mk_json_add_ms(j, "ref_ms", s->ref_ms);
     mk_json_add_ms(j, "ours_ms", s->ours_ms);
     mk_json_add_str(j, "reason", s->reason);
@@ -171,6 +190,7 @@ int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg
       s->name = get_str(j, "name");
       s->variant = get_str(j, "variant");
       s->origin = get_str(j, "origin");
+      s->backend = get_str(j, "backend");
       s->ref_ms = mk_json_num(j, "ref_ms", -1);
       s->ours_ms = mk_json_num(j, "ours_ms", -1);
       s->reason = get_str(j, "reason");
@@ -189,6 +209,7 @@ void mk_bench_record_free(mk_bench_record *rec) {
     free(rec->subkernels[i].name);
     free(rec->subkernels[i].variant);
     free(rec->subkernels[i].origin);
+    free(rec->subkernels[i].backend);
     free(rec->subkernels[i].reason);
     free(rec->subkernels[i].gpu);
   }
@@ -245,6 +266,8 @@ static cJSON *aggregate_json(const mk_bench_aggregate *a) {
   cJSON_AddNumberToObject(o, "tokens_out", (double)a->tokens_out);
   cJSON_AddNumberToObject(o, "cost_usd", a->cost_usd);
   cJSON_AddNumberToObject(o, "wall_s", a->wall_s);
+  cJSON *sb = cJSON_AddObjectToObject(o, "subkernels_by_backend");
+  for (int k = 0; k < 3; k++) cJSON_AddNumberToObject(sb, backend_names[k], a->by_backend[k]);
   cJSON *kb = cJSON_AddObjectToObject(o, "kernelbench_check");
   cJSON_AddNumberToObject(kb, "checked", a->kb_checked);
   for (int k = MK_BENCH_KB_AGREE; k <= MK_BENCH_KB_ERROR; k++)

@@ -26,6 +26,8 @@ typedef struct mk_bench_subkernel {
   double ours_ms;   /* chosen variant's time, < 0 unknown */
   char *reason;     /* why it stayed the PyTorch reference (the session's summary), or NULL */
   char *gpu;        /* the GPU (CUDA_VISIBLE_DEVICES ordinal) that timed ours_ms, or NULL */
+  char *backend;    /* what the chosen variant runs on: "pytorch", "triton", "cuda"; NULL in
+                       records older than --backend (mk_bench_subkernel_backend reads those) */
 } mk_bench_subkernel;
 
 /* The cross-check of a record's ModelNew with KernelBench's own evaluation
@@ -96,9 +98,20 @@ typedef struct mk_bench_aggregate {
   double geomean_vs_compile_max, geomean_vs_compile_ro; /* over those; < 0 none */
   long tokens_in, tokens_out;
   double cost_usd, wall_s;
+  int subkernels;              /* subkernels of all records */
+  int by_backend[3];           /* of them, chosen variants per MK_BENCH_BACKEND_* */
   int kb_checked;              /* records with a cross-check status other than NOT_RUN */
   int kb_count[5];             /* per mk_bench_kb_status */
 } mk_bench_aggregate;
+
+/* Indices of mk_bench_aggregate.by_backend. */
+enum { MK_BENCH_BACKEND_CUDA, MK_BENCH_BACKEND_TRITON, MK_BENCH_BACKEND_PYTORCH };
+/* The subkernel's backend index: its `backend`, or for records written
+ * before it existed, PyTorch for the reference and Triton otherwise (the
+ * only kernels compositions had then). */
+int mk_bench_subkernel_backend(const mk_bench_subkernel *sk);
+/* "cuda", "triton", "pytorch" for an index above. */
+const char *mk_bench_backend_name(int index);
 
 /* speedup helpers: < 0 when either time is unknown */
 double mk_bench_speedup(double base_ms, double ours_ms);

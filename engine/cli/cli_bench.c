@@ -225,6 +225,7 @@ static void fill_record(mk_bench_record *rec, const problem *p, int status,
     const mk_session_variant *v = &sk->variants[sk->chosen];
     rec->subkernels[i] = (mk_bench_subkernel){
         .name = mk_strdup(sk->name), .variant = mk_strdup(v->name), .origin = mk_strdup(v->origin),
+        .backend = mk_strdup(v->backend ? v->backend : "pytorch"),
         .ref_ms = sk->nvariants ? sk->variants[0].time_ms : -1, .ours_ms = v->time_ms,
         .reason = sk->chosen == 0 && sk->summary ? mk_strdup(sk->summary) : NULL,
         .gpu = v->gpu && *v->gpu ? mk_strdup(v->gpu) : NULL};

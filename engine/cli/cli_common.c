@@ -103,6 +103,10 @@ static int llm_config_option(mk_session_config *cfg, const char *v) {
 
 int mk_cli_llm_check(const mk_session_config *cfg, mk_errmsg *err) {
   if (cfg->proposer == NULL || strcmp(cfg->proposer, "llm") != 0) return 0;
+  if (cfg->search.backend != MK_KBACKEND_TRITON) /* the session says the same, later */
+    return mk_errf(err, MK_EINVAL, "--backend %s is the builtin generator's: the LLM proposer "
+                   "writes Triton (use --backend triton, or --proposer builtin)",
+                   mk_kernel_backend_name(cfg->search.backend));
   mk_llm_config c;
   mk_llm_config_init(&c);
   int rc = 0;
@@ -205,6 +209,8 @@ int mk_cli_session_option(mk_session_config *cfg, const char *a, const char *v) 
     }
     return llm_set(cfg, a, "provider", v);
   }
+  if (strcmp(a, "--backend") == 0)
+    return mk_kernel_backend_parse(v, &cfg->search.backend) ? -1 : 2;
   if (strcmp(a, "--monolithic") == 0) {
     cfg->monolithic = true;
     return 1;
@@ -231,6 +237,9 @@ int mk_cli_session_option(mk_session_config *cfg, const char *a, const char *v) 
 void mk_cli_print_session_options(FILE *out) {
   fputs("session options (evolve and bench):\n"
         "  --proposer builtin|llm     who writes kernels: the builtin Triton generator or an LLM\n"
+        "  --backend triton|cuda|auto the builtin generator's kernels: Triton (default), CUDA C++\n"
+        "                             (NVRTC; the PyTorch reference where it has no kernel), or\n"
+        "                             both competing in one beam (GPU only for CUDA)\n"
         "  --budget N                 candidates per run, all subkernels together\n"
         "  --beam W                   beam width per subkernel\n"
         "  --depth D                  beam steps after the first proposals\n"
@@ -280,6 +289,12 @@ static const char *state_name(mk_sk_state s) {
   return "reference";
 }
 
+/* What the subkernel's chosen variant runs on: "pytorch", "triton", "cuda". */
+static const char *chosen_backend(const mk_session_subkernel *sk) {
+  const mk_session_variant *v = sk->chosen > 0 && sk->chosen < sk->nvariants ? &sk->variants[sk->chosen] : NULL;
+  return v && v->backend ? v->backend : "pytorch";
+}
+
 cJSON *mk_cli_module_json(const mk_session_module *m) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "file", m->path);
@@ -301,6 +316,13 @@ cJSON *mk_cli_module_json(const mk_session_module *m) {
   if (m->gpu && *m->gpu) cJSON_AddStringToObject(o, "gpu", m->gpu); /* which GPU timed it */
   cJSON_AddNumberToObject(o, "tokens_in", (double)m->tokens_in);
   cJSON_AddNumberToObject(o, "tokens_out", (double)m->tokens_out);
+  cJSON *counts = cJSON_AddObjectToObject(o, "backend_counts"); /* chosen variants */
+  static const char *const backends[] = {"cuda", "triton", "pytorch"};
+  for (int k = 0; k < 3; k++) {
+    int n = 0;
+    for (int i = 0; i < m->nsubkernels; i++) n += strcmp(chosen_backend(&m->subkernels[i]), backends[k]) == 0;
+    cJSON_AddNumberToObject(counts, backends[k], n);
+  }
   cJSON *sks = cJSON_AddArrayToObject(o, "subkernels");
   for (int i = 0; i < m->nsubkernels; i++) {
     const mk_session_subkernel *sk = &m->subkernels[i];
@@ -312,6 +334,7 @@ cJSON *mk_cli_module_json(const mk_session_module *m) {
     cJSON_AddNumberToObject(j, "last_line", sk->last_line);
     cJSON_AddStringToObject(j, "state", state_name(sk->state));
     cJSON_AddNumberToObject(j, "chosen", sk->chosen);
+    cJSON_AddStringToObject(j, "backend", chosen_backend(sk));
     cJSON_AddStringToObject(j, "summary", sk->summary);
     cJSON *vs = cJSON_AddArrayToObject(j, "variants");
     for (int k = 0; k < sk->nvariants; k++) {
@@ -319,6 +342,7 @@ cJSON *mk_cli_module_json(const mk_session_module *m) {
       cJSON *jv = cJSON_CreateObject();
       cJSON_AddStringToObject(jv, "name", v->name);
       cJSON_AddStringToObject(jv, "origin", v->origin);
+      cJSON_AddStringToObject(jv, "backend", v->backend ? v->backend : "pytorch");
       cJSON_AddStringToObject(jv, "status", v->status);
       if (v->reason && *v->reason) cJSON_AddStringToObject(jv, "reason", v->reason);
       mk_json_add_ms(jv, "time_ms", v->time_ms);

@@ -32,6 +32,7 @@ typedef struct evolve_cli {
   const char *file;
   const char *out;
   bool json, quiet, tty, monolithic;
+  mk_kernel_backend backend; /* --backend, as the search ran */
   int status;
   char error[2048];
   int last_pct;
@@ -80,7 +81,24 @@ static void fmt_ms(char *buf, size_t n, double x) {
   else snprintf(buf, n, "-");
 }
 
-static void print_table(const mk_session_module *m, FILE *out) {
+/* "chosen: 2 CUDA C++, 1 Triton, 3 PyTorch (--backend auto)" */
+static void print_backends(const mk_session_module *m, mk_kernel_backend b, FILE *out) {
+  static const char *const keys[] = {"cuda", "triton", "pytorch"};
+  static const char *const words[] = {"CUDA C++", "Triton", "PyTorch"};
+  fprintf(out, "subkernels by backend:");
+  for (int k = 0; k < 3; k++) {
+    int n = 0;
+    for (int i = 0; i < m->nsubkernels; i++) {
+      const mk_session_subkernel *sk = &m->subkernels[i];
+      const char *v = sk->chosen > 0 && sk->chosen < sk->nvariants ? sk->variants[sk->chosen].backend : NULL;
+      n += strcmp(v ? v : "pytorch", keys[k]) == 0;
+    }
+    fprintf(out, "%s %d %s", k ? "," : "", n, words[k]);
+  }
+  fprintf(out, " (--backend %s)\n", mk_kernel_backend_name(b));
+}
+
+static void print_table(const mk_session_module *m, mk_kernel_backend backend, FILE *out) {
   fprintf(out, "\n%-3s %-30s %-9s %-34s %9s %8s %8s %7s\n", "#", "subkernel", "lines", "variant",
           "ms", "eager", "compile", "trials");
   for (int i = 0; i < m->nsubkernels; i++) {
@@ -96,6 +114,7 @@ static void print_table(const mk_session_module *m, FILE *out) {
             sk->chosen ? v->name : "PyTorch reference", ms, se, sc, sk->chosen ? tr : "-");
     if (sk->chosen == 0) fprintf(out, "    why PyTorch: %s\n", sk->summary); /* the true reason */
   }
+  print_backends(m, backend, out);
   char e[32], c[32], o[32], se[32], sc[32];
   fmt_ms(e, sizeof e, m->eager_ms);
   fmt_ms(c, sizeof c, m->compile_ms);
@@ -185,12 +204,14 @@ static void print_ledger(const cJSON *l, bool monolithic, FILE *out) {
     fprintf(out, "the LLM budget was spent: the search stopped asking for proposals\n");
 }
 
-static void print_json(const mk_session_module *m, const cJSON *ledger, bool monolithic,
+static void print_json(const mk_session_module *m, const cJSON *ledger, const evolve_cli *c,
                        const char *out_path, int status, FILE *out) {
+  bool monolithic = c->monolithic;
   cJSON *o = mk_cli_module_json(m);
   cJSON_AddStringToObject(o, "modelnew", out_path ? out_path : "");
   cJSON_AddBoolToObject(o, "verified", status == 0);
   cJSON_AddStringToObject(o, "mode", monolithic ? "monolithic" : "modular");
+  cJSON_AddStringToObject(o, "backend", mk_kernel_backend_name(c->backend));
   if (ledger) cJSON_AddItemToObject(o, "llm", cJSON_Duplicate(ledger, true));
   /* Every token the run spent (unusable replies too), as llm.total says. */
   const cJSON *total = cJSON_GetObjectItemCaseSensitive(ledger, "total");
@@ -234,8 +255,8 @@ static void on_evolved(void *data, int status, const mk_session_module *m, const
     c->status = MK_EIO;
   }
   cJSON *ledger = mk_session_llm_ledger(c->session, true);
-  if (c->json) print_json(m, ledger, c->monolithic, written, c->status, stdout);
-  else print_table(m, stdout);
+  if (c->json) print_json(m, ledger, c, written, c->status, stdout);
+  else print_table(m, c->backend, stdout);
   if (ledger && !c->json) print_ledger(ledger, c->monolithic, stdout);
   cJSON_Delete(ledger);
   if (!c->json) print_closing(m, written, stdout);
@@ -339,6 +360,7 @@ int mk_cli_evolve(int argc, char **argv) {
     return 1;
   }
   c.monolithic = cfg.monolithic;
+  c.backend = cfg.search.backend;
   mk_errmsg err = {{0}};
   if (mk_cli_llm_check(&cfg, &err)) {
     fprintf(stderr, "mkevolve evolve: %s\n", err.text);

@@ -18,6 +18,7 @@
  * channels_last inputs in channels_last. */
 #include "mk_compose.h"
 
+#include "compose_internal.h"
 #include "mk_layout.h"
 
 #include <stdio.h>
@@ -204,9 +205,11 @@ static const char *skip_statement(const char *p, mk_buf *imports) {
   }
 }
 
-static int rewrite_candidate(const char *source, const char *prefix, mk_buf *body,
-                             mk_buf *imports) {
+int compose_rewrite(const char *source, const char *prefix, const char *const *extra,
+                    mk_buf *body, mk_buf *imports) {
   name_list names = {.n = 0};
+  for (int i = 0; extra && extra[i] && names.n < 64; i++)
+    if (strlen(extra[i]) < sizeof names.names[0]) strcpy(names.names[names.n++], extra[i]);
   for (const char *p = source; *p;) {
     collect_def(p, &names);
     const char *e = line_end(p);
@@ -224,6 +227,11 @@ static int rewrite_candidate(const char *source, const char *prefix, mk_buf *bod
     p = *e ? e + 1 : e;
   }
   return body->err ? body->err : imports ? imports->err : 0;
+}
+
+static int rewrite_candidate(const char *source, const char *prefix, mk_buf *body,
+                             mk_buf *imports) {
+  return compose_rewrite(source, prefix, NULL, body, imports);
 }
 
 int mk_compose_prefix_candidate(const char *source, const char *prefix, mk_buf *out,
@@ -437,12 +445,20 @@ static void emit_header(const mk_graph *g, const mk_partition *p, const mk_candi
                 opt->source_path ? opt->source_path : (g->file ? g->file : "?"),
                 g->class_name ? g->class_name : "Model");
   if (opt->note) mk_buf_printf(out, "# %s\n", opt->note);
-  bool kernels = false;
-  for (int s = 0; s < p->nsubkernels; s++) kernels |= !is_reference(chosen ? chosen[s] : NULL);
+  bool triton = false, cuda = false;
+  for (int s = 0; s < p->nsubkernels; s++) {
+    const mk_candidate *c = chosen ? chosen[s] : NULL;
+    bool is_cuda = !is_reference(c) && strcmp(mk_candidate_backend(c), "cuda") == 0;
+    triton |= !is_reference(c) && !is_cuda; /* any other module may run Triton */
+    cuda |= is_cuda;
+  }
   /* Triton needs a GPU driver ("0 active drivers") unless its interpreter is asked for. */
-  if (kernels)
+  if (triton)
     mk_buf_puts(out, "# It runs Triton kernels: on a machine without a GPU, set TRITON_INTERPRET=1\n"
                      "# (Triton's CPU interpreter) in the environment before Python starts.\n");
+  if (cuda)
+    mk_buf_puts(out, "# It runs CUDA C++ kernels, compiled at import by torch.utils.cpp_extension.load_inline:\n"
+                     "# it needs a GPU, nvcc and ninja (torch caches the build by the source's hash).\n");
   mk_buf_puts(out, "# Subkernels (each verified against PyTorch before it was chosen):\n");
   for (int s = 0; s < p->nsubkernels; s++) {
     const mk_candidate *c = chosen ? chosen[s] : NULL;
@@ -455,7 +471,8 @@ static void emit_header(const mk_graph *g, const mk_partition *p, const mk_candi
 }
 
 static int emit_sections(const mk_partition *p, const mk_candidate *const *chosen,
-                         const int *section_of, mk_buf *imports, mk_buf *sections, mk_errmsg *err) {
+                         const int *section_of, mk_buf *imports, mk_buf *sections,
+                         compose_cuda *cc, mk_errmsg *err) {
   for (int s = 0; s < p->nsubkernels; s++) {
     const mk_candidate *c = chosen ? chosen[s] : NULL;
     if (is_reference(c) || section_of[s] != s) continue;
@@ -463,12 +480,19 @@ static int emit_sections(const mk_partition *p, const mk_candidate *const *chose
     snprintf(prefix, sizeof prefix, "sk%d_", s);
     mk_buf cand_imports;
     mk_buf_init(&cand_imports, 0);
+    bool cuda = strcmp(mk_candidate_backend(c), "cuda") == 0;
+    if (cuda) compose_cuda_launcher(cc, sections);
     mk_buf_printf(sections, "\n\n# ---- sk%d %s: %s (%s) ----\n", s, p->subkernels[s].name,
                   c->name ? c->name : "candidate", c->origin ? c->origin : "?");
-    int rc = rewrite_candidate(c->source ? c->source : "", prefix, sections, &cand_imports);
+    int rc = 0;
+    /* CUDA C++: kernels to the load_inline build, launcher in the section */
+    if (cuda)
+      rc = compose_cuda_section(cc, c->source, prefix, sections, &cand_imports, err);
+    else if ((rc = rewrite_candidate(c->source ? c->source : "", prefix, sections, &cand_imports)))
+      mk_errf(err, rc, "subkernel %d: candidate could not be rewritten", s);
     merge_imports(imports, mk_buf_cstr(&cand_imports));
     mk_buf_free(&cand_imports);
-    if (rc) return mk_errf(err, rc, "subkernel %d: candidate could not be rewritten", s);
+    if (rc) return rc;
   }
   return 0;
 }
@@ -493,8 +517,10 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
   mk_buf imports, sections;
   mk_buf_init(&imports, 0);
   mk_buf_init(&sections, 0);
+  compose_cuda cc;
+  compose_cuda_init(&cc);
   mk_pyemit_prelude(&imports);
-  int rc = emit_sections(p, chosen, section_of, &imports, &sections, err);
+  int rc = emit_sections(p, chosen, section_of, &imports, &sections, &cc, err);
   if (!rc) {
     emit_header(g, p, chosen, section_of, opt, out);
     mk_buf_putc(out, '\n');
@@ -503,6 +529,7 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
     mk_buf_puts(out, opt->module_source);
     if (out->len && out->data[out->len - 1] != '\n') mk_buf_putc(out, '\n');
     mk_buf_append(out, sections.data ? sections.data : "", sections.len);
+    compose_cuda_build(&cc, out);
     mk_buf init;
     mk_buf_init(&init, 0);
     rc = emit_init(g, p, chosen, nc.layout, &init);
@@ -517,6 +544,7 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
   if (!rc && out->err) rc = mk_errf(err, out->err, "compose: output too large");
   mk_buf_free(&imports);
   mk_buf_free(&sections);
+  compose_cuda_free(&cc);
   free(nc.alias);
   free(nc.layout);
   free(nc.conv);

@@ -1,6 +1,7 @@
 /* builtin_proposer.c — the builtin generator behind the asynchronous mk_proposer
- * interface. It is synchronous, so the callback runs before propose returns
- * (the search is written for that). */
+ * interface, in the request's kernel language (mk_builtin_propose_backend).
+ * It is synchronous, so the callback runs before propose returns (the
+ * search is written for that). */
 #include "mk_propose.h"
 
 #include <stdlib.h>
@@ -11,7 +12,7 @@ static int builtin_propose(void *self, const mk_propose_request *req, mk_propose
   mk_candidate_list *list = calloc(1, sizeof *list);
   if (list == NULL) return MK_ENOMEM;
   mk_errmsg err = {{0}};
-  int rc = mk_builtin_propose(req, list, &err);
+  int rc = mk_builtin_propose_backend(req, list, &err);
   cb(data, rc == MK_EUNSUPPORTED && list->n > 0 ? 0 : rc, list, err.text[0] ? err.text : NULL);
   free(list);
   return 0;

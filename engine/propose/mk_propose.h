@@ -26,6 +26,21 @@ typedef enum mk_propose_mode {
   MK_PROPOSE_OPTIMISE, /* make verified `parent` faster given its timing */
 } mk_propose_mode;
 
+/* Which kernel language the builtin generator writes (`--backend`):
+ * Triton only, CUDA C++ only (the PyTorch reference where the CUDA
+ * generator has no kernel), or both competing in the same beam. The
+ * default lives in mk_search_config_defaults. */
+typedef enum mk_kernel_backend {
+  MK_KBACKEND_TRITON,
+  MK_KBACKEND_CUDA,
+  MK_KBACKEND_AUTO,
+} mk_kernel_backend;
+
+/* "triton", "cuda", "auto". */
+const char *mk_kernel_backend_name(mk_kernel_backend b);
+/* Parses one of the names above; MK_EINVAL (out untouched) otherwise. */
+int mk_kernel_backend_parse(const char *name, mk_kernel_backend *out);
+
 typedef struct mk_candidate {
   char *name;    /* short variant name: "triton_ew_b1024_w4" */
   char *source;  /* Python module text defining run(...) */
@@ -51,6 +66,7 @@ typedef struct mk_propose_request {
   int max_candidates;         /* upper bound on candidates returned */
   unsigned long long seed;    /* for deterministic choices */
   const char *device;         /* "cpu" or a GPU name: proposers may tune to it */
+  mk_kernel_backend backend;  /* the builtin generator's language(s); LLM proposers write Triton */
 } mk_propose_request;
 
 /* The verifier's word on a candidate, as much as a proposer learns from it
@@ -94,6 +110,20 @@ int mk_builtin_cuda_propose(const mk_propose_request *req, mk_candidate_list *ou
  * nodes with the same torch calls (always correct by construction). */
 int mk_reference_candidate(const mk_graph *g, const mk_subkernel *sk, mk_candidate *out,
                            mk_errmsg *err);
+
+/* What a candidate runs on, from its text: "pytorch" for the reference (or
+ * NULL) and for modules with no kernel of their own (only torch calls),
+ * "cuda" for CUDA C++ candidates (`MK_BACKEND = "cuda"`), else "triton".
+ * A static string. */
+const char *mk_candidate_backend(const mk_candidate *c);
+
+/* The builtin generator for `req->backend`: mk_builtin_propose (triton),
+ * mk_builtin_cuda_propose (cuda), or both (auto: their candidates
+ * interleaved, default configurations first, at most max_candidates; the
+ * Triton generator's reason when neither has any). A parent's own backend
+ * decides for REPAIR / OPTIMISE under auto. */
+int mk_builtin_propose_backend(const mk_propose_request *req, mk_candidate_list *out,
+                               mk_errmsg *err);
 
 int mk_candidate_list_push(mk_candidate_list *l, mk_candidate c); /* takes ownership of c */
 void mk_candidate_free(mk_candidate *c);

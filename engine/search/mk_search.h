@@ -110,6 +110,8 @@ typedef struct mk_search_config {
   bool try_split;          /* default true */
   bool try_cuda_graph;     /* default true: on a GPU, also verify the composed program
                               replayed as one CUDA graph; kept only when faster */
+  mk_kernel_backend backend; /* default MK_KBACKEND_TRITON: the builtin generator's kernel
+                              language(s) (--backend triton|cuda|auto) */
   const char *device;      /* "cpu" or GPU name, for proposers */
   const char *workdir;     /* where composed files are written */
   const char *source_path; /* the module's path for composed files' header (borrowed for the

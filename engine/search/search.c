@@ -89,6 +89,7 @@ void mk_search_config_defaults(mk_search_config *c) {
   c->try_merge = true;
   c->try_split = true;
   c->try_cuda_graph = true;
+  c->backend = MK_KBACKEND_TRITON; /* CUDA C++ only when asked for (cuda, auto) */
   c->device = "cpu";
   c->workdir = ".";
   c->only_subkernel = -1;
@@ -233,6 +234,7 @@ static void on_evaluated(void *data, const mk_eval_result *r) {
   cJSON_AddNumberToObject(f, "subkernel", req->subkernel);
   cJSON_AddStringToObject(f, "variant", v->cand.name ? v->cand.name : "?");
   cJSON_AddStringToObject(f, "origin", v->cand.origin ? v->cand.origin : "?");
+  cJSON_AddStringToObject(f, "backend", mk_candidate_backend(&v->cand));
   cJSON_AddStringToObject(f, "status", mk_eval_status_name(r->status));
   cJSON_AddNumberToObject(f, "time_ms", r->time_ms);
   cJSON_AddNumberToObject(f, "max_abs_err", r->max_abs_err);
@@ -341,6 +343,7 @@ static void submit_propose(mk_search *s, const mk_subkernel *sk, int sk_index,
       .max_candidates = limit,
       .seed = s->cfg.seed + (unsigned long long)sk_index * 1000003ULL + (unsigned long long)s->step,
       .device = s->cfg.device,
+      .backend = s->cfg.backend,
   };
   s->pending++;
   int rc = s->prop.propose(s->prop.self, &req, on_proposed, pr);
@@ -1178,6 +1181,22 @@ static void prune_cancelled(mk_search *s) {
   }
 }
 
+/* Which backend each subkernel's chosen variant uses, and how many of each. */
+static void add_chosen_backends(const mk_search_result *r, cJSON *f) {
+  cJSON *each = cJSON_AddArrayToObject(f, "backends");
+  int counts[3] = {0, 0, 0}; /* pytorch, triton, cuda */
+  static const char *const names[] = {"pytorch", "triton", "cuda"};
+  for (int i = 0; r->states && i < r->partition.nsubkernels; i++) {
+    const mk_subkernel_state *st = &r->states[i];
+    const mk_candidate *c = st->chosen > 0 && st->chosen < st->nvariants ? &st->variants[st->chosen].cand : NULL;
+    const char *b = mk_candidate_backend(c);
+    cJSON_AddItemToArray(each, cJSON_CreateString(b));
+    for (int k = 0; k < 3; k++) counts[k] += strcmp(b, names[k]) == 0;
+  }
+  cJSON *o = cJSON_AddObjectToObject(f, "backend_counts");
+  for (int k = 0; k < 3; k++) cJSON_AddNumberToObject(o, names[k], counts[k]);
+}
+
 static void finish(mk_search *s) {
   if (s->finished) return;
   s->finished = true;
@@ -1192,6 +1211,7 @@ static void finish(mk_search *s) {
   cJSON_AddNumberToObject(f, "proposals", r->proposals);
   cJSON_AddNumberToObject(f, "verified", r->verified);
   cJSON_AddStringToObject(f, "final", mk_eval_status_name(r->final.status));
+  add_chosen_backends(r, f);
   log_event(s, "done", f);
   if (s->on_event) {
     mk_search_event ev = {.kind = MK_SEARCH_DONE, .fraction = 1.0, .message = "done"};
@@ -1304,6 +1324,7 @@ int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *
   cJSON_AddStringToObject(f, "file", g->file ? g->file : "");
   cJSON_AddNumberToObject(f, "subkernels", n);
   cJSON_AddStringToObject(f, "proposer", proposer.name ? proposer.name : "?");
+  cJSON_AddStringToObject(f, "backend", mk_kernel_backend_name(cfg->backend));
   cJSON_AddNumberToObject(f, "beam", cfg->beam_width);
   cJSON_AddNumberToObject(f, "depth", cfg->depth);
   cJSON_AddNumberToObject(f, "seed", (double)cfg->seed);

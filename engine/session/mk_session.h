@@ -76,6 +76,7 @@ typedef enum mk_sk_state {
 typedef struct mk_session_variant {
   const char *name;     /* "reference", "triton_ew_b1024_w4", ... */
   const char *origin;   /* "reference", "builtin", "llm:<model>" */
+  const char *backend;  /* what it runs on: "pytorch", "triton", "cuda" (mk_candidate_backend) */
   const char *status;   /* mk_eval_status name: "ok", "mismatch", ... */
   const char *reason;   /* why it failed, or "" */
   double time_ms, min_ms;       /* < 0 when untimed */

@@ -217,6 +217,7 @@ static void variant_view(const mk_variant *v, const mk_variant *ref, bool chosen
   *out = (mk_session_variant){
       .name = v->cand.name ? v->cand.name : "?",
       .origin = v->cand.origin ? v->cand.origin : "?",
+      .backend = mk_candidate_backend(&v->cand),
       .status = mk_eval_status_name(r->status),
       .reason = r->status == MK_EVAL_OK ? "" : r->reason,
       .time_ms = r->time_ms,

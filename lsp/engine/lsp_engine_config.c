@@ -120,6 +120,13 @@ int mk_lsp_engine_config_apply(mk_lsp_engine_config *c, const cJSON *settings, m
   } else if (beam && !cJSON_IsNull(beam)) {
     refuse(&r, "beam", "expected an object { width, depth }");
   }
+  const cJSON *kb = cJSON_GetObjectItemCaseSensitive(s, "kernelBackend"); /* as --backend */
+  if (cJSON_IsString(kb)) {
+    if (mk_kernel_backend_parse(kb->valuestring, &e->search.backend))
+      refuse(&r, "kernelBackend", "not one of the accepted values");
+  } else if (kb && !cJSON_IsNull(kb)) {
+    refuse(&r, "kernelBackend", "expected a string");
+  }
   if (get_num(&r, s, "trials", 1, 1000, &x)) e->verify.trials = (int)x;
   const cJSON *to = cJSON_GetObjectItemCaseSensitive(s, "timeout");
   if (cJSON_IsNumber(to)) {
@@ -151,6 +158,7 @@ cJSON *mk_lsp_engine_config_to_json(const mk_lsp_engine_config *c) {
   cJSON_AddStringToObject(o, "pythonPath", c->python);
   cJSON_AddStringToObject(o, "backend", c->backend);
   cJSON_AddStringToObject(o, "proposer", c->proposer);
+  cJSON_AddStringToObject(o, "kernelBackend", mk_kernel_backend_name(c->session.search.backend));
   cJSON *llm = cJSON_AddObjectToObject(o, "llm");
   if (llm) {
     cJSON_AddStringToObject(llm, "provider", c->llm_provider);

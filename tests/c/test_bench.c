@@ -14,9 +14,11 @@ static void add(mk_bench_results *r, const char *id, int level, bool correct, do
   rec.nsubkernels = 2;
   rec.subkernels[0] = (mk_bench_subkernel){mk_strdup("conv2d"), mk_strdup("reference"),
                                            mk_strdup("reference"), ours * 0.7, ours * 0.7,
-                                           mk_strdup("none faster than PyTorch"), NULL};
+                                           mk_strdup("none faster than PyTorch"), NULL,
+                                           mk_strdup("pytorch")};
   rec.subkernels[1] = (mk_bench_subkernel){mk_strdup("add_<gelu>"), mk_strdup("triton_b1024"),
-                                           mk_strdup("builtin"), ours, ours * 0.3, NULL, NULL};
+                                           mk_strdup("builtin"), ours, ours * 0.3, NULL, NULL,
+                                           NULL /* a record older than "backend": Triton */};
   if (!correct) rec.error = mk_strdup("mismatch: max abs error 0.5 at [0, 3]");
   mk_bench_results_add(r, &rec);
 }
@@ -63,6 +65,16 @@ MK_TEST(bench, json_round_trip) {
   MK_CHECK_INT(back.records[1].nsubkernels, ==, 2);
   MK_CHECK(strstr(mk_buf_cstr(&b), "\"fast_vs_compile\"") != NULL);
   MK_CHECK(strstr(mk_buf_cstr(&b), "\"by_level\"") != NULL);
+  /* each subkernel's backend; a record without one (older) reads as Triton */
+  MK_CHECK_STR(back.records[1].subkernels[0].backend, "pytorch");
+  MK_CHECK_STR(back.records[1].subkernels[1].backend, "triton");
+  MK_CHECK(strstr(mk_buf_cstr(&b), "\"subkernels_by_backend\":") != NULL);
+  mk_bench_aggregate agg;
+  mk_bench_aggregate_of(&back, 0, &agg);
+  MK_CHECK_INT(agg.subkernels, ==, 8);
+  MK_CHECK_INT(agg.by_backend[MK_BENCH_BACKEND_TRITON], ==, 4);
+  MK_CHECK_INT(agg.by_backend[MK_BENCH_BACKEND_PYTORCH], ==, 4);
+  MK_CHECK_INT(agg.by_backend[MK_BENCH_BACKEND_CUDA], ==, 0);
   mk_bench_results_free(&back);
   MK_CHECK(mk_bench_read_json("{not json", &back, &err) == MK_EPARSE);
   mk_buf_free(&b);
@@ -117,7 +129,10 @@ MK_TEST(bench, markdown_and_html_reports) {
   MK_CHECK_INT(mk_bench_write_html(&r, &html), ==, 0);
   MK_CHECK(strstr(mk_buf_cstr(&md), "| level2/b | yes | 3.000 | 2.000 | 1.000 | 3.00x | 2.00x |") != NULL);
   MK_CHECK(strstr(mk_buf_cstr(&md), "## Level 3") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "Subkernels by backend: 0 CUDA C++, 4 Triton, 4 PyTorch (of 8).") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "| triton_b1024 (builtin, triton) |") != NULL);
   const char *h = mk_buf_cstr(&html);
+  MK_CHECK(strstr(h, "Subkernels by backend: 0 CUDA C++, 4 Triton, 4 PyTorch (of 8).") != NULL);
   MK_CHECK(strstr(h, "<svg") != NULL);
   MK_CHECK(strstr(h, "add_&lt;gelu&gt;") != NULL); /* escaped */
   MK_CHECK(strstr(h, "add_<gelu>") == NULL);

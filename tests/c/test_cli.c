@@ -177,6 +177,26 @@ MK_TEST(cli, usage_errors) {
   MK_CHECK_INT(r.status, ==, 2);
   MK_CHECK(strstr(r.err, "--trials") != NULL);
   run_free(&r);
+  const char *a5[] = {"evolve", "x.py", "--backend", "cuda9", NULL};
+  run(a5, NULL, 10, &r);
+  MK_CHECK_INT(r.status, ==, 2);
+  MK_CHECK(strstr(r.err, "--backend") != NULL);
+  run_free(&r);
+}
+
+/* The LLM agents write Triton: --backend cuda|auto with them is refused
+ * before any worker starts. */
+MK_TEST(cli, backend_cuda_is_the_builtin_generators) {
+  const char *m = tmp_file("backend_llm.py", "import torch\nclass Model(torch.nn.Module):\n"
+                                             "    def forward(self, x):\n        return torch.relu(x)\n"
+                                             "def get_inputs():\n    return [torch.randn(4, 4)]\n"
+                                             "def get_init_inputs():\n    return []\n");
+  run_out r;
+  const char *a[] = {"evolve", m, "--backend", "auto", "--model", "m", NULL};
+  run(a, NULL, 20, &r);
+  MK_CHECK_INT(r.status, ==, 2);
+  MK_CHECK(strstr(r.err, "--backend auto is the builtin generator's") != NULL);
+  run_free(&r);
 }
 
 MK_TEST(cli, static_errors_need_no_python) {
@@ -713,6 +733,9 @@ MK_TEST(cli, evolve_reports_the_true_reason) {
   MK_CHECK(strstr(r.out, "why PyTorch: 3 of 3 tried verified alone, but the composed program failed its "
                          "whole-program check (timeout") != NULL);
   MK_CHECK(strstr(r.out, "none faster") == NULL);
+  /* reverted to the reference: every subkernel is PyTorch's, under the default backend */
+  MK_CHECK(strstr(r.out, "subkernels by backend: 0 CUDA C++, 0 Triton, ") != NULL);
+  MK_CHECK(strstr(r.out, "PyTorch (--backend triton)") != NULL);
   MK_CHECK(strstr(r.err, "conv2d_min: candidate 1 (up to 1 s)") != NULL);
   MK_CHECK(strstr(r.err, "candidates 4/4 done, 4 verified") != NULL);
   MK_CHECK(strstr(r.err, "ETA ~") != NULL);
@@ -748,6 +771,37 @@ MK_TEST(cli, evolve_writes_to_the_working_directory) {
   MK_CHECK(strstr(r.out, want) != NULL);
   MK_CHECK(strstr(r.out, "TRITON_INTERPRET=1") != NULL);
   MK_CHECK(access(problem_dir, F_OK) != 0); /* nothing beside the problem */
+  run_free(&r);
+}
+
+/* --backend cuda on the CPU: the CUDA generator declines (no GPU), every
+ * subkernel keeps the PyTorch reference with that reason, and the JSON says
+ * which backend the run asked for and what each subkernel became. */
+MK_TEST(cli, backend_cuda_on_the_cpu_keeps_pytorch_with_the_reason) {
+  fake_env f;
+  fake_env_init(&f, "normal", false);
+  const char *m = tmp_file("cuda_cpu.py", good_module);
+  char work[600];
+  snprintf(work, sizeof work, "%s/work_cuda_cpu", tmpdir);
+  run_out r;
+  const char *a[] = {"evolve", m, "--backend", "cuda", "--budget", "4", "--json", "--workdir", work, NULL};
+  run(a, f.kv, 120, &r);
+  MK_CHECK_INT(r.status, ==, 0);
+  cJSON *o = cJSON_Parse(r.out);
+  MK_REQUIRE(o != NULL);
+  MK_CHECK_STR(cJSON_GetObjectItem(o, "backend")->valuestring, "cuda");
+  const cJSON *counts = cJSON_GetObjectItem(o, "backend_counts");
+  const cJSON *sks = cJSON_GetObjectItem(o, "subkernels");
+  MK_REQUIRE(cJSON_IsArray(sks) && cJSON_GetArraySize(sks) > 0);
+  MK_CHECK_INT(cJSON_GetObjectItem(counts, "cuda")->valueint, ==, 0);
+  MK_CHECK_INT(cJSON_GetObjectItem(counts, "triton")->valueint, ==, 0);
+  MK_CHECK_INT(cJSON_GetObjectItem(counts, "pytorch")->valueint, ==, cJSON_GetArraySize(sks));
+  const cJSON *sk;
+  cJSON_ArrayForEach(sk, sks) {
+    MK_CHECK_STR(cJSON_GetObjectItem(sk, "backend")->valuestring, "pytorch");
+    MK_CHECK(strstr(cJSON_GetObjectItem(sk, "summary")->valuestring, "CUDA candidates need a GPU") != NULL);
+  }
+  cJSON_Delete(o);
   run_free(&r);
 }
 

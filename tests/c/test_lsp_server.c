@@ -855,6 +855,7 @@ MK_TEST(lsp_server, no_settings_mean_the_engine_defaults) {
   MK_CHECK_INT(got.search.max_proposals, ==, want.search.max_proposals);
   MK_CHECK_INT(got.search.beam_width, ==, want.search.beam_width);
   MK_CHECK_INT(got.search.depth, ==, want.search.depth);
+  MK_CHECK_INT(got.search.backend, ==, want.search.backend);
   MK_CHECK(got.search.max_seconds == want.search.max_seconds);
   MK_CHECK(got.search.max_cost == want.search.max_cost);
   MK_CHECK(got.job_timeout_s == want.job_timeout_s);
@@ -891,6 +892,34 @@ MK_TEST(lsp_server, beam_trials_and_zero_tolerance) {
   cJSON *j = mk_lsp_engine_config_to_json(&c);
   MK_CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "beam"), "width")->valuedouble == 7);
   MK_CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "tolerance"), "atol")->valuedouble == 0);
+  cJSON_Delete(j);
+}
+
+/* kernelBackend is `--backend` ("backend" is the device); a bad value is
+ * refused by name and keeps the one in force. */
+MK_TEST(lsp_server, kernel_backend_is_a_setting) {
+  mk_lsp_engine_config c;
+  mk_lsp_engine_config_defaults(&c);
+  mk_errmsg err;
+  cJSON *s = cJSON_Parse("{\"mkevolve\": {\"kernelBackend\": \"auto\", \"backend\": \"cuda\"}}");
+  MK_CHECK_INT(mk_lsp_engine_config_apply(&c, s, &err), ==, 0);
+  cJSON_Delete(s);
+  mk_session_config sc;
+  char *json = NULL;
+  mk_lsp_engine_config_session(&c, &sc, &json);
+  free(json);
+  MK_CHECK_INT(sc.search.backend, ==, MK_KBACKEND_AUTO);
+  MK_CHECK_STR(sc.device, "cuda");
+  s = cJSON_Parse("{\"kernelBackend\": \"ptx\"}");
+  MK_CHECK_INT(mk_lsp_engine_config_apply(&c, s, &err), ==, MK_EINVAL);
+  MK_CHECK(strstr(err.text, "kernelBackend") != NULL);
+  cJSON_Delete(s);
+  s = cJSON_Parse("{\"kernelBackend\": 3}");
+  MK_CHECK_INT(mk_lsp_engine_config_apply(&c, s, &err), ==, MK_EINVAL);
+  cJSON_Delete(s);
+  MK_CHECK_INT(c.session.search.backend, ==, MK_KBACKEND_AUTO);
+  cJSON *j = mk_lsp_engine_config_to_json(&c);
+  MK_CHECK_STR(cJSON_GetObjectItem(j, "kernelBackend")->valuestring, "auto");
   cJSON_Delete(j);
 }
 

@@ -45,6 +45,7 @@ static const char *SOURCE =
  * "<status>_<time>" where the evaluator reads its verdict from the name. */
 typedef struct fake_prop {
   int calls;
+  mk_kernel_backend backend; /* of the last request */
   const char *const *names;
   int nnames;
 } fake_prop;
@@ -52,13 +53,14 @@ typedef struct fake_prop {
 static int fake_propose(void *self, const mk_propose_request *req, mk_propose_cb cb, void *data) {
   fake_prop *fp = self;
   fp->calls++;
+  fp->backend = req->backend;
   mk_candidate_list *l = calloc(1, sizeof *l);
   if (req->mode == MK_PROPOSE_NEW) {
     for (int i = 0; i < fp->nnames && i < req->max_candidates; i++) {
       mk_buf src;
       mk_buf_init(&src, 0);
-      mk_buf_printf(&src, "# %s for subkernel %d\ndef run(*a):\n    return a[0]\n", fp->names[i],
-                    req->subkernel->id);
+      mk_buf_printf(&src, "# %s for subkernel %d\n%sdef run(*a):\n    return a[0]\n", fp->names[i],
+                    req->subkernel->id, strstr(fp->names[i], "cuda") ? "MK_BACKEND = \"cuda\"\n" : "");
       mk_candidate c = {.name = mk_strdup(fp->names[i]), .origin = mk_strdup("fake"),
                         .source = mk_buf_steal(&src, NULL)};
       mk_candidate_list_push(l, c);
@@ -303,6 +305,43 @@ MK_TEST(search, untimed_run_takes_verified_kernel_and_logs) {
   MK_CHECK(strstr(log, "\"event\":\"start\"") != NULL);
   MK_CHECK(strstr(log, "\"event\":\"evaluated\"") != NULL);
   MK_CHECK(strstr(log, "\"event\":\"done\"") != NULL);
+  free(log);
+  remove(path);
+  mk_search_result_free(o.res);
+  mk_graph_free(g);
+}
+
+/* --backend reaches the proposer; the run log says which backend each
+ * variant and each chosen subkernel uses, and how many of each. */
+MK_TEST(search, run_log_says_each_backend) {
+  const char *names[] = {"cudaok_1.0"};
+  fake_prop fp = {.names = names, .nnames = 1};
+  fake_eval fe = {.timed = false};
+  mk_search_config cfg;
+  config(&cfg);
+  cfg.backend = MK_KBACKEND_AUTO;
+  char path[] = "/tmp/mk_search_blog_XXXXXX";
+  int fd = mkstemp(path);
+  MK_REQUIRE(fd >= 0);
+  close(fd);
+  cfg.log = fopen(path, "w");
+  outcome o = {0};
+  mk_graph *g = NULL;
+  MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
+  fclose(cfg.log);
+  MK_REQUIRE(o.res != NULL);
+  MK_CHECK_INT(fp.backend, ==, MK_KBACKEND_AUTO);
+  char *log = NULL;
+  size_t n = 0;
+  MK_REQUIRE(mk_read_file(path, 1 << 20, &log, &n) == 0);
+  MK_CHECK(strstr(log, "\"event\":\"start\"") && strstr(log, "\"backend\":\"auto\""));
+  MK_CHECK(strstr(log, "\"origin\":\"reference\",\"backend\":\"pytorch\"") != NULL);
+  MK_CHECK(strstr(log, "\"origin\":\"fake\",\"backend\":\"cuda\"") != NULL);
+  char counts[128];
+  int nsk = o.res->partition.nsubkernels;
+  snprintf(counts, sizeof counts, "\"backend_counts\":{\"pytorch\":0,\"triton\":0,\"cuda\":%d}", nsk);
+  MK_CHECK(strstr(log, counts) != NULL);
+  MK_CHECK(strstr(log, "\"backends\":[\"cuda\"") != NULL);
   free(log);
   remove(path);
   mk_search_result_free(o.res);

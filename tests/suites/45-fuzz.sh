@@ -31,6 +31,7 @@ objs=()
 # the session facade is stubbed: the fuzzer never starts Python workers; the
 # static checks are the frontend's (engine/frontend/static_check.c)
 for src in lsp/*.c lsp/engine/*.c engine/util/*.c engine/frontend/static_check.c \
+           engine/propose/propose_backend_name.c \
            tests/fuzz/session_stub.c; do
   obj="$out/obj/$(basename "${src%.c}").o"
   if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ]; then clang "${cflags[@]}" -c "$src" -o "$obj"; fi

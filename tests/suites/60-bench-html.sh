@@ -126,7 +126,8 @@ check(not ({"speedup distribution", "speedup per problem", "time per subkernel"}
 check("0.00" not in text, "cpu: no 0.00 anywhere")
 check("n/a" in text, "cpu: n/a where a number cannot be known")
 check("what each subkernel became" in cpu.labels, "cpu: the subkernel table is there")
-check("triton_rows_b1024_w4 (builtin)" in text, "cpu: a replaced subkernel names its kernel")
+check("triton_rows_b1024_w4 (builtin, triton)" in text, "cpu: a replaced subkernel names its kernel and backend")
+check("Subkernels by backend: 0 CUDA C++," in text, "cpu: the subkernels counted by backend")
 check("every candidate timed out" in text, "cpu: a kept reference says why")
 check(any("timed out in verification" in t for t in cpu.bad), "cpu: a real failure is styled as one")
 res = json.load(open(os.path.join(out, "cpu", "results.json"), encoding="utf-8"))
@@ -143,7 +144,7 @@ check({"speedup distribution", "speedup per problem", "time per subkernel"} <= s
       f"gpu: the three charts are drawn ({gpu.labels})")
 check(not gpu.notice and "No timings" not in text, "gpu: no no-timing notice")
 check("1.58x" in text, "gpu: speedups shown")
-check("what each subkernel became" in gpu.labels and "triton_gemm128x128x32_w8_s3_tf32x3 (builtin)" in text,
+check("what each subkernel became" in gpu.labels and "triton_gemm128x128x32_w8_s3_tf32x3 (builtin, triton)" in text,
       "gpu: what each subkernel became")
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

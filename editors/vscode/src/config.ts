@@ -9,6 +9,8 @@
 
 export type Backend = 'auto' | 'cuda' | 'cpu';
 export type Proposer = 'builtin' | 'llm';
+/* The builtin generator's kernels (`--backend`): `backend` above is the device. */
+export type KernelBackend = 'triton' | 'cuda' | 'auto';
 export type Provider = 'openai' | 'anthropic';
 /* Where Decompose writes ModelNew: a new <stem>_new.py, or the module's file. */
 export type ComposeMode = 'file' | 'inplace';
@@ -25,6 +27,7 @@ export interface EngineSettings {
   tolerance: { atol?: number; rtol?: number };
   trials?: number;
   timeout: { capture?: number; verify?: number };
+  kernelBackend?: KernelBackend;
 }
 
 export interface ExtensionSettings extends EngineSettings {
@@ -114,6 +117,15 @@ class Reader {
     if (typeof v === 'string' && (allowed as readonly string[]).includes(v)) return v as T;
     this.warn(key, `must be one of ${allowed.map((a) => `"${a}"`).join(', ')}`);
     return def;
+  }
+
+  /* An engine setting among `allowed`: undefined when unset or bad. */
+  optOneOf<T extends string>(key: string, allowed: readonly T[]): T | undefined {
+    const v = this.get(key);
+    if (v === undefined || v === null) return undefined;
+    if (typeof v === 'string' && (allowed as readonly string[]).includes(v)) return v as T;
+    this.warn(key, `must be one of ${allowed.map((a) => `"${a}"`).join(', ')}`);
+    return undefined;
   }
 
   num(key: string, def: number, min: number, max: number, integer: boolean): number {
@@ -209,6 +221,8 @@ export function readSettings(get: SettingGetter): ReadResult {
   };
   const trials = r.optNum('trials', 1, 1000, true);
   if (trials !== undefined) settings.trials = trials;
+  const kernelBackend = r.optOneOf<KernelBackend>('kernelBackend', ['triton', 'cuda', 'auto']);
+  if (kernelBackend !== undefined) settings.kernelBackend = kernelBackend;
   return { settings, warnings: r.warnings };
 }
 
@@ -226,6 +240,7 @@ export function toServerSettings(s: ExtensionSettings): ServerSettings {
     codeLens: s.codeLens,
   };
   if (s.trials !== undefined) out.trials = s.trials;
+  if (s.kernelBackend !== undefined) out.kernelBackend = s.kernelBackend;
   if (s.pythonPath !== '') out.pythonPath = s.pythonPath;
   if (s.llm.model !== '') out.llm.model = s.llm.model;
   if (s.llm.baseUrl !== '') out.llm.baseUrl = s.llm.baseUrl;

@@ -7,6 +7,9 @@
 --     -- Server settings (docs/lsp.md, "Settings"): anything left out is the
 --     -- engine's default, the same as `mkevolve evolve` / `check` use.
 --     settings = { backend = 'cpu', proposer = 'builtin', debounceMs = 400,
+--                  -- the builtin generator's kernels: 'triton', 'cuda' (CUDA C++
+--                  -- where it can, else PyTorch) or 'auto' (both compete), as --backend
+--                  kernelBackend = 'triton',
 --                  -- candidates per evolve run, all subkernels together
 --                  budget = { proposals = 64 },
 --                  beam = { width = 4, depth = 2 },  -- the search's beam

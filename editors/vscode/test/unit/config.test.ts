@@ -49,6 +49,7 @@ test('every setting reaches the server object under its documented name', () => 
       'beam.width': 6,
       'beam.depth': 0,
       trials: 3,
+      kernelBackend: 'auto',
       'timeout.capture': 20,
       'timeout.verify': 900,
       composeMode: 'inplace',
@@ -66,6 +67,7 @@ test('every setting reaches the server object under its documented name', () => 
     beam: { width: 6, depth: 0 },
     tolerance: { atol: 1e-3, rtol: 0 },
     trials: 3,
+    kernelBackend: 'auto',
     timeout: { capture: 20, verify: 900 },
     composeMode: 'inplace',
     debounceMs: 150,
@@ -97,6 +99,7 @@ test('bad values fall back to defaults with a warning each', () => {
       'tolerance.rtol': 'tight',
       'llm.baseUrl': 'ftp://x',
       'server.maxRestarts': 1000,
+      kernelBackend: 'ptx',
     }),
   );
   assert.equal(settings.backend, 'auto');
@@ -108,8 +111,9 @@ test('bad values fall back to defaults with a warning each', () => {
   assert.equal(settings.debounceMs, 400);
   assert.equal(settings.codeLens, true);
   assert.deepEqual(settings.beam, {});
-  assert.equal(warnings.length, 12);
-  for (const key of ['debounceMs', 'codeLens', 'backend', 'proposer', 'budget.proposals', 'beam.width', 'budget.tokens', 'budget.seconds', 'tolerance.atol', 'tolerance.rtol', 'llm.baseUrl', 'server.maxRestarts']) {
+  assert.equal(settings.kernelBackend, undefined);
+  assert.equal(warnings.length, 13);
+  for (const key of ['kernelBackend', 'debounceMs', 'codeLens', 'backend', 'proposer', 'budget.proposals', 'beam.width', 'budget.tokens', 'budget.seconds', 'tolerance.atol', 'tolerance.rtol', 'llm.baseUrl', 'server.maxRestarts']) {
     assert.ok(warnings.some((w) => w.startsWith(`mkevolve.${key} `)), `warning for ${key}`);
   }
 });

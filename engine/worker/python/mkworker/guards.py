@@ -431,14 +431,20 @@ class GlobalSnapshot:
 
 
 class KernelLaunches:
-    """Counts launches of the Triton kernels a module defines while active (a
-    ModelNew whose kernels never run passes only because it is PyTorch; the
-    report says so). Counts through an instance-level wrapper of each kernel's
-    `run`, which `kernel[grid](...)` and the autotuner both call."""
+    """Counts launches of the kernels a module defines while active (a ModelNew whose
+    kernels never run passes only because it is PyTorch; the report says so). Triton
+    kernels are counted through an instance-level wrapper of each kernel's `run`, which
+    `kernel[grid](...)` and the autotuner both call; the CUDA C++ sections of a composed
+    file (engine/compose/compose_cuda.c) through their launcher's `launch`."""
 
     def __init__(self, module: Any) -> None:
         self.kernels: dict[str, Any] = {}
+        self._wrapped: list[tuple[Any, str]] = []  # (object, attribute counted)
         for name, obj in vars(module).items():
+            if type(obj).__name__ == "_MkCudaKernels" and callable(getattr(obj, "launch", None)):
+                self.kernels[name] = obj
+                self._wrapped.append((obj, "launch"))
+                continue
             inner = obj
             for _ in range(8):  # Autotuner / Heuristics keep the JIT function in .fn
                 if type(inner).__name__ in ("JITFunction", "InterpretedFunction"):
@@ -447,22 +453,23 @@ class KernelLaunches:
             if type(inner).__name__ in ("JITFunction", "InterpretedFunction") and \
                     callable(getattr(inner, "run", None)):
                 self.kernels[name] = inner
+                self._wrapped.append((inner, "run"))
         self.count = 0
 
     def __enter__(self) -> KernelLaunches:
-        for k in self.kernels.values():
-            orig = k.run
+        for obj, attr in self._wrapped:
+            orig = getattr(obj, attr)
 
             def counted(*args: Any, _orig: Any = orig, **kwargs: Any) -> Any:
                 self.count += 1
                 return _orig(*args, **kwargs)
 
-            k.run = counted
+            setattr(obj, attr, counted)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for k in self.kernels.values():
-            k.__dict__.pop("run", None)
+        for obj, attr in self._wrapped:
+            obj.__dict__.pop(attr, None)
 
     def note(self) -> str | None:
         """The report's note when kernels are defined and none ran."""

@@ -1,0 +1,158 @@
+/* test_propose_backend.c — `--backend triton|cuda|auto` in the builtin
+ * generator (engine/propose/propose_backend.c): names, what a candidate runs
+ * on, and which generator writes what for each choice. */
+#include "mk_buf.h"
+#include "mk_decompose.h"
+#include "mk_propose.h"
+#include "mk_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static mk_graph *load(const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/fixtures/propose/%s", mk_test_repo_dir(), name);
+  char *text = NULL;
+  size_t len = 0;
+  if (mk_read_file(path, 1 << 24, &text, &len) != 0) return NULL;
+  mk_graph *g = NULL;
+  mk_errmsg err = {{0}};
+  if (mk_graph_from_json(text, len, &g, &err)) fprintf(stderr, "    %s: %s\n", name, err.text);
+  free(text);
+  return g;
+}
+
+MK_TEST(propose_backend, names_round_trip_and_bad_names_are_refused) {
+  mk_kernel_backend b = MK_KBACKEND_AUTO;
+  MK_CHECK_INT(mk_kernel_backend_parse("triton", &b), ==, 0);
+  MK_CHECK_INT(b, ==, MK_KBACKEND_TRITON);
+  MK_CHECK_INT(mk_kernel_backend_parse("cuda", &b), ==, 0);
+  MK_CHECK_INT(b, ==, MK_KBACKEND_CUDA);
+  MK_CHECK_INT(mk_kernel_backend_parse("auto", &b), ==, 0);
+  MK_CHECK_INT(b, ==, MK_KBACKEND_AUTO);
+  MK_CHECK_INT(mk_kernel_backend_parse("CUDA", &b), ==, MK_EINVAL);
+  MK_CHECK_INT(mk_kernel_backend_parse(NULL, &b), ==, MK_EINVAL);
+  MK_CHECK_INT(b, ==, MK_KBACKEND_AUTO); /* untouched on refusal */
+  for (int i = 0; i < 3; i++) {
+    mk_kernel_backend back;
+    MK_CHECK_INT(mk_kernel_backend_parse(mk_kernel_backend_name((mk_kernel_backend)i), &back), ==, 0);
+    MK_CHECK_INT(back, ==, i);
+  }
+}
+
+MK_TEST(propose_backend, candidate_backend_reads_the_text) {
+  mk_candidate ref = {.source = "def run(x):\n    return x\n", .origin = "reference"};
+  mk_candidate cuda = {.source = "import torch\n\nMK_BACKEND = \"cuda\"\nMK_CUDA_SOURCE = r\"\"\"\"\"\"\n",
+                       .origin = "builtin"};
+  mk_candidate tri = {.source = "import triton\n\n@triton.jit\ndef k(x):\n    pass\n", .origin = "builtin"};
+  mk_candidate torch_only = {.source = "import torch\n\ndef run(a, b):\n    return torch.mm(a, b)\n",
+                             .origin = "llm:m"};
+  /* The marker only counts at the start of a line (not in a comment or a string). */
+  mk_candidate quoted = {.source = "# MK_BACKEND = \"cuda\"\n@triton.jit\ndef k():\n    pass\n",
+                         .origin = "builtin"};
+  MK_CHECK_STR(mk_candidate_backend(NULL), "pytorch");
+  MK_CHECK_STR(mk_candidate_backend(&ref), "pytorch");
+  MK_CHECK_STR(mk_candidate_backend(&cuda), "cuda");
+  MK_CHECK_STR(mk_candidate_backend(&tri), "triton");
+  MK_CHECK_STR(mk_candidate_backend(&torch_only), "pytorch");
+  MK_CHECK_STR(mk_candidate_backend(&quoted), "triton");
+}
+
+static int count_backend(const mk_candidate_list *l, const char *b) {
+  int n = 0;
+  for (int i = 0; i < l->n; i++) n += strcmp(mk_candidate_backend(&l->items[i]), b) == 0;
+  return n;
+}
+
+/* Each choice on an elementwise subkernel both generators can write. */
+MK_TEST(propose_backend, each_choice_gives_its_generators_candidates) {
+  mk_graph *g = load("ew_broadcast.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[0], .device = "cuda",
+                            .max_candidates = 8};
+  mk_candidate_list t = {0}, c = {0}, a = {0}, small = {0};
+  req.backend = MK_KBACKEND_TRITON;
+  MK_REQUIRE(mk_builtin_propose_backend(&req, &t, &err) == 0);
+  req.backend = MK_KBACKEND_CUDA;
+  MK_REQUIRE(mk_builtin_propose_backend(&req, &c, &err) == 0);
+  req.backend = MK_KBACKEND_AUTO;
+  MK_REQUIRE(mk_builtin_propose_backend(&req, &a, &err) == 0);
+  MK_CHECK(t.n > 0 && count_backend(&t, "triton") == t.n);
+  MK_CHECK(c.n > 0 && count_backend(&c, "cuda") == c.n);
+  /* auto: both, interleaved from each generator's default on */
+  MK_CHECK(count_backend(&a, "triton") > 0 && count_backend(&a, "cuda") > 0);
+  MK_CHECK(a.n <= 8);
+  MK_REQUIRE(a.n >= 2);
+  MK_CHECK_STR(a.items[0].source, t.items[0].source);
+  MK_CHECK_STR(a.items[1].source, c.items[0].source);
+  /* the bound holds across both */
+  req.max_candidates = 3;
+  MK_REQUIRE(mk_builtin_propose_backend(&req, &small, &err) == 0);
+  MK_CHECK_INT(small.n, ==, 3);
+  MK_CHECK_INT(count_backend(&small, "triton"), ==, 2);
+  mk_candidate_list_free(&t);
+  mk_candidate_list_free(&c);
+  mk_candidate_list_free(&a);
+  mk_candidate_list_free(&small);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+/* auto: a repair or an optimisation stays in its parent's language. */
+MK_TEST(propose_backend, auto_keeps_the_parents_language) {
+  mk_graph *g = load("ew_broadcast.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[0], .device = "cuda",
+                            .backend = MK_KBACKEND_CUDA};
+  mk_candidate_list first = {0}, opt = {0};
+  MK_REQUIRE(mk_builtin_propose_backend(&req, &first, &err) == 0);
+  MK_REQUIRE(first.n > 1);
+  req.backend = MK_KBACKEND_AUTO;
+  req.mode = MK_PROPOSE_OPTIMISE;
+  req.parent = &first.items[0];
+  MK_REQUIRE(mk_builtin_propose_backend(&req, &opt, &err) == 0);
+  MK_CHECK(opt.n > 0);
+  MK_CHECK_INT(count_backend(&opt, "cuda"), ==, opt.n);
+  mk_candidate_list_free(&first);
+  mk_candidate_list_free(&opt);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+/* cuda where the CUDA generator has no kernel (a GEMM) and on the CPU: no
+ * candidates, a reason, and the search keeps the PyTorch reference; auto
+ * there is Triton's. */
+MK_TEST(propose_backend, cuda_without_a_kernel_leaves_the_reference) {
+  mk_graph *g = load("linear_epilogue.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[0], .device = "cuda",
+                            .backend = MK_KBACKEND_CUDA, .max_candidates = 8};
+  mk_candidate_list c = {0}, a = {0}, cpu = {0};
+  MK_CHECK_INT(mk_builtin_propose_backend(&req, &c, &err), ==, MK_EUNSUPPORTED);
+  MK_CHECK_INT(c.n, ==, 0);
+  MK_CHECK(strstr(err.text, "no kernel for") != NULL);
+  req.backend = MK_KBACKEND_AUTO;
+  err.text[0] = '\0';
+  int rc = mk_builtin_propose_backend(&req, &a, &err);
+  MK_CHECK(rc == 0 || (rc == MK_EUNSUPPORTED && a.n > 0));
+  MK_CHECK(a.n > 0 && count_backend(&a, "cuda") == 0);
+  req.device = "cpu";
+  req.backend = MK_KBACKEND_CUDA;
+  MK_CHECK_INT(mk_builtin_propose_backend(&req, &cpu, &err), ==, MK_EUNSUPPORTED);
+  MK_CHECK(strstr(err.text, "need a GPU") != NULL);
+  mk_candidate_list_free(&c);
+  mk_candidate_list_free(&a);
+  mk_candidate_list_free(&cpu);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
