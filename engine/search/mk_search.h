@@ -97,10 +97,14 @@ typedef struct mk_search_config {
   int beam_width;          /* W (defaults: mk_search_config_defaults, the only place they live) */
   int depth;               /* D: beam steps after the first proposals */
   int max_proposals;       /* candidates per run, all subkernels together (0: no limit) */
-  double max_seconds;      /* wall-time budget, default 0 = none */
-  double cpu_seconds;      /* untimed evaluator (the CPU's interpreter) and no max_seconds:
-                              the wall time the CPU plan sizes the work to, default 150;
-                              0: no plan, the beam as on a GPU */
+  double max_seconds;      /* wall-time budget (--time-budget); default -1 = unset: the
+                              device's budget below; 0 = none (on the CPU: no plan) */
+  double cpu_seconds;      /* untimed evaluator (the CPU's interpreter), max_seconds unset:
+                              the wall time the CPU plan sizes the work to, default 150 */
+  double gpu_seconds;      /* timed evaluator (a GPU), max_seconds unset: no new
+                              candidates, merges or splits after this much wall time, so a
+                              problem ends in minutes (the final whole-program check and
+                              its CUDA-graph variant come after), default 150 */
   double job_timeout_s;    /* the configured limit of one evaluation (the plan's ceiling),
                               0 = none */
   double max_cost;         /* the proposer's budget per run, in its cost unit (mk_candidate.cost:

@@ -85,7 +85,9 @@ void mk_search_config_defaults(mk_search_config *c) {
   c->beam_width = 4;
   c->depth = 2;
   c->max_proposals = 200; /* candidates per evolve run, all subkernels together */
+  c->max_seconds = -1; /* unset: cpu_seconds on the CPU, gpu_seconds on a GPU */
   c->cpu_seconds = 150;
+  c->gpu_seconds = 150;
   c->try_merge = true;
   c->try_split = true;
   c->try_cuda_graph = true;
@@ -135,7 +137,8 @@ static void emit_progress(mk_search *s, const char *msg) {
 static bool budget_left(const mk_search *s) {
   if (s->cancelled) return false;
   if (s->cfg.max_proposals > 0 && s->res->proposals >= s->cfg.max_proposals) return false;
-  if (s->cfg.max_seconds > 0 && mk_now_s() - s->t0 > s->cfg.max_seconds) return false;
+  double limit = s->cfg.max_seconds >= 0 ? s->cfg.max_seconds : s->ev.timed ? s->cfg.gpu_seconds : 0;
+  if (limit > 0 && mk_now_s() - s->t0 > limit) return false;
   if (s->cfg.max_cost > 0 && s->res->cost >= s->cfg.max_cost) return false;
   return true;
 }
@@ -1304,7 +1307,7 @@ int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *
   s->workdir = mk_strdup(cfg->workdir ? cfg->workdir : ".");
   s->cfg.workdir = s->workdir;
   s->cfg.prior = NULL; /* borrowed only during start (copied below) */
-  if (!evaluator.timed) s->cpu_budget = cfg->max_seconds > 0 ? cfg->max_seconds : cfg->cpu_seconds;
+  if (!evaluator.timed) s->cpu_budget = cfg->max_seconds >= 0 ? cfg->max_seconds : cfg->cpu_seconds;
   s->res = calloc(1, sizeof *s->res);
   int n = initial->nsubkernels;
   s->st = calloc((size_t)n + 1, sizeof *s->st);

@@ -1005,3 +1005,33 @@ MK_TEST(search, cpu_plan_keeps_pytorch_where_the_budget_ends) {
   mk_search_result_free(o2.res);
   mk_graph_free(g);
 }
+
+/* On a GPU an unset --time-budget is the device's budget (gpu_seconds): past it no
+ * new candidate is proposed and the run ends with what it has, verified; an explicit
+ * --time-budget replaces it, and 0 means none. */
+MK_TEST(search, gpu_wall_budget_stops_proposing) {
+  const char *names[] = {"ok_0.5", "ok_2.0"};
+  for (int mode = 0; mode < 3; mode++) {
+    fake_prop fp = {.names = names, .nnames = 2};
+    fake_eval fe = {.ref_ms = 4.0, .timed = true};
+    mk_search_config cfg;
+    config(&cfg);
+    MK_CHECK(cfg.max_seconds < 0 && cfg.gpu_seconds == 150); /* the defaults */
+    if (mode == 0) cfg.gpu_seconds = 1e-9;                  /* spent before the first proposal */
+    if (mode == 1) cfg.gpu_seconds = 1e-9, cfg.max_seconds = 0; /* explicit: no budget */
+    if (mode == 2) cfg.gpu_seconds = 0, cfg.max_seconds = 1e-9; /* explicit budget wins */
+    outcome o = {0};
+    mk_graph *g = NULL;
+    MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
+    MK_CHECK_INT(o.done, ==, 1);
+    MK_REQUIRE(o.res != NULL);
+    if (mode == 1) {
+      MK_CHECK(o.res->proposals > 0);
+    } else {
+      MK_CHECK_INT(o.res->proposals, ==, 0);
+      MK_CHECK(o.res->modelnew_path != NULL); /* the reference composition, still written */
+    }
+    mk_search_result_free(o.res);
+    mk_graph_free(g);
+  }
+}
