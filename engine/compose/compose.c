@@ -14,8 +14,9 @@
  * The layout plan (mk_layout.h) is applied here: forward converts its inputs
  * and every value a subkernel produces as the plan says (a no-op when the
  * value already has that layout), which is what the verifier gave each
- * subkernel; __init__ keeps the weights of convolutions with planned
- * channels_last inputs in channels_last. */
+ * subkernel, except where a PyTorch call on channels_last inputs returns
+ * channels_last anyway; __init__ keeps the weights of convolutions with
+ * planned channels_last inputs in channels_last. */
 #include "mk_compose.h"
 
 #include "compose_internal.h"
@@ -361,13 +362,34 @@ static int emit_conversion(namer_ctx *nc, int vid, mk_buf *out) {
   return mk_buf_putc(out, '\n');
 }
 
+/* True if PyTorch op n already returns v in channels_last: every 4-d/5-d
+ * activation it reads is planned channels_last, and the plan makes v
+ * channels_last only where n keeps layouts (a convolution, elementwise op,
+ * norm, pool, ... on channels_last inputs returns channels_last). The
+ * conversion is then a no-op call, left out of the forward: a deep network's
+ * forward would otherwise pay one Python call per layer (launch-bound nets). */
+static bool pytorch_keeps_channels_last(const namer_ctx *nc, const mk_node *n, int v) {
+  if (v < 0 || v >= nc->g->nvalues || nc->conv[v] != MK_LAYOUT_TO_CL) return false;
+  int activations = 0;
+  for (int k = 0; k < n->ninputs; k++) {
+    int in = n->inputs[k];
+    const mk_value *iv = &nc->g->values[in];
+    if (iv->kind != MK_VALUE_INPUT && iv->kind != MK_VALUE_NODE) continue;
+    if (iv->rank != 4 && iv->rank != 5) continue;
+    if (nc->layout[in] != MK_LAYOUT_CHANNELS_LAST) return false;
+    activations++;
+  }
+  return activations > 0;
+}
+
 static int emit_reference_subkernel(const mk_graph *g, const mk_subkernel *sk, namer_ctx *nc,
                                     mk_buf *out, mk_errmsg *err) {
   for (int i = 0; i < sk->nnodes; i++) {
     const mk_node *n = &g->nodes[sk->nodes[i]];
     int rc = mk_pyemit_node(g, n, value_name, nc, 8, out, err);
     if (rc) return err && err->text[0] ? rc : mk_errf(err, rc, "node %d (%s) at line %d cannot be emitted", n->id, n->op, n->span.line);
-    for (int k = 0; k < n->noutputs; k++) emit_conversion(nc, n->outputs[k], out);
+    for (int k = 0; k < n->noutputs; k++)
+      if (!pytorch_keeps_channels_last(nc, n, n->outputs[k])) emit_conversion(nc, n->outputs[k], out);
   }
   return out->err;
 }

@@ -349,6 +349,12 @@ static void check_planned_composition(bool builtin) {
   const char *py = mk_buf_cstr(&out);
   MK_CHECK(strstr(py, "        x0 = x0.contiguous(memory_format=torch.channels_last)\n") != NULL);
   MK_CHECK(strstr(py, ".contiguous()\n") != NULL); /* before the view */
+  if (!builtin) {
+    /* PyTorch keeps channels_last through every planned op: only the entry converts. */
+    int n = 0;
+    for (const char *q = py; (q = strstr(q, ".contiguous(memory_format=torch.channels_last)\n")); q++) n++;
+    MK_CHECK_INT(n, ==, 1);
+  }
   MK_CHECK(strstr(py, "\"stem.weight\", ") != NULL && strstr(py, "\"conv1.weight\", ") != NULL &&
            strstr(py, "\"branch.weight\", ") != NULL);
   char file[] = "/tmp/mk_compose_plan_XXXXXX.py";
