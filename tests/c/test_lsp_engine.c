@@ -202,7 +202,17 @@ MK_TEST(lsp_engine, render_states) {
   MK_REQUIRE(r0->hover != NULL);
   MK_CHECK(strstr(r0->hover, "| | variant | origin | status | median ms |") != NULL);
   MK_CHECK(strstr(r0->hover, "| ✓ | triton_relu_b1024 | builtin | ok | 0.556 | 0.500 | 1.80x | 1.20x | 5/5 | 0 |") != NULL);
+  MK_CHECK(strstr(r0->hover, "full-FP32") == NULL); /* every variant passed the plain check */
   mk_lsp_analysis_free(&a);
+  /* A variant verified against the FP32 result (a TF32 reference) says so on hover. */
+  f.v0[2].ref_tf32_noise = 5.4e-4;
+  f.v0[2].max_abs_err = 2e-4;
+  render(&f, MODULE, MODULE, false, &a);
+  MK_REQUIRE(a.nregions > 1 && a.regions[1].hover != NULL);
+  MK_CHECK(strstr(a.regions[1].hover, "Checked against the full-FP32 result (PyTorch's reference runs TF32):\n"
+                                      "- `triton_relu_b256`: max abs error 0.0002; the reference's own 0.00054\n") != NULL);
+  mk_lsp_analysis_free(&a);
+  f.v0[2].ref_tf32_noise = 0;
   /* once the user decomposed, an unverified subkernel is a warning, and
    * the forward lens runs Evolve all */
   render(&f, MODULE, MODULE, true, &a);
