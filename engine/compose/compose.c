@@ -352,14 +352,7 @@ static const char keep_cl_helper[] =
 /* `v = v.contiguous(...)` for value vid when the layout plan converts it. */
 static int emit_conversion(namer_ctx *nc, int vid, mk_buf *out) {
   if (vid < 0 || vid >= nc->g->nvalues) return 0;
-  const char *suffix = mk_layout_suffix((mk_layout_conv)nc->conv[vid], nc->g->values[vid].rank);
-  if (*suffix == '\0') return 0;
-  mk_buf_indent(out, 8);
-  value_name(nc, vid, out);
-  mk_buf_puts(out, " = ");
-  value_name(nc, vid, out);
-  mk_buf_puts(out, suffix);
-  return mk_buf_putc(out, '\n');
+  return mk_pyemit_conversion(nc->g, vid, nc->conv[vid], value_name, nc, 8, out);
 }
 
 /* True if PyTorch op n already returns v in channels_last: every 4-d/5-d

@@ -17,15 +17,7 @@ static int emit_planned_conversions(const mk_graph *g, const mk_node *n, const u
                                     mk_buf *b) {
   for (int k = 0; conv && k < n->noutputs; k++) {
     int v = n->outputs[k];
-    if (v < 0 || v >= g->nvalues) continue;
-    const char *suffix = mk_layout_suffix((mk_layout_conv)conv[v], g->values[v].rank);
-    if (*suffix == '\0') continue;
-    mk_buf_puts(b, "    ");
-    bi_value_name(g, v, b);
-    mk_buf_puts(b, " = ");
-    bi_value_name(g, v, b);
-    mk_buf_puts(b, suffix);
-    mk_buf_putc(b, '\n');
+    if (v >= 0 && v < g->nvalues) mk_pyemit_conversion(g, v, conv[v], bi_graph_namer, (void *)g, 4, b);
   }
   return b->err;
 }

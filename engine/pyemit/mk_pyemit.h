@@ -49,6 +49,13 @@ int mk_pyemit_node(const mk_graph *g, const mk_node *n, mk_value_namer namer, vo
  * must name the new versions the way later code reads them. */
 int mk_pyemit_mutations(const mk_node *n, mk_value_namer namer, void *ctx, int indent, mk_buf *out);
 
+/* `name = name.contiguous(...)` for value vid when the program's layout plan
+ * converts it (conv: its mk_layout_conv, mk_layout.h), at `indent` spaces;
+ * nothing for MK_LAYOUT_KEEP. Shared by the composition and the reference
+ * candidate, which must convert alike. */
+int mk_pyemit_conversion(const mk_graph *g, int vid, int conv, mk_value_namer namer, void *ctx,
+                         int indent, mk_buf *out);
+
 /* Shortest Python float literal that reads back to the same double, like
  * repr ("0.5", "1e-05", "2.0", "float('inf')"). */
 int mk_pyemit_float(double d, mk_buf *out);

@@ -8,6 +8,8 @@
  * candidate and the builtin proposer (one spelling of every recorded call). */
 #include "mk_pyemit.h"
 
+#include "mk_layout.h"
+
 #include <stdlib.h>
 
 #include <math.h>
@@ -377,4 +379,17 @@ int mk_pyemit_prelude(mk_buf *out) {
   return mk_buf_puts(out,
                      "import math\n\nimport torch\nimport torch.nn as nn\n"
                      "import torch.nn.functional as F\n");
+}
+
+int mk_pyemit_conversion(const mk_graph *g, int vid, int conv, mk_value_namer namer, void *ctx,
+                         int indent, mk_buf *out) {
+  if (g == NULL || vid < 0 || vid >= g->nvalues) return 0;
+  const char *suffix = mk_layout_suffix((mk_layout_conv)conv, g->values[vid].rank);
+  if (*suffix == '\0') return 0;
+  mk_buf_indent(out, indent);
+  namer(ctx, vid, out);
+  mk_buf_puts(out, " = ");
+  namer(ctx, vid, out);
+  mk_buf_puts(out, suffix);
+  return mk_buf_putc(out, '\n');
 }

@@ -3,6 +3,7 @@
  * applied where, and that graphs without convolutions plan nothing. */
 #include "mk_buf.h"
 #include "mk_layout.h"
+#include "mk_pyemit.h"
 #include "mk_test.h"
 
 #include <stdlib.h>
@@ -115,4 +116,30 @@ MK_TEST(layout, names_and_bad_arguments) {
   MK_CHECK_STR(mk_layout_conv_name(MK_LAYOUT_TO_CL), "channels_last");
   MK_CHECK_STR(mk_layout_conv_name(MK_LAYOUT_TO_CONTIG), "contiguous");
   MK_CHECK(mk_layout_conv_name(MK_LAYOUT_KEEP) == NULL);
+}
+
+static int plain_namer(void *ctx, int vid, mk_buf *out) {
+  (void)ctx;
+  return mk_buf_printf(out, "v%d", vid);
+}
+
+MK_TEST(layout, conversions_are_written_as_python) {
+  mk_graph *g = load("propose", "conv_net.json");
+  MK_REQUIRE(g != NULL);
+  unsigned char *lay = calloc((size_t)g->nvalues, 1), *conv = calloc((size_t)g->nvalues, 1);
+  MK_REQUIRE(mk_layout_plan(g, lay, conv) > 0);
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  for (int v = 0; v < g->nvalues; v++) MK_CHECK_INT(mk_pyemit_conversion(g, v, conv[v], plain_namer, NULL, 4, &b), ==, 0);
+  const char *py = mk_buf_cstr(&b);
+  MK_CHECK(strstr(py, "    v0 = v0.contiguous(memory_format=torch.channels_last)\n") == py); /* the input first */
+  MK_CHECK(strstr(py, ".contiguous()\n") != NULL);                                              /* before the view */
+  mk_buf_reset(&b);
+  MK_CHECK_INT(mk_pyemit_conversion(g, 0, MK_LAYOUT_KEEP, plain_namer, NULL, 4, &b), ==, 0);
+  MK_CHECK_INT(mk_pyemit_conversion(g, -1, MK_LAYOUT_TO_CL, plain_namer, NULL, 4, &b), ==, 0);
+  MK_CHECK_INT((int)b.len, ==, 0);
+  mk_buf_free(&b);
+  free(lay);
+  free(conv);
+  mk_graph_free(g);
 }
