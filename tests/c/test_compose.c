@@ -254,40 +254,54 @@ MK_TEST(compose, header_says_how_to_run_without_a_gpu) {
 /* Builtin channels_last conv kernels name their weights in MK_CHANNELS_LAST:
  * ModelNew converts them once in __init__, and the composition (Triton
  * interpreter on the CPU) still matches the Model. */
-MK_TEST(compose, channels_last_weights_converted_once) {
+/* A propose fixture composed: every subkernel PyTorch, or the builtin's first
+ * variant of each (builtin). *py receives the ModelNew text (caller frees);
+ * returns 0 when it composed. */
+static int compose_fixture(const char *name, bool builtin, char **py) {
   char path[1024], json_path[1024];
-  snprintf(path, sizeof path, "%s/tests/fixtures/propose/conv_chain.py", mk_test_repo_dir());
-  snprintf(json_path, sizeof json_path, "%s/tests/fixtures/propose/conv_chain.json",
-           mk_test_repo_dir());
+  snprintf(path, sizeof path, "%s/tests/fixtures/propose/%s.py", mk_test_repo_dir(), name);
+  snprintf(json_path, sizeof json_path, "%s/tests/fixtures/propose/%s.json", mk_test_repo_dir(), name);
   char *json = NULL, *src = NULL;
   size_t jl = 0, sl = 0;
-  MK_REQUIRE(mk_read_file(json_path, 1 << 24, &json, &jl) == 0);
-  MK_REQUIRE(mk_read_file(path, 1 << 20, &src, &sl) == 0);
   mk_errmsg err = {{0}};
   mk_graph *g = NULL;
-  MK_REQUIRE(mk_graph_from_json(json, jl, &g, &err) == 0);
   mk_partition p = {0};
-  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
-  mk_candidate_list *lists = calloc((size_t)p.nsubkernels, sizeof *lists);
-  const mk_candidate **chosen = calloc((size_t)p.nsubkernels, sizeof *chosen);
-  MK_REQUIRE(lists && chosen);
-  for (int s = 0; s < p.nsubkernels; s++) {
+  int rc = mk_read_file(json_path, 1 << 24, &json, &jl);
+  if (!rc) rc = mk_read_file(path, 1 << 20, &src, &sl);
+  if (!rc) rc = mk_graph_from_json(json, jl, &g, &err);
+  if (!rc) rc = mk_decompose_initial(g, &p, &err);
+  mk_candidate_list *lists = rc ? NULL : calloc((size_t)p.nsubkernels + 1, sizeof *lists);
+  const mk_candidate **chosen = rc ? NULL : calloc((size_t)p.nsubkernels + 1, sizeof *chosen);
+  if (!rc && (!lists || !chosen)) rc = MK_ENOMEM;
+  for (int s = 0; !rc && builtin && s < p.nsubkernels; s++) {
     mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[s], .device = "cpu"};
     if (mk_builtin_propose(&req, &lists[s], &err) == 0 && lists[s].n > 0)
       chosen[s] = &lists[s].items[0]; /* the channels_last variant comes first */
   }
   mk_buf out;
   mk_buf_init(&out, 0);
-  mk_compose_options opt = {.module_source = src, .source_path = "conv_chain.py"};
-  MK_CHECK_INT(mk_compose_modelnew(g, &p, chosen, &opt, &out, &err), ==, 0);
-  const char *py = mk_buf_cstr(&out);
-  MK_CHECK(strstr(py, "_mk_keep_channels_last(self, (\"conv.weight\", \"convt.weight\", ))") != NULL);
-  MK_CHECK(strstr(py, "def _mk_keep_channels_last(module, names):") != NULL);
-  char file[] = "/tmp/mk_compose_cl_XXXXXX.py";
+  mk_compose_options opt = {.module_source = src, .source_path = name};
+  if (!rc) rc = mk_compose_modelnew(g, &p, chosen, &opt, &out, &err);
+  *py = rc ? NULL : mk_buf_steal(&out, NULL);
+  mk_buf_free(&out);
+  for (int s = 0; lists && s < p.nsubkernels; s++) mk_candidate_list_free(&lists[s]);
+  free(lists);
+  free(chosen);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+  free(json);
+  free(src);
+  return rc;
+}
+
+/* Runs `checks` (Python statements, `m` the loaded ModelNew file, `a` the Model,
+ * `b` ModelNew with a's state, `x` the inputs) under the interpreter. */
+static void run_composed(const char *py, const char *checks) {
+  char file[] = "/tmp/mk_compose_XXXXXX.py";
   int fd = mkstemps(file, 3);
   MK_REQUIRE(fd >= 0);
   close(fd);
-  MK_REQUIRE(mk_write_file(file, py, out.len) == 0);
+  MK_REQUIRE(mk_write_file(file, py, strlen(py)) == 0);
   char python[4096];
   snprintf(python, sizeof python, "%s/.venv/bin/python", mk_test_repo_dir());
   if (access(python, X_OK) != 0) {
@@ -298,24 +312,24 @@ MK_TEST(compose, channels_last_weights_converted_once) {
              "TRITON_INTERPRET=1 %s -c \"import importlib.util,torch;"
              "s=importlib.util.spec_from_file_location('m','%s');"
              "m=importlib.util.module_from_spec(s);s.loader.exec_module(m);torch.manual_seed(0);"
-             "a=m.Model();b=m.ModelNew();b.load_state_dict(a.state_dict());"
-             "cl=torch.channels_last;"
-             "assert b.conv.weight.is_contiguous(memory_format=cl) and not b.conv.weight.is_contiguous();"
-             "assert a.conv.weight.is_contiguous();"
-             "x=m.get_inputs();ra=a(*x);rb=b(*x);"
-             "assert torch.allclose(ra,rb,rtol=1e-4,atol=1e-4),(ra-rb).abs().max()\"",
-             python, file);
+             "a=m.Model();b=m.ModelNew();b.load_state_dict(a.state_dict());x=m.get_inputs();%s\"",
+             python, file, checks);
     MK_CHECK_INT(system(cmd), ==, 0);
   }
   remove(file);
-  mk_buf_free(&out);
-  for (int s = 0; s < p.nsubkernels; s++) mk_candidate_list_free(&lists[s]);
-  free(lists);
-  free(chosen);
-  mk_partition_free(&p);
-  mk_graph_free(g);
-  free(json);
-  free(src);
+}
+
+MK_TEST(compose, channels_last_weights_converted_once) {
+  char *py = NULL;
+  MK_REQUIRE(compose_fixture("conv_chain", true, &py) == 0);
+  MK_CHECK(strstr(py, "_mk_keep_channels_last(self, (\"conv.weight\", \"convt.weight\", ))") != NULL);
+  MK_CHECK(strstr(py, "def _mk_keep_channels_last(module, names):") != NULL);
+  run_composed(py, "cl=torch.channels_last;"
+                   "assert b.conv.weight.is_contiguous(memory_format=cl) and not b.conv.weight.is_contiguous();"
+                   "assert a.conv.weight.is_contiguous();"
+                   "ra=a(*x);rb=b(*x);"
+                   "assert torch.allclose(ra,rb,rtol=1e-4,atol=1e-4),(ra-rb).abs().max()");
+  free(py);
 }
 
 /* The layout plan in a composition of a small conv net (tests/fixtures/propose/conv_net.py):
@@ -323,30 +337,8 @@ MK_TEST(compose, channels_last_weights_converted_once) {
  * planned convolutions kept channels_last; with every subkernel PyTorch, and with the
  * builtin's first variant of each; both run under the interpreter and match the Model. */
 static void check_planned_composition(bool builtin) {
-  char path[1024], json_path[1024];
-  snprintf(path, sizeof path, "%s/tests/fixtures/propose/conv_net.py", mk_test_repo_dir());
-  snprintf(json_path, sizeof json_path, "%s/tests/fixtures/propose/conv_net.json", mk_test_repo_dir());
-  char *json = NULL, *src = NULL;
-  size_t jl = 0, sl = 0;
-  MK_REQUIRE(mk_read_file(json_path, 1 << 24, &json, &jl) == 0);
-  MK_REQUIRE(mk_read_file(path, 1 << 20, &src, &sl) == 0);
-  mk_errmsg err = {{0}};
-  mk_graph *g = NULL;
-  MK_REQUIRE(mk_graph_from_json(json, jl, &g, &err) == 0);
-  mk_partition p = {0};
-  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
-  mk_candidate_list *lists = calloc((size_t)p.nsubkernels, sizeof *lists);
-  const mk_candidate **chosen = calloc((size_t)p.nsubkernels, sizeof *chosen);
-  MK_REQUIRE(lists && chosen);
-  for (int s = 0; builtin && s < p.nsubkernels; s++) {
-    mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[s], .device = "cpu"};
-    if (mk_builtin_propose(&req, &lists[s], &err) == 0 && lists[s].n > 0) chosen[s] = &lists[s].items[0];
-  }
-  mk_buf out;
-  mk_buf_init(&out, 0);
-  mk_compose_options opt = {.module_source = src, .source_path = "conv_net.py"};
-  MK_CHECK_INT(mk_compose_modelnew(g, &p, chosen, &opt, &out, &err), ==, 0);
-  const char *py = mk_buf_cstr(&out);
+  char *py = NULL;
+  MK_REQUIRE(compose_fixture("conv_net", builtin, &py) == 0);
   MK_CHECK(strstr(py, "        x0 = x0.contiguous(memory_format=torch.channels_last)\n") != NULL);
   MK_CHECK(strstr(py, ".contiguous()\n") != NULL); /* before the view */
   if (!builtin) {
@@ -357,38 +349,11 @@ static void check_planned_composition(bool builtin) {
   }
   MK_CHECK(strstr(py, "\"stem.weight\", ") != NULL && strstr(py, "\"conv1.weight\", ") != NULL &&
            strstr(py, "\"branch.weight\", ") != NULL);
-  char file[] = "/tmp/mk_compose_plan_XXXXXX.py";
-  int fd = mkstemps(file, 3);
-  MK_REQUIRE(fd >= 0);
-  close(fd);
-  MK_REQUIRE(mk_write_file(file, py, out.len) == 0);
-  char python[4096];
-  snprintf(python, sizeof python, "%s/.venv/bin/python", mk_test_repo_dir());
-  if (access(python, X_OK) != 0) {
-    mk_test_skip("no .venv: run scripts/setup.sh");
-  } else {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd,
-             "TRITON_INTERPRET=1 %s -c \"import importlib.util,torch;"
-             "s=importlib.util.spec_from_file_location('m','%s');"
-             "m=importlib.util.module_from_spec(s);s.loader.exec_module(m);torch.manual_seed(0);"
-             "a=m.Model();b=m.ModelNew();b.load_state_dict(a.state_dict());"
-             "assert b.stem.weight.is_contiguous(memory_format=torch.channels_last);"
-             "x=m.get_inputs();ra=a(*x);rb=b(*x);"
-             "assert torch.allclose(ra,rb,rtol=1e-4,atol=1e-4),(ra-rb).abs().max();"
-             "assert torch.allclose(a.bn1.running_mean,b.bn1.running_mean)\"",
-             python, file);
-    MK_CHECK_INT(system(cmd), ==, 0);
-  }
-  remove(file);
-  mk_buf_free(&out);
-  for (int s = 0; s < p.nsubkernels; s++) mk_candidate_list_free(&lists[s]);
-  free(lists);
-  free(chosen);
-  mk_partition_free(&p);
-  mk_graph_free(g);
-  free(json);
-  free(src);
+  run_composed(py, "assert b.stem.weight.is_contiguous(memory_format=torch.channels_last);"
+                   "ra=a(*x);rb=b(*x);"
+                   "assert torch.allclose(ra,rb,rtol=1e-4,atol=1e-4),(ra-rb).abs().max();"
+                   "assert torch.allclose(a.bn1.running_mean,b.bn1.running_mean)");
+  free(py);
 }
 
 MK_TEST(compose, layout_plan_with_pytorch_subkernels) { check_planned_composition(false); }
