@@ -6,7 +6,7 @@
 # records in .kb/bench-l2d/problems (carried back from an earlier call) are
 # kept. First the GPU-marked precision tests (the TF32-aware comparison on a
 # real channels_last convolution). Everything comes back under $OUT.
-#   carry: .devkit .kb .whl
+#   carry: .devkit .kb .whl (scripts/devkit.sh, scripts/device/prepare-kb.sh)
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
