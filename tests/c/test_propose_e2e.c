@@ -60,8 +60,17 @@ typedef struct tally {
 } tally;
 
 /* Writes the candidates of every subkernel; returns the manifest (cJSON). */
+/* Inputs in which layout: the program's plan, or every 4-d/5-d float one in
+ * channels_last (what a kernel must read correctly whatever the plan says). */
+typedef enum { INPUTS_PLANNED, INPUTS_ALL_CL } input_layouts;
+
+static bool is_cl_able(const mk_value *v) {
+  return (v->rank == 4 || v->rank == 5) && (v->dtype == MK_DTYPE_F32 || v->dtype == MK_DTYPE_F64 ||
+                                            v->dtype == MK_DTYPE_F16 || v->dtype == MK_DTYPE_BF16);
+}
+
 static cJSON *write_candidates(const mk_graph *g, const mk_partition *p, const char *dir, int max,
-                               tally *t) {
+                               input_layouts inputs, tally *t) {
   cJSON *man = cJSON_CreateObject();
   /* Inputs go in the layout the program's plan gives them (mk_layout.h). */
   unsigned char *layout = calloc((size_t)g->nvalues + 1, 1);
@@ -113,7 +122,9 @@ static cJSON *write_candidates(const mk_graph *g, const mk_partition *p, const c
       size_t nl = v->name ? strlen(v->name) : 0;
       if (nl >= 3 && (strcmp(v->name + nl - 3, "var") == 0 || strcmp(v->name + nl - 3, "rv2") == 0))
         cJSON_AddTrueToObject(in, "positive");
-      if (layout && layout[sk->inputs[i]] == MK_LAYOUT_CHANNELS_LAST) cJSON_AddTrueToObject(in, "channels_last");
+      bool cl = inputs == INPUTS_ALL_CL ? is_cl_able(v)
+                                        : layout && layout[sk->inputs[i]] == MK_LAYOUT_CHANNELS_LAST;
+      if (cl) cJSON_AddTrueToObject(in, "channels_last");
       cJSON_AddItemToArray(ins, in);
     }
     cJSON *cands = cJSON_AddArrayToObject(o, "candidates");
@@ -169,7 +180,7 @@ static int whole_graph_partition(const mk_graph *g, mk_partition *p) {
   return 0;
 }
 
-static void run_fixture_as(const char *fixture, int max, bool whole) {
+static void run_fixture_in(const char *fixture, int max, bool whole, input_layouts inputs) {
   mk_graph *g = load_fixture(fixture);
   MK_REQUIRE(g != NULL);
   mk_partition p = {0};
@@ -185,7 +196,7 @@ static void run_fixture_as(const char *fixture, int max, bool whole) {
   MK_REQUIRE(mkdtemp(dir) != NULL);
   fprintf(stderr, "  %s -> %s\n", fixture, dir);
   tally t = {0};
-  cJSON *man = write_candidates(g, &p, dir, max, &t);
+  cJSON *man = write_candidates(g, &p, dir, max, inputs, &t);
   char *text = cJSON_Print(man);
   write_text(dir, "manifest.json", text);
   free(text);
@@ -233,6 +244,10 @@ static void run_fixture_as(const char *fixture, int max, bool whole) {
   mk_buf_free(&cmd);
   mk_partition_free(&p);
   mk_graph_free(g);
+}
+
+static void run_fixture_as(const char *fixture, int max, bool whole) {
+  run_fixture_in(fixture, max, whole, INPUTS_PLANNED);
 }
 
 static void run_fixture(const char *fixture, int max) { run_fixture_as(fixture, max, false); }
@@ -283,4 +298,18 @@ MK_TEST(propose_e2e, whole_graph_prologues_match_reference) {
   /* Every node in one subkernel: prologues fused into pools and norms. */
   run_fixture_as("pools.json", 1, true);
   run_fixture_as("norms.json", 3, true);
+}
+
+MK_TEST(propose_e2e, kernel_families_on_channels_last_inputs) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  /* Every 4-d/5-d input in channels_last, whatever the plan says: reductions,
+   * softmax, norms, pools and elementwise runs (with their prologues, in one
+   * subkernel) read any layout correctly. */
+  run_fixture_in("reductions.json", 1, false, INPUTS_ALL_CL);
+  run_fixture_in("norms.json", 1, false, INPUTS_ALL_CL);
+  run_fixture_in("pools.json", 1, true, INPUTS_ALL_CL);
+  run_fixture_in("ew_broadcast.json", 1, false, INPUTS_ALL_CL);
 }
