@@ -26,9 +26,10 @@ static bool is_conv_reading(const mk_graph *g, const mk_node *n, int v) {
   return rank == 4 || rank == 5;
 }
 
+/* A 2-d/3-d convolution (its output is the convolution's). */
 static bool is_conv_producing(const mk_graph *g, const mk_node *n) {
-  return n->category == MK_OP_CONV && n->ninputs >= 1 && n->inputs[0] >= 0 &&
-         n->inputs[0] < g->nvalues && (g->values[n->inputs[0]].rank == 4 || g->values[n->inputs[0]].rank == 5);
+  return n->ninputs >= 1 && n->inputs[0] >= 0 && n->inputs[0] < g->nvalues &&
+         is_conv_reading(g, n, n->inputs[0]);
 }
 
 /* The dim argument of a cat (args[1] or kwargs "dim"; 0 when absent). */
