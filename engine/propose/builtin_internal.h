@@ -140,6 +140,11 @@ typedef struct bi_config {
   const char *precision; /* GEMM: "ieee" or "tf32x3" */
   bool gemm_torch;  /* GEMM via torch (cuBLAS) + Triton epilogue */
   bool channels_last; /* conv in channels_last */
+  /* Convolutions as Triton implicit GEMMs with the tail fused (builtin_conv.c)
+   * instead of cuDNN calls: tile, warps, stages and the dot's precision. */
+  bool conv_igemm;
+  int conv_bm, conv_bn, conv_bk, conv_warps, conv_stages;
+  const char *conv_precision; /* "tf32", "tf32x3" or "ieee" */
   int norm_split;   /* norms: programs per row (0: one program loops over its row;
                        -1: several whole rows per program in registers) */
 } bi_config;
@@ -166,6 +171,9 @@ typedef struct bi_emit {
   int nfolded;
   bool need_channel_bias; /* the _mk_add_channel_bias helper is used */
   bool need_cl_helpers;   /* _mk_cl_view and _mk_cl_order are used */
+  /* Last stage an implicit-GEMM convolution computed with its chain; the
+   * stages up to it are not emitted again (-1: none). */
+  int chain_end;
   /* run(...) parameters the module wants in channels_last (conv weights):
    * listed in MK_CHANNELS_LAST so ModelNew converts them once. */
   mk_buf *cl_params;
@@ -229,6 +237,31 @@ int bi_emit_pool_stage(bi_emit *e, int s, mk_errmsg *err);
 const char *bi_pool_helper(void);
 int bi_emit_gemm_stage(bi_emit *e, int s, mk_errmsg *err);
 int bi_emit_torch_stage(bi_emit *e, int s, mk_errmsg *err);
+/* A convolution as a Triton implicit GEMM with the elementwise stage, channel
+ * reduction or pool (and its epilogue) after it in one kernel; sets
+ * e->chain_end (builtin_conv.c). */
+int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err);
+/* True if node n is a convolution bi_emit_conv_igemm computes. */
+bool bi_conv_igemm_supported(const mk_graph *g, const mk_node *n);
+/* A reduction or softmax node as the reduce emitter reads it. */
+typedef struct bi_reduce_info {
+  char op[64];   /* sum, mean, max, min, logsumexp, softmax, log_softmax */
+  int lo, hi;    /* reduced dims (inclusive), in the input's rank */
+  bool keepdim;
+  int rank;      /* input rank */
+} bi_reduce_info;
+int bi_reduce_parse(const mk_graph *g, const mk_node *n, bi_reduce_info *ri, mk_errmsg *err);
+/* A pooling node as the pool emitter reads it. */
+typedef struct bi_pool_info {
+  bool is_max, adaptive;
+  int nd; /* spatial dims, 1..3 */
+  long long k[3], st[3], pad[3], dil[3];
+  long long osz[3]; /* adaptive output size, -1 = keep the input size */
+  bool ceil_mode, count_include_pad;
+  long long divisor; /* divisor_override, 0 if none */
+  int in, rank;
+} bi_pool_info;
+int bi_pool_parse(const mk_graph *g, const mk_node *n, bi_pool_info *pi, mk_errmsg *err);
 /* Checks (at plan time) whether an anchor node is one this generator writes. */
 int bi_reduce_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 int bi_norm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);

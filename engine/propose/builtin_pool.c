@@ -17,16 +17,6 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct pool_info {
-  bool is_max, adaptive;
-  int nd; /* spatial dims, 1..3 */
-  long long k[3], st[3], pad[3], dil[3];
-  long long osz[3]; /* adaptive output size, -1 = keep the input size */
-  bool ceil_mode, count_include_pad;
-  long long divisor; /* divisor_override, 0 if none */
-  int in, rank;
-} pool_info;
-
 /* An int or a tuple of nd ints, expanded to nd values. */
 static bool ints_arg(const cJSON *a, int nd, long long *out, long long def, bool none_ok) {
   if (bi_arg_none(a)) {
@@ -69,10 +59,10 @@ static bool osize_arg(const cJSON *a, int nd, long long *out) {
   return true;
 }
 
-static int parse(const mk_graph *g, const mk_node *n, pool_info *pi, mk_errmsg *err) {
+int bi_pool_parse(const mk_graph *g, const mk_node *n, bi_pool_info *pi, mk_errmsg *err) {
   char s[64];
   bi_short(n, s, sizeof s);
-  *pi = (pool_info){.in = -1, .count_include_pad = true};
+  *pi = (bi_pool_info){.in = -1, .count_include_pad = true};
   pi->adaptive = strncmp(s, "adaptive_", 9) == 0;
   const char *base = pi->adaptive ? s + 9 : s;
   pi->is_max = strncmp(base, "max_pool", 8) == 0;
@@ -125,8 +115,8 @@ static int parse(const mk_graph *g, const mk_node *n, pool_info *pi, mk_errmsg *
 }
 
 int bi_pool_check(const mk_graph *g, const mk_node *n, mk_errmsg *err) {
-  pool_info pi;
-  return parse(g, n, &pi, err);
+  bi_pool_info pi;
+  return bi_pool_parse(g, n, &pi, err);
 }
 
 static const char pool_helper[] =
@@ -140,7 +130,7 @@ static const char pool_helper[] =
     "    return out\n";
 
 /* Opens one loop per spatial dim over the window taps; returns the indent. */
-static int open_loops(const pool_info *pi, bool unroll, mk_buf *k) {
+static int open_loops(const bi_pool_info *pi, bool unroll, mk_buf *k) {
   int ind = 4;
   for (int d = 0; d < pi->nd; d++) {
     mk_buf_indent(k, ind);
@@ -169,8 +159,8 @@ int bi_emit_pool_stage(bi_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
   const mk_node *n = &p->g->nodes[st->nodes[0]];
-  pool_info pi;
-  int rc = parse(p->g, n, &pi, err);
+  bi_pool_info pi;
+  int rc = bi_pool_parse(p->g, n, &pi, err);
   if (rc) return rc;
   int nd = pi.nd, res = n->outputs[0];
   char in_shape[32], out_shape[32], dev[48];

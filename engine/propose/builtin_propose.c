@@ -30,6 +30,19 @@ static const ew_cfg ew_cpu[] = {{16384, 4, 64, 256}, {4096, 8, 64, 32}};
  * ran a 2x4096x4096 linear in 0.56 s where 64x256x256 took 4.7 s. */
 static const gemm_cfg gemm_cpu[] = {{16, 2048, 256, 4, 1}};
 
+/* Convolutions as Triton implicit GEMMs (builtin_conv.c): tile, warps,
+ * stages, the dot's precision and the distance from the default. TF32 is the
+ * reference convolution's own precision (cuDNN, TF32 allowed); 3xTF32 is
+ * float32 accuracy at three tensor-core products. */
+typedef struct igemm_cfg { int bm, bn, bk, warps, stages; const char *prec; int dist; } igemm_cfg;
+static const igemm_cfg igemm_gpu[] = {{128, 64, 32, 4, 3, "tf32", 0},
+                                      {64, 128, 32, 4, 3, "tf32", 1},
+                                      {128, 128, 32, 8, 3, "tf32", 1},
+                                      {128, 64, 32, 4, 3, "tf32x3", 2}};
+/* The interpreter: one configuration, after the cuDNN variants (its cost per
+ * program makes a full-size convolution slow to verify on the CPU). */
+static const igemm_cfg igemm_cpu[] = {{64, 64, 64, 4, 1, "ieee", 2}};
+
 static const char *const precisions[] = {"tf32x3", "ieee"};
 /* The interpreter computes tf32x3 as three float32 dots: ieee, one dot, is the
  * same float32 result at a third of the cost, so it comes first there. */
@@ -44,20 +57,24 @@ typedef struct cfg_tables {
   const gemm_cfg *gemm;
   int n_gemm;
   const char *const *precisions;
+  const igemm_cfg *igemm;
+  int n_igemm;
 } cfg_tables;
 
 static cfg_tables tables_for(const char *device) {
   if (device && strncmp(device, "cpu", 3) == 0)
     return (cfg_tables){ew_cpu, (int)(sizeof ew_cpu / sizeof ew_cpu[0]), gemm_cpu,
-                        (int)(sizeof gemm_cpu / sizeof gemm_cpu[0]), precisions_cpu};
+                        (int)(sizeof gemm_cpu / sizeof gemm_cpu[0]), precisions_cpu, igemm_cpu,
+                        (int)(sizeof igemm_cpu / sizeof igemm_cpu[0])};
   return (cfg_tables){ew_gpu, (int)(sizeof ew_gpu / sizeof ew_gpu[0]), gemm_gpu,
-                      (int)(sizeof gemm_gpu / sizeof gemm_gpu[0]), precisions};
+                      (int)(sizeof gemm_gpu / sizeof gemm_gpu[0]), precisions, igemm_gpu,
+                      (int)(sizeof igemm_gpu / sizeof igemm_gpu[0])};
 }
 
 typedef struct variant {
   int base;   /* ew / reduction table index */
   int gemm;   /* 0..n_gemm*2-1: tile x precision; n_gemm*2: cuBLAS + epilogue */
-  int cl;     /* channels_last conv */
+  int cl;     /* convolutions: 0 cuDNN, 1 cuDNN channels_last, 2 + i implicit GEMM table i */
   int split;  /* norm_splits index */
   int dist;   /* distance from the default, for ordering */
 } variant;
@@ -76,7 +93,17 @@ static void make_config(const cfg_tables *t, const variant *v, bi_config *c) {
   c->stages = t->gemm[g].stages;
   c->gemm_warps = t->gemm[g].warps;
   c->precision = t->precisions[c->gemm_torch ? 0 : v->gemm / t->n_gemm];
-  c->channels_last = v->cl != 0;
+  c->channels_last = v->cl == 1;
+  c->conv_igemm = v->cl >= 2;
+  if (c->conv_igemm) {
+    const igemm_cfg *ic = &t->igemm[v->cl - 2];
+    c->conv_bm = ic->bm;
+    c->conv_bn = ic->bn;
+    c->conv_bk = ic->bk;
+    c->conv_warps = ic->warps;
+    c->conv_stages = ic->stages;
+    c->conv_precision = ic->prec;
+  }
   c->norm_split = norm_splits[v->split];
 }
 
@@ -85,7 +112,10 @@ static int variant_name(const cfg_tables *t, const variant *v, bool has_base, bo
   bi_config c;
   make_config(t, v, &c);
   mk_buf_puts(out, "triton");
-  if (has_conv) mk_buf_puts(out, c.channels_last ? "_convcl" : "_conv");
+  if (has_conv && c.conv_igemm)
+    mk_buf_printf(out, "_igemm%dx%dx%d_w%d_s%d_%s", c.conv_bm, c.conv_bn, c.conv_bk, c.conv_warps,
+                  c.conv_stages, c.conv_precision);
+  else if (has_conv) mk_buf_puts(out, c.channels_last ? "_convcl" : "_conv");
   if (has_gemm) {
     if (c.gemm_torch) mk_buf_puts(out, "_cublas");
     else mk_buf_printf(out, "_gemm%dx%dx%d_w%d_s%d_%s", c.bm, c.bn, c.bk, c.gemm_warps, c.stages,
@@ -152,6 +182,7 @@ static const char cl_helpers[] =
 static int emit_stage(bi_emit *e, int s, mk_errmsg *err) {
   const bi_stage *st = &e->p->st[s];
   if (st->fused_into >= 0) return 0; /* emitted by its anchor */
+  if (s <= e->chain_end) return 0;    /* emitted with an implicit-GEMM convolution */
   const bi_family *f = bi_family_of_kind(st->kind);
   return f ? f->emit(e, s, err) : mk_errf(err, MK_EINVAL, "unknown stage kind");
 }
@@ -166,7 +197,7 @@ static int emit_module(const bi_plan *p, const bi_config *c, const char *vname, 
   mk_buf_init(&mod, 0);
   mk_buf_init(&clp, 8192);
   bi_emit e = {.p = p, .cfg = c, .kernels = &kernels, .body = &body, .uses_torch = &uses,
-               .cl_params = &clp};
+               .cl_params = &clp, .chain_end = -1};
   /* Inputs the layout plan gives in channels_last: read in that order. */
   for (int i = 0; i < p->sk->ninputs; i++) {
     int v = p->sk->inputs[i];
@@ -215,8 +246,9 @@ static int cmp_variant(const void *a, const void *b) {
   const variant *x = a, *y = b;
   if (x->dist != y->dist) return x->dist - y->dist;
   if (x->gemm != y->gemm) return x->gemm - y->gemm;
-  /* channels_last convolutions first: with the bias folded and the tail run
-   * in memory order they are the likelier winners (docs/builtin-proposer.md). */
+  /* Implicit-GEMM convolutions, then channels_last ones first: with the tail
+   * fused, or the bias folded and the tail run in memory order, they are the
+   * likelier winners (docs/builtin-proposer.md). */
   if (x->cl != y->cl) return y->cl - x->cl;
   if (x->split != y->split) return x->split - y->split;
   return x->base - y->base;
@@ -237,6 +269,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   if (rc) return rc;
   bool has_base = false, has_gemm = false, has_conv = false, has_kernel = false, has_norm = false;
   bool conv_bias = false; /* a convolution with a bias tensor */
+  bool has_igemm = false; /* a convolution the implicit-GEMM kernel computes */
   for (int s = 0; s < p.nst; s++) {
     bi_kind k = p.st[s].kind;
     has_base |= k == BI_EW || k == BI_REDUCE || k == BI_SOFTMAX || k == BI_NORM || k == BI_POOL;
@@ -247,6 +280,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
       bi_short(&req->graph->nodes[p.st[s].nodes[0]], sn, sizeof sn);
       has_conv |= strstr(sn, "2d") != NULL || strstr(sn, "3d") != NULL;
       conv_bias |= bi_arg_tensor(bi_arg(&req->graph->nodes[p.st[s].nodes[0]], 2, "bias")) >= 0;
+      has_igemm |= bi_conv_igemm_supported(req->graph, &req->graph->nodes[p.st[s].nodes[0]]);
     }
     has_kernel |= k != BI_VIEW && k != BI_TORCH;
   }
@@ -264,7 +298,8 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
                    req->subkernel->name ? req->subkernel->name : "?");
   }
   cfg_tables tb = tables_for(req->device);
-  int nb = has_base ? tb.n_ew : 1, ng = has_gemm ? tb.n_gemm * 2 + 1 : 1, nc = has_conv ? 2 : 1;
+  int nb = has_base ? tb.n_ew : 1, ng = has_gemm ? tb.n_gemm * 2 + 1 : 1;
+  int nc = has_conv ? 2 + (has_igemm ? tb.n_igemm : 0) : 1;
   int nn = has_norm ? (int)(sizeof norm_splits / sizeof norm_splits[0]) : 1;
   int nv = nb * ng * (cl_only ? 1 : nc) * nn;
   int modes = has_norm ? bi_norm_modes(&p) : 1;
@@ -285,7 +320,8 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
           /* The interpreter runs split norms' many small programs slowly: on
            * the CPU try them after the other layouts. */
           int sd = tb.ew == ew_cpu && norm_splits[sp] > 0 ? 1 : 0;
-          vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .dist = b + gd + sd};
+          int cd = c >= 2 ? tb.igemm[c - 2].dist : 0;
+          vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .dist = b + gd + sd + cd};
         }
   nv = i;
   qsort(vs, (size_t)nv, sizeof *vs, cmp_variant);
@@ -310,7 +346,9 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
                         .origin = mk_strdup("builtin")};
       mk_buf notes;
       mk_buf_init(&notes, 512);
-      mk_buf_printf(&notes, "%d kernel stage(s)%s%s", p.nst, cfg.channels_last && has_conv ? ", channels_last conv" : "",
+      mk_buf_printf(&notes, "%d kernel stage(s)%s%s", p.nst,
+                    cfg.conv_igemm && has_igemm ? ", convolution as an implicit GEMM, the tail fused"
+                    : cfg.channels_last && has_conv ? ", channels_last conv" : "",
                     has_gemm ? (cfg.gemm_torch ? ", cuBLAS GEMM + fused epilogue" : ", Triton GEMM") : "");
       c.notes = mk_buf_steal(&notes, NULL);
       mk_buf_free(&notes);

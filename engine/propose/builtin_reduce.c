@@ -12,14 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct red_info {
-  char op[64];   /* sum, mean, max, min, logsumexp, softmax, log_softmax */
-  int lo, hi;    /* reduced dims (inclusive), in the input's rank */
-  bool keepdim;
-  int rank;      /* input rank */
-} red_info;
-
-static int parse(const mk_graph *g, const mk_node *n, red_info *ri, mk_errmsg *err) {
+int bi_reduce_parse(const mk_graph *g, const mk_node *n, bi_reduce_info *ri, mk_errmsg *err) {
   char s[64];
   bi_short(n, s, sizeof s);
   int in = bi_arg_tensor(bi_arg(n, 0, "input"));
@@ -27,7 +20,7 @@ static int parse(const mk_graph *g, const mk_node *n, red_info *ri, mk_errmsg *e
   if (in < 0 || in >= g->nvalues)
     return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s without a tensor input", n->span.line, n->op);
   const mk_value *iv = &g->values[in];
-  *ri = (red_info){.rank = iv->rank};
+  *ri = (bi_reduce_info){.rank = iv->rank};
   if (strcmp(s, "amax") == 0) snprintf(ri->op, sizeof ri->op, "max");
   else if (strcmp(s, "amin") == 0) snprintf(ri->op, sizeof ri->op, "min");
   else snprintf(ri->op, sizeof ri->op, "%s", s);
@@ -76,12 +69,12 @@ static int parse(const mk_graph *g, const mk_node *n, red_info *ri, mk_errmsg *e
 }
 
 int bi_reduce_check(const mk_graph *g, const mk_node *n, mk_errmsg *err) {
-  red_info ri;
-  return parse(g, n, &ri, err);
+  bi_reduce_info ri;
+  return bi_reduce_parse(g, n, &ri, err);
 }
 
 /* Launcher: OUTER, R, INNER and the output shape from the input shape. */
-static void shape_lines(mk_buf *b, const red_info *ri, int res, bool softmax) {
+static void shape_lines(mk_buf *b, const bi_reduce_info *ri, int res, bool softmax) {
   mk_buf_printf(b, "    outer%d = math.prod(in%d[:%d])\n", res, res, ri->lo);
   mk_buf_printf(b, "    r%d = math.prod(in%d[%d:%d])\n", res, res, ri->lo, ri->hi + 1);
   mk_buf_printf(b, "    inner%d = math.prod(in%d[%d:])\n", res, res, ri->hi + 1);
@@ -113,8 +106,8 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
   const mk_node *n = &p->g->nodes[st->nodes[0]];
-  red_info ri;
-  int rc = parse(p->g, n, &ri, err);
+  bi_reduce_info ri;
+  int rc = bi_reduce_parse(p->g, n, &ri, err);
   if (rc) return rc;
   for (int o = 1; o < n->noutputs; o++)
     if (bi_value_escapes(p, s, n->outputs[o]))

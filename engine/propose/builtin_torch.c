@@ -198,6 +198,7 @@ int bi_emit_torch_stage(bi_emit *e, int s, mk_errmsg *err) {
   const mk_node *n = &p->g->nodes[st->nodes[0]];
   char sn[64];
   bi_short(n, sn, sizeof sn);
+  if (e->cfg->conv_igemm && bi_conv_igemm_supported(p->g, n)) return bi_emit_conv_igemm(e, s, err);
   add_uses_torch(e, sn);
   mk_buf *b = e->body;
   bi_stage_comment(p, s, 4, b);

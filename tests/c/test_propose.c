@@ -224,11 +224,13 @@ MK_TEST(propose, elementwise_broadcast_loads_by_pattern) {
   mk_candidate_list l = {0};
   mk_propose_request req = {.graph = g, .subkernel = sk};
   MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
-  /* The channels_last variant comes first, the default layout right after. */
-  MK_REQUIRE(l.n >= 2);
-  MK_CHECK(strncmp(l.items[0].name, "triton_convcl_", 14) == 0);
-  MK_CHECK(strncmp(l.items[1].name, "triton_conv_", 12) == 0);
-  const char *src = l.items[1].source;
+  /* The implicit-GEMM convolution comes first, then the channels_last cuDNN
+   * variant, then the default layout. */
+  MK_REQUIRE(l.n >= 3);
+  MK_CHECK(strncmp(l.items[0].name, "triton_igemm128x64x32_w4_s3_tf32_", 33) == 0);
+  MK_CHECK(strncmp(l.items[1].name, "triton_convcl_", 14) == 0);
+  MK_CHECK(strncmp(l.items[2].name, "triton_conv_", 12) == 0);
+  const char *src = l.items[2].source;
   /* The [8, 1, 1] bias is read per channel: ((offs // (D2 * D3)) % (D1)) * stride. */
   MK_CHECK(strstr(src, "bias = tl.load(bias_ptr + ((offs // (D2 * D3)) % (D1)) * bias_stride1") != NULL);
   MK_CHECK(strstr(src, "MK_USES_TORCH = (\"conv2d\", )") != NULL);
@@ -240,7 +242,7 @@ MK_TEST(propose, elementwise_broadcast_loads_by_pattern) {
    * which the layout plan gives it in channels_last, so the tail runs in the
    * conv output's memory order (channel innermost: the bias is offs % C) and
    * writes channels_last; the weight is one ModelNew keeps channels_last. */
-  const char *cl = l.items[0].source;
+  const char *cl = l.items[1].source;
   MK_CHECK(strstr(cl, "(x0_cl, conv_weight_cl, None, ") != NULL);
   MK_CHECK(strstr(cl, "v6 += tl.load(v6_bias_ptr + ((offs) % D3)") != NULL);
   MK_CHECK(strstr(cl, "v9 = torch.empty(shape9, device=v6.device, dtype=torch.float32, "
@@ -306,8 +308,9 @@ MK_TEST(propose, ir_fixtures_generate_or_explain) {
   MK_CHECK(covered > 0);
 }
 
-/* A subkernel that is only a 2-d convolution gets one variant: the same call
- * in channels_last, its output made contiguous again for the next subkernel. */
+/* A subkernel that is only a 2-d convolution gets the implicit-GEMM kernels
+ * (bias in the epilogue, the output stored once), the same cuDNN call in
+ * channels_last, and the default layout with the bias added by a kernel. */
 MK_TEST(propose, lone_conv_gets_channels_last_variant) {
   mk_graph *g = load("propose", "conv_chain.json");
   MK_REQUIRE(g != NULL);
@@ -323,10 +326,19 @@ MK_TEST(propose, lone_conv_gets_channels_last_variant) {
   mk_errmsg err = {{0}};
   mk_propose_request req = {.graph = g, .subkernel = &sk};
   MK_CHECK_INT(mk_builtin_propose(&req, &l, &err), ==, 0);
-  /* channels_last first; then, since it has a bias, the default layout with
-   * the bias added by its own kernel (the eager numerics, without cuDNN's pass) */
-  MK_CHECK_INT(l.n, ==, 2);
-  if (l.n == 2) {
+  /* the implicit GEMM first, channels_last next; then, since it has a bias,
+   * the default layout with the bias added by its own kernel (the eager
+   * numerics, without cuDNN's pass); then the other implicit-GEMM tiles */
+  MK_CHECK_INT(l.n, ==, 6);
+  if (l.n == 6) {
+    MK_CHECK_STR(l.items[0].name, "triton_igemm128x64x32_w4_s3_tf32");
+    MK_CHECK(strstr(l.items[0].source, "MK_USES_TORCH") == NULL);
+    MK_CHECK(strstr(l.items[0].source, "acc += tl.load(bias_ptr + rn, mask=n_mask, other=0.0)") != NULL);
+    MK_CHECK(strstr(l.items[0].source, "tl.store(conv_out_ptr + offs, acc, mask=mask2)") != NULL);
+    MK_CHECK_STR(l.items[5].name, "triton_igemm128x64x32_w4_s3_tf32x3");
+    mk_candidate tmp = l.items[0];
+    memmove(&l.items[0], &l.items[1], 2 * sizeof tmp); /* the cuDNN ones at 0 and 1 below */
+    l.items[2] = tmp;
     MK_CHECK_STR(l.items[1].name, "triton_conv");
     MK_CHECK(strstr(l.items[1].source, "F.conv2d(x0.contiguous(), conv_weight, None, ") != NULL);
     MK_CHECK(strstr(l.items[1].source, "_mk_add_channel_bias(") != NULL);
@@ -401,5 +413,88 @@ MK_TEST(propose, channels_last_tail_runs_in_memory_order) {
   MK_CHECK(strstr(cl, "memory_format=torch.channels_last_3d)\n    n") != NULL);
   mk_candidate_list_free(&l);
   mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+/* The first candidate of the subkernel made of `nodes` (an implicit-GEMM
+ * convolution where the subkernel has one), or NULL. Caller frees. */
+static char *first_candidate(const mk_graph *g, const int *nodes, int nnodes, char **name) {
+  mk_subkernel sk;
+  mk_errmsg err = {{0}};
+  if (mk_subkernel_from_nodes(g, nodes, nnodes, &sk, &err)) return NULL;
+  mk_candidate_list l = {0};
+  mk_propose_request req = {.graph = g, .subkernel = &sk, .max_candidates = 1, .device = "cuda"};
+  char *src = NULL;
+  if (mk_builtin_propose(&req, &l, &err) == 0 && l.n == 1) {
+    src = l.items[0].source;
+    *name = l.items[0].name;
+    l.items[0].source = NULL;
+    l.items[0].name = NULL;
+  }
+  mk_candidate_list_free(&l);
+  mk_subkernel_free(&sk);
+  return src;
+}
+
+static int count_of(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+/* Convolutions as implicit GEMMs carry the tail after them: a channel
+ * reduction stores one value per pixel, a pool whose window is its stride
+ * reduces its windows in registers (a stride-1 transposed conv too), and
+ * nothing full-size is stored that no one reads. A pool is not fused when the
+ * conv output is also read elsewhere (the pooled enumeration skips the rows
+ * a floor-mode pool drops) or when its window is not a power of two. */
+MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
+  mk_graph *g = load("propose", "conv_tails.json");
+  MK_REQUIRE(g != NULL);
+  char *name = NULL, *src;
+  /* conv -> min(dim=1) -> tanh */
+  src = first_candidate(g, (int[]){0, 1, 2}, 3, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strncmp(name, "triton_igemm128x64x32_w4_s3_tf32", 32) == 0);
+  MK_CHECK(strstr(src, "red = tl.min(red, axis=1)") != NULL);
+  MK_CHECK(strstr(src, "tl.tanh") != NULL || strstr(src, "tanh") != NULL);
+  MK_CHECK_INT(count_of(src, "tl.store("), ==, 1);
+  MK_CHECK(strstr(src, "+ rm, v18, mask=m_mask)") != NULL);
+  MK_CHECK(strstr(src, "BN15 = max(16, triton.next_power_of_2(OC15))") != NULL);
+  MK_CHECK(strstr(src, "MK_USES_TORCH") == NULL);
+  free(src);
+  free(name);
+  /* conv -> sub -> avg_pool2d(2) -> sigmoid: one store, of the pooled result */
+  src = first_candidate(g, (int[]){9, 10, 11, 12}, 4, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strstr(src, "pooled = tl.sum(win, axis=1) / (PKH * PKW)") != NULL);
+  MK_CHECK(strstr(src, "PKH=2, PKW=2") != NULL);
+  MK_CHECK_INT(count_of(src, "tl.store("), ==, 1);
+  MK_CHECK(strstr(src, "+ poffs, v28, mask=pmask)") != NULL);
+  free(src);
+  free(name);
+  /* conv_transpose2d (stride 1) -> max_pool2d -> hardtanh -> mean */
+  src = first_candidate(g, (int[]){13, 14, 15, 16}, 4, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strstr(src, "(KH - 1 - kh) * swh + (KW - 1 - kw) * sww") != NULL);
+  MK_CHECK(strstr(src, "pooled = tl.max(win, axis=1)") != NULL);
+  MK_CHECK(strstr(src, "ws29 = (w29.stride(1), w29.stride(0), w29.stride(2), w29.stride(3))") != NULL);
+  free(src);
+  free(name);
+  /* the conv output is returned too: stored, and the pool is its own kernel */
+  src = first_candidate(g, (int[]){17, 18, 19}, 3, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strstr(src, "tl.store(conv_out_ptr + offs, acc, mask=mask2)") != NULL);
+  MK_CHECK(strstr(src, "pooled") == NULL);
+  MK_CHECK(strstr(src, "_pool_max_pool2d") != NULL);
+  free(src);
+  free(name);
+  /* a 3x3 pool window: not fused */
+  src = first_candidate(g, (int[]){20, 21}, 2, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strstr(src, "pooled") == NULL);
+  MK_CHECK(strstr(src, "tl.store(conv_out_ptr + offs, acc, mask=mask2)") != NULL);
+  free(src);
+  free(name);
   mk_graph_free(g);
 }

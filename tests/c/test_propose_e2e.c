@@ -267,6 +267,11 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
    * a default-layout residual, conv3d, conv -> pool, in place on the output. */
   run_fixture("conv_layouts.json", 0);
   run_fixture_as("conv_layouts.json", 2, true);
+  /* Implicit-GEMM convolutions with their tails: every subkernel's
+   * candidates, and the whole graph in one subkernel (the first candidate,
+   * an implicit GEMM, fuses each conv's channel reduction or pool). */
+  run_fixture("conv_tails.json", 0);
+  run_fixture_as("conv_tails.json", 1, true);
   /* A small net under the layout plan: channels_last between subkernels. */
   run_fixture("conv_net.json", 2);
 }
