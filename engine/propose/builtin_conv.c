@@ -1,4 +1,4 @@
-/* builtin_conv.c — 2-d convolutions as Triton implicit GEMMs, with the
+/* builtin_conv.c — 2-d and 3-d convolutions as Triton implicit GEMMs, with the
  * subkernel's tail fused onto the tile the GEMM leaves in registers.
  *
  * Why: on the conv-led problems the convolution's output is the largest
@@ -18,8 +18,8 @@
  * followed by that anchor's own epilogue. Only what escapes the chain is
  * stored: problem 25 writes one value per pixel instead of 64.
  *
- * conv_transpose2d with stride 1 (no output padding) is the convolution of
- * the flipped, transposed weight with padding dil*(k-1) - pad: the kernel
+ * A transposed convolution with stride 1 (no output padding) is the
+ * convolution of the flipped, transposed weight with padding dil*(k-1) - pad: the kernel
  * reads the weight in that order, nothing is copied.
  *
  * The products run on tensor cores in TF32 (the reference's convolutions
@@ -33,34 +33,37 @@
 
 typedef struct conv_info {
   bool transposed;
-  long long st[2], pad[2], dil[2];
+  int nd; /* spatial dims: 2 or 3 */
+  long long st[3], pad[3], dil[3];
   int in, w, bias, out;
 } conv_info;
 
-/* An int or a pair of ints. */
-static bool pair_arg(const cJSON *a, long long def, long long *out) {
+/* An int or a tuple of nd ints, expanded to nd values. */
+static bool dims_arg(const cJSON *a, int nd, long long def, long long *out) {
   if (bi_arg_none(a)) {
-    out[0] = out[1] = def;
+    for (int d = 0; d < nd; d++) out[d] = def;
     return true;
   }
-  long long v[2];
-  int n = bi_arg_ints(a, v, 2);
-  if (n == 1) v[1] = v[0];
-  else if (n != 2) return false;
-  out[0] = v[0];
-  out[1] = v[1];
+  long long v[3];
+  int n = bi_arg_ints(a, v, 3);
+  if (n == 1)
+    for (int d = 1; d < nd; d++) v[d] = v[0];
+  else if (n != nd) return false;
+  for (int d = 0; d < nd; d++) out[d] = v[d];
   return true;
 }
 
-/* Fills ci when node n is a convolution this kernel computes: conv2d, or
- * conv_transpose2d with stride 1 and no output padding; groups 1, float32,
+/* Fills ci when node n is a convolution this kernel computes: conv2d/3d, or
+ * conv_transpose2d/3d with stride 1 and no output padding; groups 1, float32,
  * constant int geometry. */
 static bool conv_parse(const mk_graph *g, const mk_node *n, conv_info *ci) {
   char sn[64];
   bi_short(n, sn, sizeof sn);
-  bool tr = strcmp(sn, "conv_transpose2d") == 0;
-  if (!tr && strcmp(sn, "conv2d") != 0) return false;
-  *ci = (conv_info){.transposed = tr, .out = n->noutputs == 1 ? n->outputs[0] : -1};
+  bool tr = strncmp(sn, "conv_transpose", 14) == 0;
+  const char *dims = tr ? sn + 14 : strncmp(sn, "conv", 4) == 0 ? sn + 4 : "";
+  int nd = strcmp(dims, "2d") == 0 ? 2 : strcmp(dims, "3d") == 0 ? 3 : 0;
+  if (nd == 0) return false;
+  *ci = (conv_info){.transposed = tr, .nd = nd, .out = n->noutputs == 1 ? n->outputs[0] : -1};
   ci->in = bi_arg_tensor(bi_arg(n, 0, "input"));
   ci->w = bi_arg_tensor(bi_arg(n, 1, "weight"));
   ci->bias = bi_arg_tensor(bi_arg(n, 2, "bias"));
@@ -68,22 +71,21 @@ static bool conv_parse(const mk_graph *g, const mk_node *n, conv_info *ci) {
     return false;
   if (!bi_arg_none(bi_arg(n, 2, "bias")) && ci->bias < 0) return false;
   const mk_value *x = &g->values[ci->in], *w = &g->values[ci->w];
-  if (x->rank != 4 || w->rank != 4 || x->dtype != MK_DTYPE_F32 || w->dtype != MK_DTYPE_F32)
+  if (x->rank != nd + 2 || w->rank != nd + 2 || x->dtype != MK_DTYPE_F32 || w->dtype != MK_DTYPE_F32)
     return false;
-  long long groups = 1, opad[2] = {0, 0};
-  bool ok = pair_arg(bi_arg(n, 3, "stride"), 1, ci->st) && pair_arg(bi_arg(n, 4, "padding"), 0, ci->pad);
+  long long groups = 1, opad[3] = {0, 0, 0};
+  bool ok = dims_arg(bi_arg(n, 3, "stride"), nd, 1, ci->st) &&
+            dims_arg(bi_arg(n, 4, "padding"), nd, 0, ci->pad);
+  const cJSON *ga = bi_arg(n, tr ? 6 : 6, "groups");
+  ok = ok && (bi_arg_none(ga) || bi_arg_int(ga, &groups));
   if (tr) {
-    ok = ok && pair_arg(bi_arg(n, 5, "output_padding"), 0, opad) &&
-         pair_arg(bi_arg(n, 7, "dilation"), 1, ci->dil);
-    const cJSON *ga = bi_arg(n, 6, "groups");
-    ok = ok && (bi_arg_none(ga) || bi_arg_int(ga, &groups));
-    ok = ok && ci->st[0] == 1 && ci->st[1] == 1 && opad[0] == 0 && opad[1] == 0;
+    ok = ok && dims_arg(bi_arg(n, 5, "output_padding"), nd, 0, opad) &&
+         dims_arg(bi_arg(n, 7, "dilation"), nd, 1, ci->dil);
+    for (int d = 0; ok && d < nd; d++) ok = ci->st[d] == 1 && opad[d] == 0;
   } else {
-    ok = ok && pair_arg(bi_arg(n, 5, "dilation"), 1, ci->dil);
-    const cJSON *ga = bi_arg(n, 6, "groups");
-    ok = ok && (bi_arg_none(ga) || bi_arg_int(ga, &groups));
+    ok = ok && dims_arg(bi_arg(n, 5, "dilation"), nd, 1, ci->dil);
   }
-  for (int d = 0; ok && d < 2; d++) ok = ci->st[d] >= 1 && ci->pad[d] >= 0 && ci->dil[d] >= 1;
+  for (int d = 0; ok && d < nd; d++) ok = ci->st[d] >= 1 && ci->pad[d] >= 0 && ci->dil[d] >= 1;
   return ok && groups == 1;
 }
 
@@ -99,6 +101,7 @@ typedef struct conv_chain {
   int anchor;   /* channel reduction or pool stage after that, or -1 */
   int last;     /* last stage the kernel covers */
   int value;    /* value the anchor reads (conv output or ew result) */
+  int nd;       /* the convolution's spatial dims */
   bool reduce;  /* anchor is a channel reduction, else a pool */
   bi_reduce_info ri;
   bi_pool_info pi;
@@ -157,14 +160,16 @@ static bool anchor_fits(const bi_plan *p, int s, int v, conv_chain *c) {
     const char *op = c->ri.op;
     bool known = !strcmp(op, "sum") || !strcmp(op, "mean") || !strcmp(op, "max") || !strcmp(op, "min");
     c->reduce = true;
-    return known && c->ri.rank == 4 && c->ri.lo == 1 && c->ri.hi == 1;
+    return known && c->ri.rank == c->nd + 2 && c->ri.lo == 1 && c->ri.hi == 1;
   }
   if (st->kind == BI_POOL) {
     if (bi_pool_parse(p->g, n, &c->pi, &ignored)) return false;
     const bi_pool_info *pi = &c->pi;
-    if (pi->adaptive || pi->nd != 2 || pi->rank != 4 || pi->ceil_mode || pi->divisor) return false;
-    long long taps = pi->k[0] * pi->k[1];
-    for (int d = 0; d < 2; d++)
+    if (pi->adaptive || pi->nd != c->nd || pi->rank != c->nd + 2 || pi->ceil_mode || pi->divisor)
+      return false;
+    long long taps = 1;
+    for (int d = 0; d < c->nd; d++) taps *= pi->k[d];
+    for (int d = 0; d < c->nd; d++)
       if (pi->k[d] != pi->st[d] || pi->pad[d] != 0 || pi->dil[d] != 1) return false;
     c->reduce = false;
     return taps >= 2 && taps <= 64 && (taps & (taps - 1)) == 0; /* a power of two: reshapes */
@@ -174,7 +179,7 @@ static bool anchor_fits(const bi_plan *p, int s, int v, conv_chain *c) {
 
 /* The stages after conv stage s that its kernel computes too. */
 static void find_chain(const bi_plan *p, int s, const conv_info *ci, conv_chain *c) {
-  *c = (conv_chain){.ew = -1, .anchor = -1, .last = s, .value = ci->out};
+  *c = (conv_chain){.ew = -1, .anchor = -1, .last = s, .value = ci->out, .nd = ci->nd};
   int next = s + 1;
   if (next < p->nst && ew_fits(p, next, ci->out)) {
     c->ew = next;
@@ -203,6 +208,11 @@ static void find_chain(const bi_plan *p, int s, const conv_info *ci, conv_chain 
 
 /* ---- emission ------------------------------------------------------------------ */
 
+/* Spatial dims are numbered 0..nd-1 (d, h, w for 3-d; h, w for 2-d). Kernel
+ * parameters: I<d> input sizes, O<d> output sizes, sx<d> / sw<d> strides,
+ * S<d> stride, P<d> padding, DL<d> dilation, Q<d> pooled sizes, constexprs
+ * K<d> kernel and PK<d> pool window. */
+
 /* `name = torch.empty(shape, device, dtype)` for a value the chain stores. */
 static void alloc_line(bi_emit *e, int v, const char *shape, const char *dev) {
   mk_buf *b = e->body;
@@ -211,54 +221,86 @@ static void alloc_line(bi_emit *e, int v, const char *shape, const char *dev) {
   mk_buf_printf(b, " = torch.empty(%s, device=%s, dtype=torch.float32)\n", shape, dev);
 }
 
-/* Kernel lines enumerating the tile's output pixels: plain rows, or rows
- * grouped by pool window with the window's taps innermost. */
-static void pixel_lines(const conv_chain *c, mk_buf *k) {
+/* "X0 * X1 * X2" over dims lo..nd-1 ("1" when empty). */
+static void prod(mk_buf *k, const char *x, int lo, int nd) {
+  if (lo >= nd) mk_buf_puts(k, "1");
+  for (int d = lo; d < nd; d++) mk_buf_printf(k, "%s%s%d", d > lo ? " * " : "", x, d);
+}
+
+/* Kernel lines splitting index `idx` into per-dim variables <var><d> of
+ * sizes <size><d> (last dim fastest; what is above dim 0 is ignored). */
+static void split_index(mk_buf *k, const char *idx, const char *var, const char *size, int nd) {
+  for (int d = 0; d < nd; d++) {
+    mk_buf_printf(k, "    %s%d = (%s", var, d, idx);
+    if (d < nd - 1) {
+      mk_buf_puts(k, " // (");
+      prod(k, size, d + 1, nd);
+      mk_buf_puts(k, ")");
+    }
+    mk_buf_printf(k, ") %% %s%d\n", size, d); /* dim 0 too: the batch index is above it */
+  }
+}
+
+/* Kernel lines enumerating the tile's output pixels o<d> and batch index n:
+ * plain rows, or rows grouped by pool window with the window's taps innermost. */
+static void pixel_lines(const conv_chain *c, int nd, mk_buf *k) {
   mk_buf_puts(k, "    rm = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)\n");
   if (c->anchor >= 0 && !c->reduce) {
-    mk_buf_puts(k, "    m_mask = rm < NB * QH * QW * PKH * PKW\n"
-                   "    q = rm // (PKH * PKW)\n"
-                   "    tap = rm % (PKH * PKW)\n"
-                   "    n = q // (QH * QW)\n"
-                   "    qhw = q % (QH * QW)\n"
-                   "    oh = (qhw // QW) * PKH + tap // PKW\n"
-                   "    ow = (qhw % QW) * PKW + tap % PKW\n");
+    mk_buf_puts(k, "    m_mask = rm < NB * ");
+    prod(k, "Q", 0, nd);
+    mk_buf_puts(k, " * TAPS\n    q = rm // TAPS\n    tap = rm % TAPS\n    n = q // (");
+    prod(k, "Q", 0, nd);
+    mk_buf_puts(k, ")\n");
+    split_index(k, "q", "q", "Q", nd);
+    split_index(k, "tap", "t", "PK", nd);
+    for (int d = 0; d < nd; d++) mk_buf_printf(k, "    o%d = q%d * PK%d + t%d\n", d, d, d, d);
   } else {
-    mk_buf_puts(k, "    m_mask = rm < NB * OH * OW\n"
-                   "    n = rm // (OH * OW)\n"
-                   "    oh = (rm % (OH * OW)) // OW\n"
-                   "    ow = rm % OW\n");
+    mk_buf_puts(k, "    m_mask = rm < NB * ");
+    prod(k, "O", 0, nd);
+    mk_buf_puts(k, "\n    n = rm // (");
+    prod(k, "O", 0, nd);
+    mk_buf_puts(k, ")\n");
+    split_index(k, "rm", "o", "O", nd);
   }
 }
 
 /* The implicit GEMM main loop: acc[BLOCK_M, BLOCK_N] = the convolution. */
 static void gemm_lines(const conv_info *ci, mk_buf *k) {
+  int nd = ci->nd;
   mk_buf_puts(k, "    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n"
-                 "    n_mask = rn < OC\n"
-                 "    ih0 = oh * SH - PH\n"
-                 "    iw0 = ow * SW - PW\n"
-                 "    xbase = n * sxn + ih0 * sxh + iw0 * sxw\n"
-                 "    KTOT = C * KH * KW\n"
-                 "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
-                 "    for k0 in range(0, KTOT, BLOCK_K):\n"
-                 "        rk = k0 + tl.arange(0, BLOCK_K)\n"
+                 "    n_mask = rn < OC\n");
+  for (int d = 0; d < nd; d++) mk_buf_printf(k, "    i%d0 = o%d * S%d - P%d\n", d, d, d, d);
+  mk_buf_puts(k, "    xbase = n * sxn");
+  for (int d = 0; d < nd; d++) mk_buf_printf(k, " + i%d0 * sx%d", d, d);
+  mk_buf_puts(k, "\n    KTOT = C * ");
+  prod(k, "K", 0, nd);
+  mk_buf_puts(k, "\n    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
+                 "    for kb in range(0, KTOT, BLOCK_K):\n"
+                 "        rk = kb + tl.arange(0, BLOCK_K)\n"
                  "        k_mask = rk < KTOT\n"
                  "        c = rk % C\n"
-                 "        kw = (rk // C) % KW\n"
-                 "        kh = rk // (C * KW)\n"
-                 "        dh = kh * DH\n"
-                 "        dw = kw * DW\n"
-                 "        ih = ih0[:, None] + dh[None, :]\n"
-                 "        iw = iw0[:, None] + dw[None, :]\n"
-                 "        a_mask = m_mask[:, None] & k_mask[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)\n"
-                 "        a = tl.load(x_ptr + xbase[:, None] + (c * sxc + dh * sxh + dw * sxw)[None, :],\n"
-                 "                    mask=a_mask, other=0.0)\n");
-  if (ci->transposed)
-    mk_buf_puts(k, "        # conv_transpose2d, stride 1: the weight (C, OC, KH, KW) flipped\n"
-                   "        koff = c * swc + (KH - 1 - kh) * swh + (KW - 1 - kw) * sww\n");
-  else
-    mk_buf_puts(k, "        koff = c * swc + kh * swh + kw * sww\n");
-  mk_buf_puts(k, "        b = tl.load(w_ptr + rn[None, :] * swo + koff[:, None],\n"
+                 "        kt = rk // C\n");
+  /* k = ((k0 * K1 + k1) * K2 + k2) * C + c: the channel fastest. */
+  for (int d = nd - 1; d >= 0; d--) {
+    if (d > 0) mk_buf_printf(k, "        k%d = kt %% K%d\n        kt = kt // K%d\n", d, d, d);
+    else mk_buf_printf(k, "        k%d = kt\n", d);
+  }
+  mk_buf_puts(k, "        a_mask = m_mask[:, None] & k_mask[None, :]\n");
+  for (int d = 0; d < nd; d++)
+    mk_buf_printf(k, "        i%d = i%d0[:, None] + (k%d * DL%d)[None, :]\n"
+                     "        a_mask = a_mask & (i%d >= 0) & (i%d < I%d)\n", d, d, d, d, d, d, d);
+  mk_buf_puts(k, "        a = tl.load(x_ptr + xbase[:, None] + (c * sxc");
+  for (int d = 0; d < nd; d++) mk_buf_printf(k, " + k%d * DL%d * sx%d", d, d, d);
+  mk_buf_puts(k, ")[None, :],\n                    mask=a_mask, other=0.0)\n");
+  if (ci->transposed) {
+    mk_buf_puts(k, "        # a stride-1 transposed convolution: the weight (C, OC, *K) flipped\n"
+                   "        koff = c * swc");
+    for (int d = 0; d < nd; d++) mk_buf_printf(k, " + (K%d - 1 - k%d) * sw%d", d, d, d);
+  } else {
+    mk_buf_puts(k, "        koff = c * swc");
+    for (int d = 0; d < nd; d++) mk_buf_printf(k, " + k%d * sw%d", d, d);
+  }
+  mk_buf_puts(k, "\n        b = tl.load(w_ptr + rn[None, :] * swo + koff[:, None],\n"
                  "                    mask=k_mask[:, None] & n_mask[None, :], other=0.0)\n"
                  "        acc = tl.dot(a, b, acc, input_precision=PREC)\n");
 }
@@ -268,11 +310,23 @@ static void gemm_lines(const conv_info *ci, mk_buf *k) {
 static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool store_conv,
                       mk_buf *k, mk_errmsg *err) {
   const bi_plan *p = e->p;
+  int nd = ci->nd;
   if (ci->bias >= 0)
     mk_buf_puts(k, "    acc += tl.load(bias_ptr + rn, mask=n_mask, other=0.0)[None, :]\n");
   mk_buf_puts(k, "    mask2 = m_mask[:, None] & n_mask[None, :]\n"
-                 "    # flat offsets in the (N, OC, OH, OW) output\n"
-                 "    offs = (n * OC * OH * OW + oh * OW + ow)[:, None] + (rn * OH * OW)[None, :]\n");
+                 "    # flat offsets in the (N, OC, *O) output\n"
+                 "    SP = ");
+  prod(k, "O", 0, nd);
+  mk_buf_puts(k, "\n    offs = (n * OC * SP + ");
+  for (int d = 0; d < nd; d++) {
+    mk_buf_printf(k, "%so%d", d ? " + " : "", d);
+    if (d < nd - 1) {
+      mk_buf_puts(k, " * (");
+      prod(k, "O", d + 1, nd);
+      mk_buf_puts(k, ")");
+    }
+  }
+  mk_buf_puts(k, ")[:, None] + (rn * SP)[None, :]\n");
   if (store_conv) mk_buf_puts(k, "    tl.store(conv_out_ptr + offs, acc, mask=mask2)\n");
   const char *val = "acc";
   char vname[32];
@@ -293,69 +347,120 @@ static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool
                      "    red = tl.where(mask2, %s, %s)\n", val, ident);
     mk_buf_printf(k, "    red = tl.%s(red, axis=1)\n", is_max ? "max" : is_min ? "min" : "sum");
     if (!strcmp(op, "mean")) mk_buf_puts(k, "    red = red / OC\n");
+    /* The reduced output (N, 1, *O) or (N, *O) is flat in the pixel index. */
     return bi_epi_body(e, c->anchor, "red", "rm", "m_mask", 4, k, err);
   }
-  mk_buf_printf(k, "    # the pool: each group of PKH * PKW rows is one window\n"
-                   "    win = tl.reshape(%s, (BLOCK_M // (PKH * PKW), PKH * PKW, BLOCK_N))\n", val);
+  mk_buf_printf(k, "    # the pool: each group of TAPS rows is one window\n"
+                   "    win = tl.reshape(%s, (BLOCK_M // TAPS, TAPS, BLOCK_N))\n", val);
   if (c->pi.is_max) mk_buf_puts(k, "    pooled = tl.max(win, axis=1)\n");
-  else mk_buf_puts(k, "    pooled = tl.sum(win, axis=1) / (PKH * PKW)\n");
-  mk_buf_puts(k, "    rq = tl.program_id(0).to(tl.int64) * (BLOCK_M // (PKH * PKW)) + "
-                 "tl.arange(0, BLOCK_M // (PKH * PKW))\n"
-                 "    pmask = (rq < NB * QH * QW)[:, None] & n_mask[None, :]\n"
-                 "    poffs = ((rq // (QH * QW)) * OC * QH * QW + rq % (QH * QW))[:, None] + "
-                 "(rn * QH * QW)[None, :]\n");
+  else mk_buf_puts(k, "    pooled = tl.sum(win, axis=1) / TAPS\n");
+  mk_buf_puts(k, "    rq = tl.program_id(0).to(tl.int64) * (BLOCK_M // TAPS) + tl.arange(0, BLOCK_M // TAPS)\n"
+                 "    QS = ");
+  prod(k, "Q", 0, nd);
+  mk_buf_puts(k, "\n    pmask = (rq < NB * QS)[:, None] & n_mask[None, :]\n"
+                 "    poffs = ((rq // QS) * OC * QS + rq % QS)[:, None] + (rn * QS)[None, :]\n");
   return bi_epi_body(e, c->anchor, "pooled", "poffs", "pmask", 4, k, err);
 }
 
-/* Launcher lines: geometry, output shapes, allocations. Sets `out_shape`
- * (the anchor's output shape variable) and `M` / grid variables. */
-static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, int res,
-                           const char *dev) {
+/* Launcher lines: sizes, output shapes and the row count M<res>. */
+static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, int res) {
   const bi_plan *p = e->p;
   mk_buf *b = e->body;
+  int nd = ci->nd;
   mk_buf_printf(b, "    x%d = ", res);
   bi_run_name(p, ci->in, b);
   mk_buf_printf(b, "\n    w%d = ", res);
   bi_run_name(p, ci->w, b);
-  mk_buf_printf(b, "\n    NB%d, C%d, H%d, W%d = x%d.shape\n", res, res, res, res, res);
+  mk_buf_printf(b, "\n    NB%d, C%d = x%d.shape[:2]\n", res, res, res);
+  mk_buf_printf(b, "    I%d = x%d.shape[2:]\n", res, res);
+  mk_buf_printf(b, "    K%d = w%d.shape[2:]\n", res, res);
   mk_buf_printf(b, "    OC%d = w%d.shape[%d]\n", res, res, ci->transposed ? 1 : 0);
-  mk_buf_printf(b, "    KH%d, KW%d = w%d.shape[2], w%d.shape[3]\n", res, res, res, res);
+  mk_buf_printf(b, "    P%d = (", res);
+  for (int d = 0; d < nd; d++) {
+    /* Stride 1 transposed: the convolution of the flipped weight, padding dil*(k-1) - pad. */
+    if (ci->transposed) mk_buf_printf(b, "%lld * (K%d[%d] - 1) - %lld, ", ci->dil[d], res, d, ci->pad[d]);
+    else mk_buf_printf(b, "%lld, ", ci->pad[d]);
+  }
+  mk_buf_printf(b, ")\n    O%d = (", res);
+  for (int d = 0; d < nd; d++)
+    mk_buf_printf(b, "(I%d[%d] + 2 * P%d[%d] - %lld * (K%d[%d] - 1) - 1) // %lld + 1, ", res, d, res, d,
+                  ci->dil[d], res, d, ci->st[d]);
+  mk_buf_puts(b, ")\n");
   if (ci->transposed) {
-    /* Stride 1: the convolution of the flipped weight, padding dil*(k-1) - pad. */
-    mk_buf_printf(b, "    PH%d, PW%d = %lld * (KH%d - 1) - %lld, %lld * (KW%d - 1) - %lld\n", res, res,
-                  ci->dil[0], res, ci->pad[0], ci->dil[1], res, ci->pad[1]);
-    mk_buf_printf(b, "    OH%d = H%d - 1 - 2 * %lld + %lld * (KH%d - 1) + 1\n", res, res, ci->pad[0],
-                  ci->dil[0], res);
-    mk_buf_printf(b, "    OW%d = W%d - 1 - 2 * %lld + %lld * (KW%d - 1) + 1\n", res, res, ci->pad[1],
-                  ci->dil[1], res);
-    mk_buf_printf(b, "    ws%d = (w%d.stride(1), w%d.stride(0), w%d.stride(2), w%d.stride(3))\n", res,
-                  res, res, res, res);
+    mk_buf_printf(b, "    ws%d = (w%d.stride(1), w%d.stride(0), *w%d.stride()[2:])\n", res, res, res, res);
   } else {
-    mk_buf_printf(b, "    PH%d, PW%d = %lld, %lld\n", res, res, ci->pad[0], ci->pad[1]);
-    mk_buf_printf(b, "    OH%d = (H%d + 2 * %lld - %lld * (KH%d - 1) - 1) // %lld + 1\n", res, res,
-                  ci->pad[0], ci->dil[0], res, ci->st[0]);
-    mk_buf_printf(b, "    OW%d = (W%d + 2 * %lld - %lld * (KW%d - 1) - 1) // %lld + 1\n", res, res,
-                  ci->pad[1], ci->dil[1], res, ci->st[1]);
     mk_buf_printf(b, "    ws%d = w%d.stride()\n", res, res);
   }
-  mk_buf_printf(b, "    if OH%d < 1 or OW%d < 1:\n"
-                   "        raise ValueError(\"convolution output is empty\")\n", res, res);
-  mk_buf_printf(b, "    cshape%d = (NB%d, OC%d, OH%d, OW%d)\n", res, res, res, res, res);
+  mk_buf_printf(b, "    if min(O%d) < 1:\n"
+                   "        raise ValueError(\"convolution output is empty\")\n", res);
+  mk_buf_printf(b, "    cshape%d = (NB%d, OC%d, *O%d)\n", res, res, res, res);
   if (c->anchor >= 0 && !c->reduce) {
-    mk_buf_printf(b, "    QH%d, QW%d = OH%d // %lld, OW%d // %lld\n", res, res, res, c->pi.k[0], res,
-                  c->pi.k[1]);
-    mk_buf_printf(b, "    if QH%d < 1 or QW%d < 1:\n"
-                     "        raise ValueError(\"pooling window larger than the input\")\n", res, res);
-    mk_buf_printf(b, "    oshape%d = (NB%d, OC%d, QH%d, QW%d)\n", res, res, res, res, res);
-    mk_buf_printf(b, "    M%d = NB%d * QH%d * QW%d * %lld\n", res, res, res, res, c->pi.k[0] * c->pi.k[1]);
-  } else if (c->anchor >= 0) {
-    mk_buf_printf(b, "    oshape%d = (NB%d, 1, OH%d, OW%d)\n", res, res, res, res);
-    if (!c->ri.keepdim) mk_buf_printf(b, "    oshape%d = (NB%d, OH%d, OW%d)\n", res, res, res, res);
-    mk_buf_printf(b, "    M%d = NB%d * OH%d * OW%d\n", res, res, res, res);
+    mk_buf_printf(b, "    Q%d = (", res);
+    for (int d = 0; d < nd; d++) mk_buf_printf(b, "O%d[%d] // %lld, ", res, d, c->pi.k[d]);
+    mk_buf_puts(b, ")\n");
+    mk_buf_printf(b, "    if min(Q%d) < 1:\n"
+                     "        raise ValueError(\"pooling window larger than the input\")\n", res);
+    mk_buf_printf(b, "    oshape%d = (NB%d, OC%d, *Q%d)\n", res, res, res, res);
+    long long taps = 1;
+    for (int d = 0; d < nd; d++) taps *= c->pi.k[d];
+    mk_buf_printf(b, "    M%d = NB%d * math.prod(Q%d) * %lld\n", res, res, res, taps);
   } else {
-    mk_buf_printf(b, "    M%d = NB%d * OH%d * OW%d\n", res, res, res, res);
+    if (c->anchor >= 0)
+      mk_buf_printf(b, "    oshape%d = (NB%d, %s*O%d)\n", res, res, c->ri.keepdim ? "1, " : "", res);
+    mk_buf_printf(b, "    M%d = NB%d * math.prod(O%d)\n", res, res, res);
   }
-  (void)dev;
+}
+
+/* The kernel's signature (conv geometry after the chain's own parameters). */
+static void signature(const char *kname, const char *sig, int nd, mk_buf *k) {
+  mk_buf_printf(k, "\n\n@triton.jit\ndef %s(x_ptr, w_ptr, %sNB, C, OC, ", kname, sig);
+  const char *const names[] = {"I", "O", "Q", "sx", "sw", "S", "P", "DL"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    for (int d = 0; d < nd; d++) mk_buf_printf(k, "%s%d, ", names[i], d);
+    if (i == 2) mk_buf_puts(k, "sxn, sxc, ");
+    if (i == 3) mk_buf_puts(k, "swo, swc, ");
+    if (i == 4) mk_buf_puts(k, "\n        ");
+  }
+  for (int d = 0; d < nd; d++) mk_buf_printf(k, "K%d: tl.constexpr, PK%d: tl.constexpr, ", d, d);
+  /* TAPS = PK0 * PK1 (* PK2), given as a constexpr: shapes need one. */
+  mk_buf_puts(k, "TAPS: tl.constexpr,\n        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, "
+                 "PREC: tl.constexpr):\n");
+}
+
+/* The launch: grid, the chain's arguments, then the geometry in signature order. */
+static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, int res,
+                         const char *kname, const char *call) {
+  mk_buf *b = e->body;
+  const bi_config *cfg = e->cfg;
+  int nd = ci->nd;
+  /* A channel reduction needs every channel in one tile. */
+  if (c->anchor >= 0 && c->reduce) {
+    mk_buf_printf(b, "    if OC%d > 256:\n"
+                     "        raise ValueError(\"more than 256 channels for one tile\")\n", res);
+    mk_buf_printf(b, "    BN%d = max(16, triton.next_power_of_2(OC%d))\n", res, res);
+  } else {
+    mk_buf_printf(b, "    BN%d = max(16, min(%d, triton.next_power_of_2(OC%d)))\n", res, cfg->conv_bn, res);
+  }
+  bool pool = c->anchor >= 0 && !c->reduce;
+  mk_buf_printf(b, "    if M%d > 0:\n", res);
+  mk_buf_printf(b, "        %s[(triton.cdiv(M%d, %d), triton.cdiv(OC%d, BN%d))](\n", kname, res,
+                cfg->conv_bm, res, res);
+  mk_buf_printf(b, "            x%d, w%d, %sNB%d, C%d, OC%d, *I%d, *O%d, *%s%d, ", res, res, call, res, res,
+                res, res, res, pool ? "Q" : "(1,) * ", pool ? res : nd);
+  mk_buf_printf(b, "*x%d.stride(), *ws%d,\n            ", res, res);
+  mk_buf_puts(b, "*((");
+  for (int d = 0; d < nd; d++) mk_buf_printf(b, "%lld, ", ci->st[d]);
+  mk_buf_printf(b, ") + P%d + (", res);
+  for (int d = 0; d < nd; d++) mk_buf_printf(b, "%lld, ", ci->dil[d]);
+  mk_buf_puts(b, ")),\n            ");
+  for (int d = 0; d < nd; d++)
+    mk_buf_printf(b, "K%d=K%d[%d], PK%d=%lld, ", d, res, d, d, pool ? c->pi.k[d] : 1LL);
+  long long taps = 1;
+  for (int d = 0; pool && d < nd; d++) taps *= c->pi.k[d];
+  mk_buf_printf(b, "TAPS=%lld, ", taps);
+  mk_buf_printf(b, "BLOCK_M=%d, BLOCK_N=BN%d, BLOCK_K=%d,\n            PREC=\"%s\", num_warps=%d, "
+                   "num_stages=%d)\n",
+                cfg->conv_bm, res, cfg->conv_bk, cfg->conv_precision, cfg->conv_warps, cfg->conv_stages);
 }
 
 int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err) {
@@ -395,14 +500,9 @@ int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err) {
   if (!rc && c.anchor >= 0) rc = bi_epi_params(e, c.anchor, oshape, &sig, &call, err);
   mk_buf *k = e->kernels;
   if (!rc) {
-    mk_buf_printf(k, "\n\n@triton.jit\ndef %s(x_ptr, w_ptr, %s", mk_buf_cstr(&kname), mk_buf_cstr(&sig));
-    mk_buf_puts(k, "NB, C, H, W, OC, OH, OW, sxn, sxc, sxh, sxw, swo, swc, swh, sww,\n"
-                   "        SH, SW, PH, PW, DH, DW, QH, QW, KH: tl.constexpr, KW: tl.constexpr,\n"
-                   "        PKH: tl.constexpr, PKW: tl.constexpr, BLOCK_M: tl.constexpr,\n"
-                   "        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PREC: tl.constexpr):\n");
-    bi_stage_comment(p, s, 4, k);
-    for (int t = s + 1; t <= c.last; t++) bi_stage_comment(p, t, 4, k);
-    pixel_lines(&c, k);
+    signature(mk_buf_cstr(&kname), mk_buf_cstr(&sig), ci.nd, k);
+    for (int t = s; t <= c.last; t++) bi_stage_comment(p, t, 4, k);
+    pixel_lines(&c, ci.nd, k);
     gemm_lines(&ci, k);
     rc = tail_lines(e, &ci, &c, store_conv, k, err);
   }
@@ -410,7 +510,7 @@ int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err) {
     mk_buf *b = e->body;
     mk_buf_puts(b, "    # convolution as an implicit GEMM, the stages after it fused\n");
     for (int t = s; t <= c.last; t++) bi_stage_comment(p, t, 4, b);
-    geometry_lines(e, &ci, &c, res, dev);
+    geometry_lines(e, &ci, &c, res);
     if (store_conv) alloc_line(e, ci.out, cshape, dev);
     if (c.ew >= 0 && p->st[c.ew].fused_into < 0) {
       int stored[64];
@@ -420,31 +520,7 @@ int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err) {
     if (c.anchor >= 0) rc = bi_epi_alloc(e, c.anchor, oshape, dev, b, err);
   }
   if (!rc) {
-    mk_buf *b = e->body;
-    const bi_config *cfg = e->cfg;
-    /* A channel reduction needs every channel in one tile. */
-    if (c.anchor >= 0 && c.reduce) {
-      mk_buf_printf(b, "    if OC%d > 256:\n"
-                       "        raise ValueError(\"more than 256 channels for one tile\")\n", res);
-      mk_buf_printf(b, "    BN%d = max(16, triton.next_power_of_2(OC%d))\n", res, res);
-    } else {
-      mk_buf_printf(b, "    BN%d = max(16, min(%d, triton.next_power_of_2(OC%d)))\n", res, cfg->conv_bn, res);
-    }
-    mk_buf_printf(b, "    if M%d > 0:\n", res);
-    mk_buf_printf(b, "        %s[(triton.cdiv(M%d, %d), triton.cdiv(OC%d, BN%d))](\n", mk_buf_cstr(&kname),
-                  res, cfg->conv_bm, res, res);
-    mk_buf_printf(b, "            x%d, w%d, %s", res, res, mk_buf_cstr(&call));
-    mk_buf_printf(b, "NB%d, C%d, H%d, W%d, OC%d, OH%d, OW%d, *x%d.stride(), *ws%d,\n", res, res, res,
-                  res, res, res, res, res, res);
-    mk_buf_printf(b, "            %lld, %lld, PH%d, PW%d, %lld, %lld, ", ci.st[0], ci.st[1], res, res,
-                  ci.dil[0], ci.dil[1]);
-    if (c.anchor >= 0 && !c.reduce)
-      mk_buf_printf(b, "QH%d, QW%d, KH=KH%d, KW=KW%d, PKH=%lld, PKW=%lld,\n", res, res, res, res,
-                    c.pi.k[0], c.pi.k[1]);
-    else mk_buf_printf(b, "1, 1, KH=KH%d, KW=KW%d, PKH=1, PKW=1,\n", res, res);
-    mk_buf_printf(b, "            BLOCK_M=%d, BLOCK_N=BN%d, BLOCK_K=%d, PREC=\"%s\", num_warps=%d, "
-                     "num_stages=%d)\n",
-                  cfg->conv_bm, res, cfg->conv_bk, cfg->conv_precision, cfg->conv_warps, cfg->conv_stages);
+    launch_lines(e, &ci, &c, res, mk_buf_cstr(&kname), mk_buf_cstr(&call));
     e->chain_end = c.last;
   }
   mk_buf_free(&kname);

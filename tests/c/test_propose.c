@@ -404,8 +404,12 @@ MK_TEST(propose, channels_last_tail_runs_in_memory_order) {
   mk_candidate_list l = {0};
   mk_propose_request req = {.graph = g, .subkernel = sk};
   MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
-  MK_REQUIRE(l.n >= 2);
-  const char *cl = l.items[0].source;
+  MK_REQUIRE(l.n >= 3);
+  /* The implicit GEMM (3-d too) first, its tail in registers; then cuDNN in channels_last. */
+  MK_CHECK(strncmp(l.items[0].name, "triton_igemm", 12) == 0);
+  MK_CHECK(strstr(l.items[0].source, "koff = c * swc + k0 * sw0 + k1 * sw1 + k2 * sw2") != NULL);
+  MK_CHECK(strncmp(l.items[1].name, "triton_convcl", 13) == 0);
+  const char *cl = l.items[1].source;
   MK_CHECK(strstr(cl, "channels_last_3d)\n") != NULL);
   /* channel innermost: the folded bias is indexed by offs % D4 */
   MK_CHECK(strstr(cl, "+= tl.load(v27_bias_ptr + ((offs) % D4), mask=mask, other=0)") != NULL);
@@ -467,8 +471,8 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   /* conv -> sub -> avg_pool2d(2) -> sigmoid: one store, of the pooled result */
   src = first_candidate(g, (int[]){9, 10, 11, 12}, 4, &name);
   MK_REQUIRE(src != NULL);
-  MK_CHECK(strstr(src, "pooled = tl.sum(win, axis=1) / (PKH * PKW)") != NULL);
-  MK_CHECK(strstr(src, "PKH=2, PKW=2") != NULL);
+  MK_CHECK(strstr(src, "pooled = tl.sum(win, axis=1) / TAPS") != NULL);
+  MK_CHECK(strstr(src, "PK0=2, K1=K25[1], PK1=2") != NULL);
   MK_CHECK_INT(count_of(src, "tl.store("), ==, 1);
   MK_CHECK(strstr(src, "+ poffs, v28, mask=pmask)") != NULL);
   free(src);
@@ -476,9 +480,10 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   /* conv_transpose2d (stride 1) -> max_pool2d -> hardtanh -> mean */
   src = first_candidate(g, (int[]){13, 14, 15, 16}, 4, &name);
   MK_REQUIRE(src != NULL);
-  MK_CHECK(strstr(src, "(KH - 1 - kh) * swh + (KW - 1 - kw) * sww") != NULL);
+  MK_CHECK(strstr(src, "koff = c * swc + (K0 - 1 - k0) * sw0 + (K1 - 1 - k1) * sw1") != NULL);
   MK_CHECK(strstr(src, "pooled = tl.max(win, axis=1)") != NULL);
-  MK_CHECK(strstr(src, "ws29 = (w29.stride(1), w29.stride(0), w29.stride(2), w29.stride(3))") != NULL);
+  MK_CHECK(strstr(src, "ws29 = (w29.stride(1), w29.stride(0), *w29.stride()[2:])") != NULL);
+  MK_CHECK(strstr(src, "P29 = (1 * (K29[0] - 1) - 1, 1 * (K29[1] - 1) - 1, )") != NULL);
   free(src);
   free(name);
   /* the conv output is returned too: stored, and the pool is its own kernel */
