@@ -272,6 +272,7 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
    * an implicit GEMM, fuses each conv's channel reduction or pool). */
   run_fixture("conv_tails.json", 0);
   run_fixture_as("conv_tails.json", 1, true);
+  run_fixture_as("conv3d_tails.json", 1, true);
   /* A small net under the layout plan: channels_last between subkernels. */
   run_fixture("conv_net.json", 2);
 }
