@@ -264,7 +264,11 @@ static void pixel_lines(const conv_chain *c, int nd, mk_buf *k) {
   }
 }
 
-/* The implicit GEMM main loop: acc[BLOCK_M, BLOCK_N] = the convolution. */
+/* The implicit GEMM main loop: acc[BLOCK_M, BLOCK_N] = the convolution. One
+ * loop over (kernel tap, channel block) pairs, so Triton pipelines it even
+ * when the channels fit one block: per iteration the tap's offsets are per
+ * row ([BLOCK_M]) and the loads run along the channels, contiguous in the
+ * channels_last input and weight the launcher passes. */
 static void gemm_lines(const conv_info *ci, mk_buf *k) {
   int nd = ci->nd;
   mk_buf_puts(k, "    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n"
@@ -272,36 +276,35 @@ static void gemm_lines(const conv_info *ci, mk_buf *k) {
   for (int d = 0; d < nd; d++) mk_buf_printf(k, "    i%d0 = o%d * S%d - P%d\n", d, d, d, d);
   mk_buf_puts(k, "    xbase = n * sxn");
   for (int d = 0; d < nd; d++) mk_buf_printf(k, " + i%d0 * sx%d", d, d);
-  mk_buf_puts(k, "\n    KTOT = C * ");
-  prod(k, "K", 0, nd);
-  mk_buf_puts(k, "\n    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
-                 "    for kb in range(0, KTOT, BLOCK_K):\n"
-                 "        rk = kb + tl.arange(0, BLOCK_K)\n"
-                 "        k_mask = rk < KTOT\n"
-                 "        c = rk % C\n"
-                 "        kt = rk // C\n");
-  /* k = ((k0 * K1 + k1) * K2 + k2) * C + c: the channel fastest. */
+  mk_buf_puts(k, "\n    NCB = tl.cdiv(C, BLOCK_K)\n"
+                 "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
+                 "    for it in range(0, KT * NCB):\n"
+                 "        kt = it // NCB\n"
+                 "        cs = (it % NCB) * BLOCK_K + tl.arange(0, BLOCK_K)\n"
+                 "        c_ok = cs < C\n");
+  /* tap = (k0 * K1 + k1) * K2 + k2: the last dim fastest. */
   for (int d = nd - 1; d >= 0; d--) {
     if (d > 0) mk_buf_printf(k, "        k%d = kt %% K%d\n        kt = kt // K%d\n", d, d, d);
     else mk_buf_printf(k, "        k%d = kt\n", d);
   }
-  mk_buf_puts(k, "        a_mask = m_mask[:, None] & k_mask[None, :]\n");
+  mk_buf_puts(k, "        row_ok = m_mask\n");
   for (int d = 0; d < nd; d++)
-    mk_buf_printf(k, "        i%d = i%d0[:, None] + (k%d * DL%d)[None, :]\n"
-                     "        a_mask = a_mask & (i%d >= 0) & (i%d < I%d)\n", d, d, d, d, d, d, d);
-  mk_buf_puts(k, "        a = tl.load(x_ptr + xbase[:, None] + (c * sxc");
+    mk_buf_printf(k, "        i%d = i%d0 + k%d * DL%d\n"
+                     "        row_ok = row_ok & (i%d >= 0) & (i%d < I%d)\n", d, d, d, d, d, d, d);
+  mk_buf_puts(k, "        xrow = xbase");
   for (int d = 0; d < nd; d++) mk_buf_printf(k, " + k%d * DL%d * sx%d", d, d, d);
-  mk_buf_puts(k, ")[None, :],\n                    mask=a_mask, other=0.0)\n");
+  mk_buf_puts(k, "\n        a = tl.load(x_ptr + xrow[:, None] + (cs * sxc)[None, :],\n"
+                 "                    mask=row_ok[:, None] & c_ok[None, :], other=0.0)\n");
   if (ci->transposed) {
     mk_buf_puts(k, "        # a stride-1 transposed convolution: the weight (C, OC, *K) flipped\n"
-                   "        koff = c * swc");
+                   "        wtap = 0");
     for (int d = 0; d < nd; d++) mk_buf_printf(k, " + (K%d - 1 - k%d) * sw%d", d, d, d);
   } else {
-    mk_buf_puts(k, "        koff = c * swc");
+    mk_buf_puts(k, "        wtap = 0");
     for (int d = 0; d < nd; d++) mk_buf_printf(k, " + k%d * sw%d", d, d);
   }
-  mk_buf_puts(k, "\n        b = tl.load(w_ptr + rn[None, :] * swo + koff[:, None],\n"
-                 "                    mask=k_mask[:, None] & n_mask[None, :], other=0.0)\n"
+  mk_buf_puts(k, "\n        b = tl.load(w_ptr + rn[None, :] * swo + (cs * swc + wtap)[:, None],\n"
+                 "                    mask=c_ok[:, None] & n_mask[None, :], other=0.0)\n"
                  "        acc = tl.dot(a, b, acc, input_precision=PREC)\n");
 }
 
@@ -367,11 +370,17 @@ static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c,
   const bi_plan *p = e->p;
   mk_buf *b = e->body;
   int nd = ci->nd;
+  /* Channels innermost in memory for both: the loads run along them. A no-op
+   * for inputs the layout plan gives channels_last and for the weight, which
+   * ModelNew keeps channels_last (MK_CHANNELS_LAST). */
+  const char *fmt = nd == 3 ? "torch.channels_last_3d" : "torch.channels_last";
   mk_buf_printf(b, "    x%d = ", res);
   bi_run_name(p, ci->in, b);
-  mk_buf_printf(b, "\n    w%d = ", res);
+  mk_buf_printf(b, ".contiguous(memory_format=%s)\n    w%d = ", fmt, res);
   bi_run_name(p, ci->w, b);
-  mk_buf_printf(b, "\n    NB%d, C%d = x%d.shape[:2]\n", res, res, res);
+  mk_buf_printf(b, ".contiguous(memory_format=%s)\n", fmt);
+  bi_want_cl_param(e, ci->w);
+  mk_buf_printf(b, "    NB%d, C%d = x%d.shape[:2]\n", res, res, res);
   mk_buf_printf(b, "    I%d = x%d.shape[2:]\n", res, res);
   mk_buf_printf(b, "    K%d = w%d.shape[2:]\n", res, res);
   mk_buf_printf(b, "    OC%d = w%d.shape[%d]\n", res, res, ci->transposed ? 1 : 0);
@@ -423,7 +432,7 @@ static void signature(const char *kname, const char *sig, int nd, mk_buf *k) {
   }
   for (int d = 0; d < nd; d++) mk_buf_printf(k, "K%d: tl.constexpr, PK%d: tl.constexpr, ", d, d);
   /* TAPS = PK0 * PK1 (* PK2), given as a constexpr: shapes need one. */
-  mk_buf_puts(k, "TAPS: tl.constexpr,\n        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, "
+  mk_buf_puts(k, "KT: tl.constexpr, TAPS: tl.constexpr,\n        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, "
                  "PREC: tl.constexpr):\n");
 }
 
@@ -441,6 +450,8 @@ static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, i
   } else {
     mk_buf_printf(b, "    BN%d = max(16, min(%d, triton.next_power_of_2(OC%d)))\n", res, cfg->conv_bn, res);
   }
+  /* The channel block: a dot needs K >= 16. */
+  mk_buf_printf(b, "    BK%d = max(16, min(%d, triton.next_power_of_2(C%d)))\n", res, cfg->conv_bk, res);
   bool pool = c->anchor >= 0 && !c->reduce;
   mk_buf_printf(b, "    if M%d > 0:\n", res);
   mk_buf_printf(b, "        %s[(triton.cdiv(M%d, %d), triton.cdiv(OC%d, BN%d))](\n", kname, res,
@@ -457,10 +468,10 @@ static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, i
     mk_buf_printf(b, "K%d=K%d[%d], PK%d=%lld, ", d, res, d, d, pool ? c->pi.k[d] : 1LL);
   long long taps = 1;
   for (int d = 0; pool && d < nd; d++) taps *= c->pi.k[d];
-  mk_buf_printf(b, "TAPS=%lld, ", taps);
-  mk_buf_printf(b, "BLOCK_M=%d, BLOCK_N=BN%d, BLOCK_K=%d,\n            PREC=\"%s\", num_warps=%d, "
+  mk_buf_printf(b, "KT=math.prod(K%d), TAPS=%lld, ", res, taps);
+  mk_buf_printf(b, "BLOCK_M=%d, BLOCK_N=BN%d, BLOCK_K=BK%d,\n            PREC=\"%s\", num_warps=%d, "
                    "num_stages=%d)\n",
-                cfg->conv_bm, res, cfg->conv_bk, cfg->conv_precision, cfg->conv_warps, cfg->conv_stages);
+                cfg->conv_bm, res, res, cfg->conv_precision, cfg->conv_warps, cfg->conv_stages);
 }
 
 int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err) {

@@ -241,6 +241,9 @@ int bi_emit_torch_stage(bi_emit *e, int s, mk_errmsg *err);
  * reduction or pool (and its epilogue) after it in one kernel; sets
  * e->chain_end (builtin_conv.c). */
 int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err);
+/* Names parameter w for MK_CHANNELS_LAST: ModelNew keeps it channels_last,
+ * so a per-call conversion to that layout is a no-op (builtin_torch.c). */
+void bi_want_cl_param(bi_emit *e, int w);
 /* True if node n is a convolution bi_emit_conv_igemm computes. */
 bool bi_conv_igemm_supported(const mk_graph *g, const mk_node *n);
 /* A reduction or softmax node as the reduce emitter reads it. */

@@ -108,9 +108,7 @@ static int add_uses_torch(bi_emit *e, const char *name) {
   return mk_buf_puts(e->uses_torch, quoted);
 }
 
-/* Names a parameter for MK_CHANNELS_LAST: ModelNew keeps it channels_last, so
- * the per-call conversion below becomes a no-op. */
-static void want_cl_param(bi_emit *e, int w) {
+void bi_want_cl_param(bi_emit *e, int w) {
   const mk_value *v = &e->p->g->values[w];
   if (v->kind != MK_VALUE_PARAM || v->name == NULL || e->cl_params == NULL) return;
   for (const char *c = v->name; *c; c++)
@@ -169,7 +167,7 @@ static int emit_conv(bi_emit *e, int s, const mk_node *n, int nd, bool cl, mk_er
       bi_run_name(p, ids[i], b);
       mk_buf_printf(b, ".contiguous(memory_format=%s)\n", fmt);
     }
-    want_cl_param(e, w);
+    bi_want_cl_param(e, w);
   }
   if (fold >= 0)
     mk_buf_puts(b, "    # the bias is added by the kernel that reads the output, while loading\n");

@@ -407,7 +407,7 @@ MK_TEST(propose, channels_last_tail_runs_in_memory_order) {
   MK_REQUIRE(l.n >= 3);
   /* The implicit GEMM (3-d too) first, its tail in registers; then cuDNN in channels_last. */
   MK_CHECK(strncmp(l.items[0].name, "triton_igemm", 12) == 0);
-  MK_CHECK(strstr(l.items[0].source, "koff = c * swc + k0 * sw0 + k1 * sw1 + k2 * sw2") != NULL);
+  MK_CHECK(strstr(l.items[0].source, "wtap = 0 + k0 * sw0 + k1 * sw1 + k2 * sw2") != NULL);
   MK_CHECK(strncmp(l.items[1].name, "triton_convcl", 13) == 0);
   const char *cl = l.items[1].source;
   MK_CHECK(strstr(cl, "channels_last_3d)\n") != NULL);
@@ -466,6 +466,9 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   MK_CHECK(strstr(src, "+ rm, v18, mask=m_mask)") != NULL);
   MK_CHECK(strstr(src, "BN15 = max(16, triton.next_power_of_2(OC15))") != NULL);
   MK_CHECK(strstr(src, "MK_USES_TORCH") == NULL);
+  /* channels innermost for the loads; ModelNew keeps the weight so */
+  MK_CHECK(strstr(src, "w15 = c_min_weight.contiguous(memory_format=torch.channels_last)") != NULL);
+  MK_CHECK(strstr(src, "MK_CHANNELS_LAST = (\"c_min.weight\", )") != NULL);
   free(src);
   free(name);
   /* conv -> sub -> avg_pool2d(2) -> sigmoid: one store, of the pooled result */
@@ -480,7 +483,7 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   /* conv_transpose2d (stride 1) -> max_pool2d -> hardtanh -> mean */
   src = first_candidate(g, (int[]){13, 14, 15, 16}, 4, &name);
   MK_REQUIRE(src != NULL);
-  MK_CHECK(strstr(src, "koff = c * swc + (K0 - 1 - k0) * sw0 + (K1 - 1 - k1) * sw1") != NULL);
+  MK_CHECK(strstr(src, "wtap = 0 + (K0 - 1 - k0) * sw0 + (K1 - 1 - k1) * sw1") != NULL);
   MK_CHECK(strstr(src, "pooled = tl.max(win, axis=1)") != NULL);
   MK_CHECK(strstr(src, "ws29 = (w29.stride(1), w29.stride(0), *w29.stride()[2:])") != NULL);
   MK_CHECK(strstr(src, "P29 = (1 * (K29[0] - 1) - 1, 1 * (K29[1] - 1) - 1, )") != NULL);
