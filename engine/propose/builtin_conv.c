@@ -305,6 +305,9 @@ static void gemm_lines(const conv_info *ci, mk_buf *k) {
   }
   mk_buf_puts(k, "\n        b = tl.load(w_ptr + rn[None, :] * swo + (cs * swc + wtap)[:, None],\n"
                  "                    mask=c_ok[:, None] & n_mask[None, :], other=0.0)\n"
+                 "        if TRUNC:  # TF32 by truncation, as cuDNN rounds: the reference's products\n"
+                 "            a = (a.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)\n"
+                 "            b = (b.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)\n"
                  "        acc = tl.dot(a, b, acc, input_precision=PREC)\n");
 }
 
@@ -433,7 +436,7 @@ static void signature(const char *kname, const char *sig, int nd, mk_buf *k) {
   for (int d = 0; d < nd; d++) mk_buf_printf(k, "K%d: tl.constexpr, PK%d: tl.constexpr, ", d, d);
   /* TAPS = PK0 * PK1 (* PK2), given as a constexpr: shapes need one. */
   mk_buf_puts(k, "KT: tl.constexpr, TAPS: tl.constexpr,\n        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, "
-                 "PREC: tl.constexpr):\n");
+                 "PREC: tl.constexpr, TRUNC: tl.constexpr):\n");
 }
 
 /* The launch: grid, the chain's arguments, then the geometry in signature order. */
@@ -469,9 +472,10 @@ static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, i
   long long taps = 1;
   for (int d = 0; pool && d < nd; d++) taps *= c->pi.k[d];
   mk_buf_printf(b, "KT=math.prod(K%d), TAPS=%lld, ", res, taps);
-  mk_buf_printf(b, "BLOCK_M=%d, BLOCK_N=BN%d, BLOCK_K=BK%d,\n            PREC=\"%s\", num_warps=%d, "
-                   "num_stages=%d)\n",
-                cfg->conv_bm, res, res, cfg->conv_precision, cfg->conv_warps, cfg->conv_stages);
+  mk_buf_printf(b, "BLOCK_M=%d, BLOCK_N=BN%d, BLOCK_K=BK%d,\n            PREC=\"%s\", TRUNC=%s, "
+                   "num_warps=%d, num_stages=%d)\n",
+                cfg->conv_bm, res, res, cfg->conv_precision, cfg->conv_trunc ? "True" : "False",
+                cfg->conv_warps, cfg->conv_stages);
 }
 
 int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err) {

@@ -187,10 +187,22 @@ static double rank_time(const mk_subkernel_state *st, const mk_variant *v) {
   return r->time_ms;
 }
 
+/* True if v passed only the TF32-aware comparison (docs/verify.md): within
+ * the reference's own TF32 error of the exact result, not within tolerance of
+ * the reference itself, which is what KernelBench's eval checks. */
+static bool passed_widened(const mk_variant *v) { return v->result.ref_tf32_noise > 0; }
+
+/* The fastest verified generated variant; one that passed the plain
+ * comparison wins over any that needed the TF32 widening, so the composed
+ * program agrees with the reference as KernelBench compares them. */
 static int best_generated(const mk_subkernel_state *st) {
   int best = -1;
   for (int i = 1; i < st->nvariants; i++) {
     if (!verified(&st->variants[i])) continue;
+    if (best >= 0 && passed_widened(&st->variants[i]) != passed_widened(&st->variants[best])) {
+      if (passed_widened(&st->variants[best])) best = i;
+      continue;
+    }
     if (best < 0 || rank_time(st, &st->variants[i]) < rank_time(st, &st->variants[best])) best = i;
   }
   return best;

@@ -227,7 +227,7 @@ MK_TEST(propose, elementwise_broadcast_loads_by_pattern) {
   /* The implicit-GEMM convolution comes first, then the channels_last cuDNN
    * variant, then the default layout. */
   MK_REQUIRE(l.n >= 3);
-  MK_CHECK(strncmp(l.items[0].name, "triton_igemm128x64x32_w4_s3_tf32_", 33) == 0);
+  MK_CHECK(strncmp(l.items[0].name, "triton_igemm128x64x32_w4_s3_tf32t_", 34) == 0);
   MK_CHECK(strncmp(l.items[1].name, "triton_convcl_", 14) == 0);
   MK_CHECK(strncmp(l.items[2].name, "triton_conv_", 12) == 0);
   const char *src = l.items[2].source;
@@ -329,13 +329,13 @@ MK_TEST(propose, lone_conv_gets_channels_last_variant) {
   /* the implicit GEMM first, channels_last next; then, since it has a bias,
    * the default layout with the bias added by its own kernel (the eager
    * numerics, without cuDNN's pass); then the other implicit-GEMM tiles */
-  MK_CHECK_INT(l.n, ==, 6);
-  if (l.n == 6) {
-    MK_CHECK_STR(l.items[0].name, "triton_igemm128x64x32_w4_s3_tf32");
+  MK_CHECK_INT(l.n, ==, 7);
+  if (l.n == 7) {
+    MK_CHECK_STR(l.items[0].name, "triton_igemm128x64x32_w4_s3_tf32t");
     MK_CHECK(strstr(l.items[0].source, "MK_USES_TORCH") == NULL);
     MK_CHECK(strstr(l.items[0].source, "acc += tl.load(bias_ptr + rn, mask=n_mask, other=0.0)") != NULL);
     MK_CHECK(strstr(l.items[0].source, "tl.store(conv_out_ptr + offs, acc, mask=mask2)") != NULL);
-    MK_CHECK_STR(l.items[5].name, "triton_igemm128x64x32_w4_s3_tf32x3");
+    MK_CHECK_STR(l.items[6].name, "triton_igemm128x64x32_w4_s3_tf32x3");
     mk_candidate tmp = l.items[0];
     memmove(&l.items[0], &l.items[1], 2 * sizeof tmp); /* the cuDNN ones at 0 and 1 below */
     l.items[2] = tmp;
@@ -459,7 +459,7 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   /* conv -> min(dim=1) -> tanh */
   src = first_candidate(g, (int[]){0, 1, 2}, 3, &name);
   MK_REQUIRE(src != NULL);
-  MK_CHECK(strncmp(name, "triton_igemm128x64x32_w4_s3_tf32", 32) == 0);
+  MK_CHECK(strncmp(name, "triton_igemm128x64x32_w4_s3_tf32t", 33) == 0);
   MK_CHECK(strstr(src, "red = tl.min(red, axis=1)") != NULL);
   MK_CHECK(strstr(src, "tl.tanh") != NULL || strstr(src, "tanh") != NULL);
   MK_CHECK_INT(count_of(src, "tl.store("), ==, 1);
