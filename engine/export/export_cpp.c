@@ -345,7 +345,9 @@ static int check_random(const mk_node *n, mk_errmsg *err) {
     if (p == NULL) p = cJSON_GetObjectItemCaseSensitive(n->kwargs, "p");
     const cJSON *training = cJSON_GetArrayItem(n->args, 2);
     if (training == NULL) training = cJSON_GetObjectItemCaseSensitive(n->kwargs, "training");
-    if ((cJSON_IsNumber(p) && p->valuedouble == 0) || cJSON_IsFalse(training)) return 0;
+    /* p = 0.0 is recorded as {"float": 0.0} (docs/protocol.md) */
+    const cJSON *pv = cJSON_IsObject(p) ? cJSON_GetObjectItemCaseSensitive(p, "float") : p;
+    if ((cJSON_IsNumber(pv) && pv->valuedouble == 0) || cJSON_IsFalse(training)) return 0;
   }
   return mk_errf(err, MK_EUNSUPPORTED, "%s (line %d) draws random numbers: its result cannot be compared, "
                                        "so it is not exported", n->op, n->span.line);
