@@ -93,7 +93,8 @@ def read_tensors(path: str) -> dict[str, torch.Tensor]:
             shape = struct.unpack(f"<{ndim}q", f.read(8 * ndim))
             (nbytes,) = struct.unpack("<Q", f.read(8))
             raw = bytearray(f.read(nbytes))
-            flat = torch.frombuffer(raw, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+            flat = (torch.frombuffer(raw, dtype=torch.uint8) if nbytes
+                    else torch.empty(0, dtype=torch.uint8))
             out[name] = flat.view(dtype).reshape(shape).clone()
     return out
 
@@ -127,13 +128,14 @@ def make_data(manifest: dict[str, Any], folder: str) -> tuple[int, int, int]:
     problem = loader.load(os.path.join(folder, manifest["problem"]))
     seed = int(manifest.get("seed", 0))
     torch.manual_seed(seed)
-    model = problem.model_class(manifest.get("class", "Model"))(*problem.function("get_init_inputs")())
-    model = model.to(device)
+    cls = problem.model_class(manifest.get("class", "Model"))
+    model = cls(*problem.function("get_init_inputs")()).to(device)
     torch.manual_seed(seed + 1)
     inputs = list(problem.function("get_inputs")())
     for i, x in enumerate(inputs):
         if not isinstance(x, torch.Tensor):
-            raise ExportError(f"get_inputs()[{i}] is not a tensor: the C++ forward takes tensors only")
+            raise ExportError(f"get_inputs()[{i}] is not a tensor: "
+                              "the C++ forward takes tensors only")
     inputs = [x.to(device) for x in inputs]
     weights = [(name, state_tensor(model, name).detach().clone()) for name in manifest["tensors"]]
     example = [(f"input.{i}", x.clone()) for i, x in enumerate(inputs)]
