@@ -159,6 +159,24 @@ static int read_plain(const char *text, mk_export_modelnew *m, mk_errmsg *err) {
   return m->module_source ? 0 : mk_errf(err, MK_ENOMEM, "out of memory");
 }
 
+/* A kernel section no header line accounts for (a header line too long to
+ * read): listed anyway, so a Triton or CUDA kernel is never missed. */
+static int read_unlisted_sections(const char *sections, mk_export_modelnew *m, mk_errmsg *err) {
+  for (const char *p = strstr(sections, "\n# ---- sk"); p; p = strstr(p + 1, "\n# ---- sk")) {
+    int k = -1;
+    if (sscanf(p, "\n# ---- sk%d ", &k) != 1 || k < 0) continue;
+    bool listed = false;
+    for (int i = 0; i < m->nsubkernels && !listed; i++) listed = m->subkernels[i].section == k;
+    if (listed) continue;
+    mk_export_subkernel sk = {.index = k, .section = k, .first_line = 0, .last_line = 0};
+    snprintf(sk.name, sizeof sk.name, "?");
+    snprintf(sk.variant, sizeof sk.variant, "?");
+    int rc = add_subkernel(m, &sk, err);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 int mk_export_read_modelnew(const char *text, mk_export_modelnew *out, mk_errmsg *err) {
   memset(out, 0, sizeof *out);
   if (text == NULL) return mk_errf(err, MK_EINVAL, "no text");
@@ -170,6 +188,7 @@ int mk_export_read_modelnew(const char *text, mk_export_modelnew *out, mk_errmsg
   if (!rc) rc = read_subkernel_lines(next_line(text), out, err);
   const char *rest = NULL;
   if (!rc) rc = read_module(text, out, &rest, err);
+  if (!rc) rc = read_unlisted_sections(rest, out, err);
   if (!rc) rc = read_backends(rest, out, err);
   return rc;
 }

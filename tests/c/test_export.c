@@ -128,6 +128,26 @@ MK_TEST(export, tells_triton_and_cuda_sections) {
   }
 }
 
+MK_TEST(export, a_kernel_section_is_never_missed) {
+  /* a header line that cannot be read (a name past the reader's bound):
+   * the section is still found, and its language told */
+  mk_candidate triton = {.name = "triton_relu", .origin = "builtin", .source = (char *)TRITON_CAND};
+  char *text = compose_with(&triton);
+  MK_REQUIRE(text != NULL);
+  char *line = strstr(text, "#   sk0 ");
+  MK_REQUIRE(line != NULL);
+  line[4] = 'X'; /* "#   Xk0 ...": no longer a subkernel line */
+  mk_export_modelnew m;
+  mk_errmsg err = {{0}};
+  MK_CHECK_INT(mk_export_read_modelnew(text, &m, &err), ==, 0);
+  bool found = false;
+  for (int i = 0; i < m.nsubkernels; i++)
+    found |= m.subkernels[i].section == 0 && m.subkernels[i].backend == MK_EXPORT_TRITON;
+  MK_CHECK(found);
+  mk_export_modelnew_free(&m);
+  free(text);
+}
+
 MK_TEST(export, reads_the_plain_fallback_and_refuses_other_files) {
   char *plain = mk_strdup_printf("# ModelNew composed by MKEvolve: no subkernel could be replaced.\n%s"
                                  "\n\nclass ModelNew(Model):\n    pass\n", SOURCE);
