@@ -16,6 +16,7 @@ static void print_usage(FILE *out) {
         "  check MODELNEW --against FILE verify a KernelBench-style ModelNew\n"
         "  evolve FILE [-o OUT.py]       decompose, evolve and compose a faster ModelNew\n"
         "  bench PATHS... [-o DIR]       sweep KernelBench-format problems\n"
+        "  export MODELNEW -o DIR        a ModelNew as a C++ (libtorch) CMake project with a test\n"
         "  lsp [--stdio]                 run the language server on stdio\n"
         "  help [COMMAND]                this, or COMMAND's full usage (as COMMAND --help)\n"
         "  version                       print the version\n",
@@ -26,7 +27,8 @@ int mk_cli_main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "help") == 0 && strcmp(argv[2], "lsp") != 0) {
     char *help[] = {argv[0], argv[2], "--help", NULL};
     if (strcmp(argv[2], "analyze") == 0 || strcmp(argv[2], "check") == 0 ||
-        strcmp(argv[2], "evolve") == 0 || strcmp(argv[2], "bench") == 0)
+        strcmp(argv[2], "evolve") == 0 || strcmp(argv[2], "bench") == 0 ||
+        strcmp(argv[2], "export") == 0)
       return mk_cli_main(3, help);
   }
   if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
@@ -42,6 +44,7 @@ int mk_cli_main(int argc, char **argv) {
   if (strcmp(argv[1], "check") == 0) return mk_cli_check(argc, argv);
   if (strcmp(argv[1], "evolve") == 0) return mk_cli_evolve(argc, argv);
   if (strcmp(argv[1], "bench") == 0) return mk_cli_bench(argc, argv);
+  if (strcmp(argv[1], "export") == 0) return mk_cli_export(argc, argv);
   fprintf(stderr, "mkevolve: unknown command '%s'\n", argv[1]);
   print_usage(stderr);
   return 2;

@@ -38,5 +38,7 @@ int mk_cli_parse_double(const char *s, double lo, double hi, double *out);
 /* The subcommands (cli_analyze.c, cli_check.c); argv[1] is the command. */
 int mk_cli_analyze(int argc, char **argv);
 int mk_cli_check(int argc, char **argv);
+/* cli_export.c: `mkevolve export` (docs/export.md). */
+int mk_cli_export(int argc, char **argv);
 
 #endif

@@ -562,10 +562,10 @@ static int doc_session_options(char opts[][32], int max) {
 
 MK_TEST(cli, help_for_every_command) {
   const char *env[] = {"MKEVOLVE_PYTHON=/nonexistent/python", "MKEVOLVE_NO_CACHE=1", NULL};
-  const char *cmds[] = {"analyze", "check", "evolve", "bench", "lsp"};
+  const char *cmds[] = {"analyze", "check", "evolve", "bench", "export", "lsp"};
   const char *flags[] = {"--help", "-h"};
   run_out r;
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 6; i++)
     for (int f = 0; f < 2; f++) {
       const char *a[] = {cmds[i], flags[f], NULL};
       run(a, env, 10, &r);
@@ -839,4 +839,39 @@ MK_TEST(cli, cpu_evolve_stays_inside_its_budget) {
   MK_CHECK(strstr(r.err, "candidates 0/2 done") != NULL);
   MK_CHECK(strstr(r.err, "candidates 1/1 done") != NULL);
   run_free(&r);
+}
+
+/* `mkevolve export` refuses at once (no worker) what it cannot export:
+ * a file compose did not write, and Triton subkernels without
+ * --kernels-as-pytorch, naming each; a usage mistake is status 2. The
+ * export itself, built and tested against libtorch, is tests/suites/65-export.sh. */
+MK_TEST(cli, export_refusals) {
+  const char *env[] = {"MKEVOLVE_PYTHON=/nonexistent/python", "MKEVOLVE_NO_CACHE=1", NULL};
+  char fixture[1024], plain[1024], dir[] = "/tmp/mk_export_cliXXXXXX";
+  snprintf(fixture, sizeof fixture, "%s/tests/fixtures/export/small_net_modelnew.py", mk_test_repo_dir());
+  snprintf(plain, sizeof plain, "%s/tests/fixtures/export/small_net.py", mk_test_repo_dir());
+  MK_REQUIRE(mkdtemp(dir) != NULL);
+  run_out r;
+  const char *triton[] = {"export", fixture, "-o", dir, NULL};
+  run(triton, env, 20, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.err, "6 subkernels run a Triton or CUDA C++ kernel") != NULL);
+  MK_CHECK(strstr(r.err, "sk0 conv2d (Triton: triton_convcl)") != NULL);
+  MK_CHECK(strstr(r.err, "--kernels-as-pytorch") != NULL);
+  run_free(&r);
+  const char *foreign[] = {"export", plain, "-o", dir, NULL};
+  run(foreign, env, 20, &r);
+  MK_CHECK_INT(r.status, ==, 1);
+  MK_CHECK(strstr(r.err, "not a ModelNew composed by MKEvolve") != NULL);
+  run_free(&r);
+  const char *no_out[] = {"export", fixture, NULL};
+  run(no_out, env, 20, &r);
+  MK_CHECK_INT(r.status, ==, 2);
+  run_free(&r);
+  const char *bad_ns[] = {"export", fixture, "-o", dir, "--namespace", "9 lives", NULL};
+  run(bad_ns, env, 20, &r);
+  MK_CHECK_INT(r.status, ==, 2);
+  MK_CHECK(strstr(r.err, "--namespace wants a C++ identifier") != NULL);
+  run_free(&r);
+  rmdir(dir);
 }

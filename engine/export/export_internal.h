@@ -1,0 +1,33 @@
+/* export_internal.h — what the exporter's files share (not public). */
+#ifndef MK_EXPORT_INTERNAL_H
+#define MK_EXPORT_INTERNAL_H
+
+#include "mk_buf.h"
+#include "mk_err.h"
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+
+#define EXPORT_OP_SELF_MUTATES 1u /* ATen updates the tensors the call mutates (running stats) */
+
+/* One row of the op table (export_ops.c): the Python signature the call was
+ * recorded against and the ATen call it becomes. */
+typedef struct export_op {
+  const char *forms;  /* "F", "M", "T" or "*" (which torch namespaces) */
+  const char *name;   /* last component of the op's name, in-place "_" dropped */
+  const char *params; /* "name:KIND[=default] ..." */
+  const char *tmpl;   /* ATen expression with $name placeholders */
+  char result;        /* 'T' one tensor, 'P' std::tuple, 'V' std::vector */
+  unsigned flags;     /* EXPORT_OP_* */
+} export_op;
+
+/* The row for a dotted op name, or NULL; *inplace says the name is an
+ * in-place form (add_, __iadd__). */
+const export_op *export_op_find(const char *op, bool *inplace);
+int export_op_count(void);
+const export_op *export_op_at(int i);
+/* Appends the C++ for argument `a` (NULL: absent) of kind `kind`;
+ * MK_EUNSUPPORTED when it cannot be spelled so. */
+int export_put_arg(const char *kind, const cJSON *a, mk_buf *out);
+
+#endif

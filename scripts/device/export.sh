@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Issue #18 item 4 on a GPU: `mkevolve export` of a level-2 and a level-3
+# composition, each built against this machine's libtorch and its generated
+# test run on the GPU (data made by the PyTorch Model on the GPU, TF32 off).
+#   level 2: a committed H200 result (docs/bench/conv-layout-h200/modelnew/,
+#            Triton kernels: exported with --kernels-as-pytorch), or $EXPORT_L2
+#   level 3: evolved here with --backend cuda (120 s of search), or $EXPORT_L3
+#            (a ModelNew file) to skip the evolve
+# Each export is first tried without --kernels-as-pytorch (the refusal naming
+# the Triton / CUDA C++ subkernels is logged), then with it. The project is
+# built with CMake when the machine has it, else with g++ directly (the same
+# sources; the log says which).
+# Run from the repository root after scripts/devkit.sh and prepare-kb.sh;
+# carry: .devkit .kb .whl. Logs and the generated sources come back in $OUT.
+set -uo pipefail
+source "$(dirname "$0")/env.sh"
+source "$(dirname "$0")/cuda-env.sh"
+T=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+prefix=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
+summary="$OUT/export-summary.txt"
+: > "$summary"
+
+build_project() { # dir ns log
+  local dir=$1 ns=$2 log=$3
+  if command -v cmake >/dev/null; then
+    echo "build: cmake $(cmake --version | head -1)" >> "$log"
+    cmake -S "$dir" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >> "$log" 2>&1 &&
+      cmake --build "$dir/build" -j 16 >> "$log" 2>&1
+  else
+    echo "build: g++ (no cmake on this machine)" >> "$log"
+    mkdir -p "$dir/build"
+    g++ -std=c++17 -O2 -D_GLIBCXX_USE_CXX11_ABI="$abi" -I"$dir" "$dir/$ns.cpp" "$dir/${ns}_test.cpp" \
+      -o "$dir/build/${ns}_test" -isystem "$T/include" -isystem "$T/include/torch/csrc/api/include" \
+      -L"$T/lib" -Wl,--no-as-needed -ltorch -ltorch_cuda -ltorch_cpu -lc10 -Wl,--as-needed \
+      -Wl,-rpath,"$T/lib" >> "$log" 2>&1
+  fi
+}
+
+export_and_test() { # modelnew name
+  local modelnew=$1 name=$2 dir=/tmp/mk-export-$2 ns=mk_$2 log=$OUT/export-$2.log
+  rm -rf "$dir"
+  : > "$log"
+  echo "== $name: $modelnew" | tee -a "$summary"
+  timeout 120 "$MK" export "$modelnew" -o "$dir" --device cuda --namespace "$ns" >> "$log" 2>&1
+  echo "  export without --kernels-as-pytorch: exit $? ($(grep -o 'subkernels* runs* a Triton[^:]*' "$log" | head -1))" | tee -a "$summary"
+  rm -rf "$dir"
+  local start=$(date +%s)
+  if ! timeout 300 "$MK" export "$modelnew" -o "$dir" --device cuda --namespace "$ns" --kernels-as-pytorch >> "$log" 2>&1; then
+    echo "  export: FAILED ($(tail -2 "$log" | tr '\n' ' '))" | tee -a "$summary"
+    return
+  fi
+  echo "  export: ok in $(( $(date +%s) - start )) s" | tee -a "$summary"
+  start=$(date +%s)
+  if ! build_project "$dir" "$ns" "$log"; then
+    echo "  build: FAILED (see export-$name.log)" | tee -a "$summary"
+    tail -30 "$log"
+  else
+    echo "  build: ok in $(( $(date +%s) - start )) s ($(grep '^build:' "$log"))" | tee -a "$summary"
+    timeout 300 "$dir/build/${ns}_test" "$dir/data" --device cuda 2>&1 | tee -a "$log" | sed 's/^/  /' | tee -a "$summary"
+    echo "  test exit status: ${PIPESTATUS[0]}" | tee -a "$summary"
+  fi
+  mkdir -p "$OUT/project-$name"
+  cp "$dir"/*.h "$dir"/*.cpp "$dir"/CMakeLists.txt "$dir"/export.json "$dir"/README.md "$OUT/project-$name/" 2>/dev/null
+}
+
+l2=${EXPORT_L2:-$root/docs/bench/conv-layout-h200/modelnew/level2_35_Conv2d_Subtract_HardSwish_MaxPool_Mish.py}
+export_and_test "$l2" level2
+l3=${EXPORT_L3:-}
+if [ -z "$l3" ]; then
+  l3=$OUT/level3_25_ShuffleNetUnit.modelnew.py
+  start=$(date +%s)
+  timeout 240 "$MK" evolve "$KB/level3/25_ShuffleNetUnit.py" --backend cuda --time-budget 120 \
+    --workdir /tmp/mk-export-evolve -o "$l3" > "$OUT/evolve-level3.log" 2>&1
+  echo "evolve level3 25_ShuffleNetUnit --backend cuda: exit $? in $(( $(date +%s) - start )) s" | tee -a "$summary"
+fi
+[ -f "$l3" ] && export_and_test "$l3" level3
+cat "$summary"

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The C++ export (docs/export.md), end to end on the CPU: the fixture ModelNew
+# (Triton kernels) is refused without --kernels-as-pytorch, then exported,
+# built against the CPU libtorch of .venv and its generated test run against
+# the PyTorch Model's outputs; the test must then fail on a corrupted weight
+# and on a wrong op. One small libtorch build (about 10 s of compile on two
+# cores). Skips, saying so, without libtorch; the GPU variant (--device cuda)
+# skips without a GPU.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+bin=${MKEVOLVE_BIN:-$root/build-asan/mkevolve}
+py=$root/.venv/bin/python
+prefix=$("$py" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+if [ -z "$prefix" ] || [ ! -f "$prefix/Torch/TorchConfig.cmake" ]; then
+  echo "SKIP 65-export: no libtorch through $py (torch.utils.cmake_prefix_path)"
+  exit 0
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fixture=$root/tests/fixtures/export/small_net_modelnew.py
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+fail() { echo "FAIL 65-export: $*"; exit 1; }
+
+# 1. Triton subkernels are refused by default, each named, with the way out.
+if "$bin" export "$fixture" -o "$work/refused" 2> "$work/refused.err"; then
+  fail "a ModelNew with Triton kernels was exported without --kernels-as-pytorch"
+fi
+grep -q "sk0 conv2d (Triton: triton_convcl)" "$work/refused.err" || fail "the refusal does not name sk0: $(cat "$work/refused.err")"
+grep -q -- "--kernels-as-pytorch" "$work/refused.err" || fail "the refusal does not say what to do"
+echo "ok   refuses Triton subkernels, naming them"
+
+# 2. Export, build, test: the exported forward matches the PyTorch Model.
+x=$work/small
+"$bin" export "$fixture" -o "$x" --kernels-as-pytorch --namespace mk_small
+cmake -S "$x" -B "$x/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" > "$work/cmake.log" ||
+  { cat "$work/cmake.log"; fail "the generated project does not configure"; }
+cmake --build "$x/build" -j 2 > "$work/build.log" 2>&1 || { cat "$work/build.log"; fail "the generated project does not build"; }
+ctest --test-dir "$x/build" --output-on-failure || fail "the exported forward differs from the PyTorch Model"
+echo "ok   exported, built against libtorch, its test passes"
+
+# 3. The test can fail: a weight scaled by 1.5 ...
+cp "$x/data/weights.mkt" "$work/weights.orig"
+PYTHONPATH=engine/worker/python "$py" - "$x/data/weights.mkt" <<'PY'
+import sys
+from mkworker.export_data import read_tensors, write_tensors
+w = read_tensors(sys.argv[1])
+w["fc.weight"] = w["fc.weight"] * 1.5
+write_tensors(sys.argv[1], w.items())
+PY
+if "$x/build/mk_small_test" "$x/data" > "$work/bad-weight.log"; then
+  cat "$work/bad-weight.log"; fail "the test passed with a corrupted weight"
+fi
+grep -q "^FAIL output" "$work/bad-weight.log" || fail "a corrupted weight did not fail an output"
+cp "$work/weights.orig" "$x/data/weights.mkt"
+echo "ok   its test fails on a corrupted weight"
+
+# ... and a wrong op (softmax -> log_softmax) in the generated forward.
+sed -i 's/at::softmax(/at::log_softmax(/' "$x/mk_small.cpp"
+grep -q "at::log_softmax(" "$x/mk_small.cpp" || fail "the fixture's forward has no softmax to corrupt"
+cmake --build "$x/build" -j 2 > "$work/rebuild.log" 2>&1 || { cat "$work/rebuild.log"; fail "rebuild"; }
+if "$x/build/mk_small_test" "$x/data" > "$work/bad-op.log"; then
+  cat "$work/bad-op.log"; fail "the test passed with a wrong op"
+fi
+echo "ok   its test fails on a wrong op"
+
+# 4. The GPU variant: data made on the GPU, the test run there (TF32 off).
+if ! "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  echo "SKIP 65-export/cuda: no GPU"
+  exit 0
+fi
+g=$work/small_cuda
+"$bin" export "$fixture" -o "$g" --kernels-as-pytorch --namespace mk_small_cuda --device cuda
+cmake -S "$g" -B "$g/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" > "$work/cmake-cuda.log"
+cmake --build "$g/build" -j 2 > "$work/build-cuda.log" 2>&1 || { cat "$work/build-cuda.log"; fail "the CUDA project does not build"; }
+"$g/build/mk_small_cuda_test" "$g/data" || fail "the exported forward differs from the PyTorch Model on the GPU"
+echo "ok   exported with --device cuda, its test passes on the GPU"
