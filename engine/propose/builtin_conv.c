@@ -453,6 +453,8 @@ static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, i
   } else {
     mk_buf_printf(b, "    BN%d = max(16, min(%d, triton.next_power_of_2(OC%d)))\n", res, cfg->conv_bn, res);
   }
+  if (cfg->conv_trunc)
+    mk_buf_printf(b, "    tf32_%d = x%d.is_cuda and torch.backends.cudnn.allow_tf32\n", res, res);
   /* The channel block: a dot needs K >= 16. */
   mk_buf_printf(b, "    BK%d = max(16, min(%d, triton.next_power_of_2(C%d)))\n", res, cfg->conv_bk, res);
   bool pool = c->anchor >= 0 && !c->reduce;
@@ -472,10 +474,16 @@ static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, i
   long long taps = 1;
   for (int d = 0; pool && d < nd; d++) taps *= c->pi.k[d];
   mk_buf_printf(b, "KT=math.prod(K%d), TAPS=%lld, ", res, taps);
-  mk_buf_printf(b, "BLOCK_M=%d, BLOCK_N=BN%d, BLOCK_K=BK%d,\n            PREC=\"%s\", TRUNC=%s, "
-                   "num_warps=%d, num_stages=%d)\n",
-                cfg->conv_bm, res, res, cfg->conv_precision, cfg->conv_trunc ? "True" : "False",
-                cfg->conv_warps, cfg->conv_stages);
+  if (cfg->conv_trunc)
+    /* The reference's precision: TF32 by truncation where its convolution runs
+     * cuDNN with TF32 allowed, float32 elsewhere (the CPU, TF32 turned off). */
+    mk_buf_printf(b, "BLOCK_M=%d, BLOCK_N=BN%d, BLOCK_K=BK%d,\n"
+                     "            PREC=\"tf32\" if tf32_%d else \"ieee\", TRUNC=tf32_%d, ",
+                  cfg->conv_bm, res, res, res, res);
+  else
+    mk_buf_printf(b, "BLOCK_M=%d, BLOCK_N=BN%d, BLOCK_K=BK%d,\n            PREC=\"%s\", TRUNC=False, ",
+                  cfg->conv_bm, res, res, cfg->conv_precision);
+  mk_buf_printf(b, "num_warps=%d, num_stages=%d)\n", cfg->conv_warps, cfg->conv_stages);
 }
 
 int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err) {
