@@ -94,6 +94,8 @@ static int fake_evaluate(void *self, const mk_graph *g, const mk_subkernel *sk,
     /* "ok_<time>@<ref>": the reference timed beside it, in the same run */
     const char *at = strchr(c->name, '@');
     if (fe->timed && at) r.ref_eager_ms = atof(at + 1);
+    /* "wide_<time>": passed only the TF32-aware comparison (docs/verify.md) */
+    if (strncmp(c->name, "wide", 4) == 0) r.ref_tf32_noise = 5e-4;
   }
   r.trials = 5;
   r.trials_passed = r.status == MK_EVAL_OK ? 5 : 0;
@@ -205,6 +207,16 @@ MK_TEST(search, variants_rank_by_the_reference_timed_beside_them) {
   /* raw times below the reference's, ratios above 1: the reference stays */
   const char *slower[] = {"ok_1.0@0.9", "ok_2.0@1.5"};
   expect_chosen(slower, 2, NULL);
+}
+
+/* A variant that passed only within the reference's TF32 error loses to any
+ * that passed the plain comparison (KernelBench compares with the reference
+ * itself), and is chosen only when it is the only verified one. */
+MK_TEST(search, plain_pass_wins_over_tf32_widened_pass) {
+  const char *names[] = {"wide_0.5", "ok_2.0", "ok_3.0"};
+  expect_chosen(names, 3, "ok_2.0");
+  const char *only_wide[] = {"bad_1", "wide_1.0", "wide_0.7"};
+  expect_chosen(only_wide, 3, "wide_0.7");
 }
 
 MK_TEST(search, reference_stays_when_nothing_is_faster) {
