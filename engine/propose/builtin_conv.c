@@ -305,9 +305,12 @@ static void gemm_lines(const conv_info *ci, mk_buf *k) {
   }
   mk_buf_puts(k, "\n        b = tl.load(w_ptr + rn[None, :] * swo + (cs * swc + wtap)[:, None],\n"
                  "                    mask=c_ok[:, None] & n_mask[None, :], other=0.0)\n"
-                 "        if TRUNC:  # TF32 by truncation, as cuDNN rounds: the reference's products\n"
+                 "        if ROUND == 1:  # TF32 by truncation: the reference's products\n"
                  "            a = (a.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)\n"
                  "            b = (b.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)\n"
+                 "        if ROUND == 2:  # TF32 to nearest (ties away): the reference's products\n"
+                 "            a = ((a.to(tl.int32, bitcast=True) + 4096) & -8192).to(tl.float32, bitcast=True)\n"
+                 "            b = ((b.to(tl.int32, bitcast=True) + 4096) & -8192).to(tl.float32, bitcast=True)\n"
                  "        acc = tl.dot(a, b, acc, input_precision=PREC)\n");
 }
 
@@ -436,7 +439,7 @@ static void signature(const char *kname, const char *sig, int nd, mk_buf *k) {
   for (int d = 0; d < nd; d++) mk_buf_printf(k, "K%d: tl.constexpr, PK%d: tl.constexpr, ", d, d);
   /* TAPS = PK0 * PK1 (* PK2), given as a constexpr: shapes need one. */
   mk_buf_puts(k, "KT: tl.constexpr, TAPS: tl.constexpr,\n        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, "
-                 "PREC: tl.constexpr, TRUNC: tl.constexpr):\n");
+                 "PREC: tl.constexpr, ROUND: tl.constexpr):\n");
 }
 
 /* The launch: grid, the chain's arguments, then the geometry in signature order. */
@@ -453,7 +456,7 @@ static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, i
   } else {
     mk_buf_printf(b, "    BN%d = max(16, min(%d, triton.next_power_of_2(OC%d)))\n", res, cfg->conv_bn, res);
   }
-  if (cfg->conv_trunc)
+  if (cfg->conv_round)
     mk_buf_printf(b, "    tf32_%d = x%d.is_cuda and torch.backends.cudnn.allow_tf32\n", res, res);
   /* The channel block: a dot needs K >= 16. */
   mk_buf_printf(b, "    BK%d = max(16, min(%d, triton.next_power_of_2(C%d)))\n", res, cfg->conv_bk, res);
@@ -474,14 +477,14 @@ static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, i
   long long taps = 1;
   for (int d = 0; pool && d < nd; d++) taps *= c->pi.k[d];
   mk_buf_printf(b, "KT=math.prod(K%d), TAPS=%lld, ", res, taps);
-  if (cfg->conv_trunc)
-    /* The reference's precision: TF32 by truncation where its convolution runs
+  if (cfg->conv_round)
+    /* The reference's precision: TF32 (rounded as it rounds) where its convolution runs
      * cuDNN with TF32 allowed, float32 elsewhere (the CPU, TF32 turned off). */
     mk_buf_printf(b, "BLOCK_M=%d, BLOCK_N=BN%d, BLOCK_K=BK%d,\n"
-                     "            PREC=\"tf32\" if tf32_%d else \"ieee\", TRUNC=tf32_%d, ",
-                  cfg->conv_bm, res, res, res, res);
+                     "            PREC=\"tf32\" if tf32_%d else \"ieee\", ROUND=%d if tf32_%d else 0, ",
+                  cfg->conv_bm, res, res, res, cfg->conv_round, res);
   else
-    mk_buf_printf(b, "BLOCK_M=%d, BLOCK_N=BN%d, BLOCK_K=BK%d,\n            PREC=\"%s\", TRUNC=False, ",
+    mk_buf_printf(b, "BLOCK_M=%d, BLOCK_N=BN%d, BLOCK_K=BK%d,\n            PREC=\"%s\", ROUND=0, ",
                   cfg->conv_bm, res, res, cfg->conv_precision);
   mk_buf_printf(b, "num_warps=%d, num_stages=%d)\n", cfg->conv_warps, cfg->conv_stages);
 }

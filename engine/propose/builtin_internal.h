@@ -145,7 +145,8 @@ typedef struct bi_config {
   bool conv_igemm;
   int conv_bm, conv_bn, conv_bk, conv_warps, conv_stages;
   const char *conv_precision; /* "tf32", "tf32x3" or "ieee" */
-  bool conv_trunc;            /* inputs truncated to TF32 before the products */
+  int conv_round;             /* inputs rounded to TF32 as the reference does:
+                                 0 no, 1 truncation, 2 to nearest */
   int norm_split;   /* norms: programs per row (0: one program loops over its row;
                        -1: several whole rows per program in registers) */
 } bi_config;

@@ -224,13 +224,17 @@ MK_TEST(propose, elementwise_broadcast_loads_by_pattern) {
   mk_candidate_list l = {0};
   mk_propose_request req = {.graph = g, .subkernel = sk};
   MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
-  /* The implicit-GEMM convolution comes first, then the channels_last cuDNN
+  /* The implicit-GEMM convolutions come first (TF32 rounded as the reference
+   * may round it: by truncation, to nearest), then the channels_last cuDNN
    * variant, then the default layout. */
-  MK_REQUIRE(l.n >= 3);
+  MK_REQUIRE(l.n >= 4);
   MK_CHECK(strncmp(l.items[0].name, "triton_igemm128x64x32_w4_s3_tf32t_", 34) == 0);
-  MK_CHECK(strncmp(l.items[1].name, "triton_convcl_", 14) == 0);
-  MK_CHECK(strncmp(l.items[2].name, "triton_conv_", 12) == 0);
-  const char *src = l.items[2].source;
+  MK_CHECK(strncmp(l.items[1].name, "triton_igemm128x64x32_w4_s3_tf32r_", 34) == 0);
+  MK_CHECK(strncmp(l.items[2].name, "triton_convcl_", 14) == 0);
+  MK_CHECK(strncmp(l.items[3].name, "triton_conv_", 12) == 0);
+  MK_CHECK(strstr(l.items[0].source, "ROUND=1 if tf32_6 else 0") != NULL);
+  MK_CHECK(strstr(l.items[1].source, "ROUND=2 if tf32_6 else 0") != NULL);
+  const char *src = l.items[3].source;
   /* The [8, 1, 1] bias is read per channel: ((offs // (D2 * D3)) % (D1)) * stride. */
   MK_CHECK(strstr(src, "bias = tl.load(bias_ptr + ((offs // (D2 * D3)) % (D1)) * bias_stride1") != NULL);
   MK_CHECK(strstr(src, "MK_USES_TORCH = (\"conv2d\", )") != NULL);
@@ -242,7 +246,7 @@ MK_TEST(propose, elementwise_broadcast_loads_by_pattern) {
    * which the layout plan gives it in channels_last, so the tail runs in the
    * conv output's memory order (channel innermost: the bias is offs % C) and
    * writes channels_last; the weight is one ModelNew keeps channels_last. */
-  const char *cl = l.items[1].source;
+  const char *cl = l.items[2].source;
   MK_CHECK(strstr(cl, "(x0_cl, conv_weight_cl, None, ") != NULL);
   MK_CHECK(strstr(cl, "v6 += tl.load(v6_bias_ptr + ((offs) % D3)") != NULL);
   MK_CHECK(strstr(cl, "v9 = torch.empty(shape9, device=v6.device, dtype=torch.float32, "
@@ -329,16 +333,19 @@ MK_TEST(propose, lone_conv_gets_channels_last_variant) {
   /* the implicit GEMM first, channels_last next; then, since it has a bias,
    * the default layout with the bias added by its own kernel (the eager
    * numerics, without cuDNN's pass); then the other implicit-GEMM tiles */
-  MK_CHECK_INT(l.n, ==, 7);
-  if (l.n == 7) {
+  MK_CHECK_INT(l.n, ==, 8);
+  if (l.n == 8) {
     MK_CHECK_STR(l.items[0].name, "triton_igemm128x64x32_w4_s3_tf32t");
+    MK_CHECK_STR(l.items[1].name, "triton_igemm128x64x32_w4_s3_tf32r");
     MK_CHECK(strstr(l.items[0].source, "MK_USES_TORCH") == NULL);
     MK_CHECK(strstr(l.items[0].source, "acc += tl.load(bias_ptr + rn, mask=n_mask, other=0.0)") != NULL);
     MK_CHECK(strstr(l.items[0].source, "tl.store(conv_out_ptr + offs, acc, mask=mask2)") != NULL);
     MK_CHECK_STR(l.items[6].name, "triton_igemm128x64x32_w4_s3_tf32x3");
-    mk_candidate tmp = l.items[0];
-    memmove(&l.items[0], &l.items[1], 2 * sizeof tmp); /* the cuDNN ones at 0 and 1 below */
-    l.items[2] = tmp;
+    MK_CHECK_STR(l.items[7].name, "triton_igemm128x64x32_w4_s3_tf32");
+    mk_candidate tmp[2] = {l.items[0], l.items[1]};
+    memmove(&l.items[0], &l.items[2], 2 * sizeof tmp[0]); /* the cuDNN ones at 0 and 1 below */
+    l.items[2] = tmp[0];
+    l.items[3] = tmp[1];
     MK_CHECK_STR(l.items[1].name, "triton_conv");
     MK_CHECK(strstr(l.items[1].source, "F.conv2d(x0.contiguous(), conv_weight, None, ") != NULL);
     MK_CHECK(strstr(l.items[1].source, "_mk_add_channel_bias(") != NULL);
@@ -408,8 +415,8 @@ MK_TEST(propose, channels_last_tail_runs_in_memory_order) {
   /* The implicit GEMM (3-d too) first, its tail in registers; then cuDNN in channels_last. */
   MK_CHECK(strncmp(l.items[0].name, "triton_igemm", 12) == 0);
   MK_CHECK(strstr(l.items[0].source, "wtap = 0 + k0 * sw0 + k1 * sw1 + k2 * sw2") != NULL);
-  MK_CHECK(strncmp(l.items[1].name, "triton_convcl", 13) == 0);
-  const char *cl = l.items[1].source;
+  MK_CHECK(strncmp(l.items[2].name, "triton_convcl", 13) == 0);
+  const char *cl = l.items[2].source;
   MK_CHECK(strstr(cl, "channels_last_3d)\n") != NULL);
   /* channel innermost: the folded bias is indexed by offs % D4 */
   MK_CHECK(strstr(cl, "+= tl.load(v27_bias_ptr + ((offs) % D4), mask=mask, other=0)") != NULL);
