@@ -38,6 +38,9 @@ if "TRITON_INTERPRET" not in os.environ:
 
 import torch
 
+# The worker package (its static scan, the CUDA runtime), from this checkout.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "engine" / "worker" / "python"))
+
 RTOL = 1e-4
 ATOL = 1e-4
 
@@ -98,6 +101,13 @@ def compare(name: str, a: Any, b: Any) -> str | None:
 
 
 def check(sk_dir: Path, sk: dict[str, Any], cand: str, device: str) -> str | None:
+    # The worker's static scan first: a builtin candidate it rejects would never
+    # be verified on the GPU (e.g. one reading torch.backends).
+    from mkworker.candidate import scan_source
+
+    findings = scan_source((sk_dir / cand).read_text(), "subkernel")
+    if findings:
+        return f"the worker's scan rejects it: line {findings[0][0]}: {findings[0][1]}"
     ref = load_module(sk_dir / "reference.py")
     mod = load_module(sk_dir / cand)
     base = make_inputs(sk["inputs"], device, seed=1234)
