@@ -257,6 +257,21 @@ static int emit_module(const bi_plan *p, const bi_config *c, const char *vname, 
   return rc;
 }
 
+/* The module's code after its docstring (which names the variant). */
+static const char *code_of(const char *src) {
+  const char *end = strstr(src, "\n\"\"\"\n"); /* the docstring's closing line */
+  return end ? end + 5 : src;
+}
+
+/* True if a candidate already listed has the same code: a configuration that
+ * changes nothing this subkernel uses (the elementwise block of a subkernel
+ * whose implicit-GEMM convolution carries every stage) is not measured twice. */
+static bool same_code_listed(const mk_candidate_list *l, int from, const char *src) {
+  for (int i = from; i < l->n; i++)
+    if (l->items[i].source && strcmp(code_of(l->items[i].source), code_of(src)) == 0) return true;
+  return false;
+}
+
 static int cmp_variant(const void *a, const void *b) {
   const variant *x = a, *y = b;
   if (x->dist != y->dist) return x->dist - y->dist;
@@ -341,7 +356,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   nv = i;
   qsort(vs, (size_t)nv, sizeof *vs, cmp_variant);
   int max = req->max_candidates > 0 ? req->max_candidates : nv;
-  int added = 0;
+  int added = 0, first = out->n;
   rc = 0;
   for (i = 0; i < nv && added < max && rc == 0; i++) {
     mk_buf name;
@@ -356,6 +371,13 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
     make_config(&tb, &vs[i], &cfg);
     char *src = NULL;
     rc = emit_module(&p, &cfg, mk_buf_cstr(&name), &src, err);
+    bool parent_code = rc == 0 && req->parent && req->parent->source &&
+                       strcmp(code_of(req->parent->source), code_of(src)) == 0;
+    if (rc == 0 && (parent_code || same_code_listed(out, first, src))) {
+      free(src);
+      mk_buf_free(&name);
+      continue;
+    }
     if (rc == 0) {
       mk_candidate c = {.name = mk_buf_steal(&name, NULL), .source = src,
                         .origin = mk_strdup("builtin")};

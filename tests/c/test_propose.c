@@ -59,6 +59,12 @@ MK_TEST(propose, configurations_are_distinct_deterministic_and_bounded) {
   MK_CHECK_INT(mk_builtin_propose(&req, &b, &err), ==, 0);
   MK_REQUIRE(a.n == b.n && a.n > 8);
   for (int i = 0; i < a.n; i++) {
+    /* no two with the same code: a configuration the subkernel does not use
+     * (the elementwise block when the GEMM carries the epilogue) is not repeated */
+    for (int k = 0; k < i; k++) {
+      const char *x = strstr(a.items[i].source, "\n\"\"\"\n"), *y = strstr(a.items[k].source, "\n\"\"\"\n");
+      MK_CHECK(x && y && strcmp(x, y) != 0);
+    }
     MK_CHECK_STR(a.items[i].name, b.items[i].name);
     MK_CHECK(strcmp(a.items[i].source, b.items[i].source) == 0);
     MK_CHECK_STR(a.items[i].origin, "builtin");
