@@ -49,6 +49,9 @@ struct mk_search {
   bool cancelled;
   bool finished;
   double t0;
+  /* Under a wall-time limit, the current subkernel's share of it (see
+   * start_slice): when it started and how long its beam may propose. */
+  double slice_t0, slice_s;
   int budget_for_cur;
 
   /* merge/split trial */
@@ -134,10 +137,16 @@ static void emit_progress(mk_search *s, const char *msg) {
   s->on_event(s->data, &ev);
 }
 
+/* The run's wall-time limit in seconds: --time-budget, else on a timed
+ * evaluator (a GPU) gpu_seconds; 0 = none. */
+static double wall_limit(const mk_search *s) {
+  return s->cfg.max_seconds >= 0 ? s->cfg.max_seconds : s->ev.timed ? s->cfg.gpu_seconds : 0;
+}
+
 static bool budget_left(const mk_search *s) {
   if (s->cancelled) return false;
   if (s->cfg.max_proposals > 0 && s->res->proposals >= s->cfg.max_proposals) return false;
-  double limit = s->cfg.max_seconds >= 0 ? s->cfg.max_seconds : s->ev.timed ? s->cfg.gpu_seconds : 0;
+  double limit = wall_limit(s);
   if (limit > 0 && mk_now_s() - s->t0 > limit) return false;
   if (s->cfg.max_cost > 0 && s->res->cost >= s->cfg.max_cost) return false;
   return true;
@@ -536,6 +545,32 @@ static void order_subkernels(mk_search *s) {
     }
 }
 
+/* Under a wall-time limit each subkernel's beam gets a slice of what is left
+ * of three quarters of it (the last quarter is for merges and splits), in
+ * proportion to its proposal budget, so the first subkernels in budget order
+ * do not spend it all: problem 10 on an H100 spent the whole 150 s on its
+ * transposed convolution's beam, its pool subkernel kept PyTorch, and no merge
+ * was tried. The NEW step always runs; OPTIMISE steps stop with the slice. */
+static void start_slice(mk_search *s) {
+  s->slice_t0 = mk_now_s();
+  s->slice_s = 0; /* no slice: the beam runs its depth */
+  double limit = wall_limit(s);
+  if (limit <= 0 || s->cpu_budget > 0) return;
+  double left = 0.75 * limit - (s->slice_t0 - s->t0), mine = 0, rest = 0;
+  for (int p = s->cur; p < s->part.nsubkernels; p++) {
+    int k = s->order[p];
+    if (is_twin(s, k)) continue;
+    double b = budget_for(s, k);
+    rest += b;
+    if (p == s->cur) mine = b;
+  }
+  s->slice_s = left > 0 && rest > 0 ? left * mine / rest : 1e-9;
+}
+
+static bool slice_spent(const mk_search *s) {
+  return s->slice_s > 0 && mk_now_s() - s->slice_t0 > s->slice_s;
+}
+
 /* One beam step for subkernel order[cur]: NEW at step 0, then OPTIMISE of
  * the best W verified variants, or REPAIR of failures when none verified. */
 static bool beam_step(mk_search *s) {
@@ -546,6 +581,7 @@ static bool beam_step(mk_search *s) {
   if (s->cfg.only_subkernel >= 0 && k != s->cfg.only_subkernel) return false;
   if (is_twin(s, k)) return false; /* searched once, as its representative */
   if (left <= 0 || !budget_left(s) || st->unsupported) return false;
+  if (s->step > 0 && slice_spent(s)) return false;
   int w = s->cfg.beam_width;
   if (s->step == 0) {
     submit_propose(s, sk, k, st, MK_PROPOSE_NEW, -1, left < 2 * w ? left : 2 * w, false);
@@ -575,7 +611,10 @@ static bool cpu_step(mk_search *s);
 
 static void phase_subkernel(mk_search *s) {
   while (s->cur < s->part.nsubkernels) {
-    if (s->step == 0) s->budget_for_cur = budget_for(s, s->order[s->cur]);
+    if (s->step == 0) {
+      s->budget_for_cur = budget_for(s, s->order[s->cur]);
+      start_slice(s);
+    }
     /* The CPU plan takes a step per candidate and per request for more. */
     int last_step = s->cpu_budget > 0 ? 2 * (s->cfg.depth + 1) : s->cfg.depth;
     if (s->step <= last_step) {

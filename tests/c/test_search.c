@@ -48,6 +48,7 @@ typedef struct fake_prop {
   mk_kernel_backend backend; /* of the last request */
   const char *const *names;
   int nnames;
+  bool fresh; /* every request (OPTIMISE too) gets new candidates */
 } fake_prop;
 
 static int fake_propose(void *self, const mk_propose_request *req, mk_propose_cb cb, void *data) {
@@ -55,12 +56,13 @@ static int fake_propose(void *self, const mk_propose_request *req, mk_propose_cb
   fp->calls++;
   fp->backend = req->backend;
   mk_candidate_list *l = calloc(1, sizeof *l);
-  if (req->mode == MK_PROPOSE_NEW) {
+  if (req->mode == MK_PROPOSE_NEW || fp->fresh) {
     for (int i = 0; i < fp->nnames && i < req->max_candidates; i++) {
       mk_buf src;
       mk_buf_init(&src, 0);
       mk_buf_printf(&src, "# %s for subkernel %d\n%sdef run(*a):\n    return a[0]\n", fp->names[i],
                     req->subkernel->id, strstr(fp->names[i], "cuda") ? "MK_BACKEND = \"cuda\"\n" : "");
+      if (fp->fresh) mk_buf_printf(&src, "# request %d\n", fp->calls);
       mk_candidate c = {.name = mk_strdup(fp->names[i]), .origin = mk_strdup("fake"),
                         .source = mk_buf_steal(&src, NULL)};
       mk_candidate_list_push(l, c);
@@ -77,12 +79,14 @@ typedef struct fake_eval {
   double ref_ms;
   bool timed;
   double graph_ms;       /* > 0: time of the CUDA-graph variant (else 1.0 like the others) */
+  double delay_s;        /* each evaluation takes this long (wall-time budgets) */
 } fake_eval;
 
 static int fake_evaluate(void *self, const mk_graph *g, const mk_subkernel *sk,
                          const mk_candidate *c, mk_eval_cb cb, void *data) {
   fake_eval *fe = self;
   fe->evaluations++;
+  if (fe->delay_s > 0) usleep((useconds_t)(fe->delay_s * 1e6));
   mk_eval_result r = {.status = MK_EVAL_OK, .time_ms = -1, .ref_eager_ms = -1, .ref_compile_ms = -1};
   if (strcmp(c->origin, "reference") == 0) {
     r.time_ms = fe->timed ? fe->ref_ms : -1;
@@ -1015,6 +1019,32 @@ MK_TEST(search, cpu_plan_keeps_pytorch_where_the_budget_ends) {
     MK_CHECK(strstr(o2.res->states[i].plan_reason, "not tried: what is left of the CPU budget of 15 s") != NULL);
   MK_CHECK_INT(ce2.compositions, ==, 1); /* the plain program is still verified */
   mk_search_result_free(o2.res);
+  mk_graph_free(g);
+}
+
+/* Under a wall-time budget the first subkernels in budget order do not spend
+ * it all on their beams: each gets a slice of three quarters of it, so every
+ * subkernel's candidates are evaluated (before the slices, the first one's
+ * OPTIMISE steps ran until the budget was gone and the rest kept PyTorch). */
+MK_TEST(search, wall_budget_is_shared_by_the_subkernels) {
+  const char *names[] = {"ok_1.0", "ok_1.5"};
+  fake_prop fp = {.names = names, .nnames = 2, .fresh = true};
+  fake_eval fe = {.ref_ms = 4.0, .timed = true, .delay_s = 0.05};
+  mk_search_config cfg;
+  config(&cfg);
+  cfg.gpu_seconds = 1.2;
+  cfg.depth = 12;
+  cfg.beam_width = 2;
+  outcome o = {0};
+  mk_graph *g = NULL;
+  MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
+  MK_REQUIRE(o.res != NULL);
+  MK_REQUIRE(o.res->partition.nsubkernels >= 2);
+  for (int i = 0; i < o.res->partition.nsubkernels; i++) {
+    MK_CHECK(o.res->states[i].proposals > 0);
+    MK_CHECK(o.res->states[i].chosen > 0); /* a candidate, faster than the reference */
+  }
+  mk_search_result_free(o.res);
   mk_graph_free(g);
 }
 
