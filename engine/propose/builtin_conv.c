@@ -102,6 +102,9 @@ typedef struct conv_chain {
   int last;     /* last stage the kernel covers */
   int value;    /* value the anchor reads (conv output or ew result) */
   int nd;       /* the convolution's spatial dims */
+  int norm;     /* group_norm stage after the ew stage, or -1 */
+  int norm_epi; /* that norm's epilogue (an elementwise stage), or -1 */
+  bi_gn_info gn;
   bool reduce;  /* anchor is a channel reduction, else a pool */
   bi_reduce_info ri;
   bi_pool_info pi;
@@ -177,9 +180,44 @@ static bool anchor_fits(const bi_plan *p, int s, int v, conv_chain *c) {
   return false;
 }
 
-/* The stages after conv stage s that its kernel computes too. */
-static void find_chain(const bi_plan *p, int s, const conv_info *ci, conv_chain *c) {
-  *c = (conv_chain){.ew = -1, .anchor = -1, .last = s, .value = ci->out, .nd = ci->nd};
+/* A group norm of v whose statistics a first pass over the convolution can
+ * gather (its weight and bias are tensors of the subkernel's inputs). */
+static bool norm_fits(const bi_plan *p, int s, int v, conv_chain *c) {
+  const bi_stage *st = &p->st[s];
+  if (st->kind != BI_NORM) return false;
+  const mk_node *n = &p->g->nodes[st->nodes[0]];
+  if (!bi_group_norm_info(p->g, n, &c->gn) || c->gn.in != v || n->noutputs != 1) return false;
+  if (p->g->values[v].rank != c->nd + 2) return false;
+  for (int k = 0; k < n->ninputs; k++) {
+    int in = n->inputs[k];
+    if (in != v && in != c->gn.weight && in != c->gn.bias) return false;
+  }
+  if (st->epi >= 0)
+    for (int i = 0; i < p->st[st->epi].nnodes; i++)
+      if (p->g->nodes[p->st[st->epi].nodes[i]].nmutates > 0) return false;
+  return true;
+}
+
+/* True if the chain stores a full-size value: something it computes before
+ * its anchor is read outside it. */
+static bool stores_full_size(bi_plan *p, int s, const conv_info *ci, const conv_chain *c) {
+  int stored[8];
+  p->chain_lo = s;
+  p->chain_hi = c->last;
+  bool full = read_outside(p, ci->out, s, c->last) ||
+              (c->ew >= 0 && bi_stage_stored(p, c->ew, stored, 8) > 0) ||
+              (c->norm >= 0 && bi_value_escapes(p, c->norm, bi_stage_result(p, c->norm))) ||
+              (c->norm_epi >= 0 && bi_stage_stored(p, c->norm_epi, stored, 8) > 0);
+  p->chain_lo = p->chain_hi = -1;
+  return full;
+}
+
+/* The stages after conv stage s that its kernel computes too: an elementwise
+ * stage, a group norm (and its epilogue), then a channel reduction or pool
+ * (and its epilogue). */
+static void find_chain(bi_plan *p, int s, const conv_info *ci, conv_chain *c) {
+  *c = (conv_chain){.ew = -1, .anchor = -1, .last = s, .value = ci->out, .nd = ci->nd,
+                    .norm = -1, .norm_epi = -1};
   int next = s + 1;
   if (next < p->nst && ew_fits(p, next, ci->out)) {
     c->ew = next;
@@ -187,22 +225,27 @@ static void find_chain(const bi_plan *p, int s, const conv_info *ci, conv_chain 
     c->value = bi_stage_result(p, next);
     next++;
   }
+  if (next < p->nst && c->value >= 0 && norm_fits(p, next, c->value, c)) {
+    c->norm = next;
+    c->last = next;
+    c->value = bi_stage_result(p, next);
+    if (p->st[next].epi >= 0) {
+      c->norm_epi = c->last = p->st[next].epi;
+      c->value = bi_stage_result(p, c->norm_epi);
+    }
+    next = c->last + 1;
+  }
+  int before_anchor = c->last, value = c->value;
   if (next < p->nst && c->value >= 0 && anchor_fits(p, next, c->value, c)) {
     c->anchor = next;
     c->last = p->st[next].epi >= 0 ? p->st[next].epi : next;
   }
   /* The pooled enumeration never computes the rows a floor-mode pool drops:
    * nothing full-size may be stored from it. */
-  if (c->anchor >= 0 && !c->reduce) {
-    int stored[8];
-    bool full_store = read_outside(p, ci->out, s, c->last) ||
-                      (c->ew >= 0 && bi_stage_stored(p, c->ew, stored, 8) > 0 &&
-                       p->st[c->ew].fused_into != c->anchor);
-    if (full_store) {
-      c->anchor = -1;
-      c->last = c->ew >= 0 ? c->ew : s;
-      c->value = c->ew >= 0 ? bi_stage_result(p, c->ew) : ci->out;
-    }
+  if (c->anchor >= 0 && !c->reduce && stores_full_size(p, s, ci, c)) {
+    c->anchor = -1;
+    c->last = before_anchor;
+    c->value = value;
   }
 }
 
@@ -314,11 +357,10 @@ static void gemm_lines(const conv_info *ci, mk_buf *k) {
                  "        acc = tl.dot(a, b, acc, input_precision=PREC)\n");
 }
 
-/* Kernel lines after the GEMM: bias, stores of what escapes, the elementwise
- * stage, the anchor and its epilogue. */
-static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool store_conv,
-                      mk_buf *k, mk_errmsg *err) {
-  const bi_plan *p = e->p;
+/* Kernel lines after the GEMM: the bias, the tile's mask and its flat
+ * offsets in the (N, OC, *O) output, and the conv output's store when it
+ * escapes. */
+static void offs_lines(const conv_info *ci, bool store_conv, mk_buf *k) {
   int nd = ci->nd;
   if (ci->bias >= 0)
     mk_buf_puts(k, "    acc += tl.load(bias_ptr + rn, mask=n_mask, other=0.0)[None, :]\n");
@@ -337,6 +379,14 @@ static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool
   }
   mk_buf_puts(k, ")[:, None] + (rn * SP)[None, :]\n");
   if (store_conv) mk_buf_puts(k, "    tl.store(conv_out_ptr + offs, acc, mask=mask2)\n");
+}
+
+/* Kernel lines after the GEMM: bias, stores of what escapes, the elementwise
+ * stage, the anchor and its epilogue. */
+static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool store_conv,
+                      mk_buf *k, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  offs_lines(ci, store_conv, k);
   const char *val = "acc";
   char vname[32];
   if (c->ew >= 0) {
@@ -346,6 +396,23 @@ static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool
     if (rc) return rc;
     snprintf(vname, sizeof vname, "v%d", bi_stage_result(p, c->ew));
     val = vname;
+  }
+  if (c->norm >= 0) {
+    int gout = bi_stage_result(p, c->norm);
+    mk_buf_printf(k, "    # group norm: the (sample, channel) scale and shift from the first pass's statistics\n"
+                     "    aff = n[:, None] * OC + rn[None, :]\n"
+                     "    vn = %s * tl.load(gn_scale_ptr + aff, mask=mask2, other=0.0) + "
+                     "tl.load(gn_shift_ptr + aff, mask=mask2, other=0.0)\n", val);
+    if (bi_value_escapes(p, c->norm, gout)) mk_buf_puts(k, "    tl.store(gn_out_ptr + offs, vn, mask=mask2)\n");
+    val = "vn";
+    if (c->norm_epi >= 0) {
+      mk_buf_puts(k, "    # the norm's elementwise epilogue\n");
+      bi_ew_bind nb = {.value = gout, .var = "vn"};
+      int rc = bi_ew_body(e, c->norm_epi, "nepi_", "offs", "mask2", nb, true, 4, k, err);
+      if (rc) return rc;
+      snprintf(vname, sizeof vname, "v%d", bi_stage_result(p, c->norm_epi));
+      val = vname;
+    }
   }
   if (c->anchor < 0) return k->err;
   if (c->reduce) {
@@ -365,7 +432,7 @@ static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool
   else mk_buf_puts(k, "    pooled = tl.sum(win, axis=1) / TAPS\n");
   mk_buf_puts(k, "    rq = tl.program_id(0).to(tl.int64) * (BLOCK_M // TAPS) + tl.arange(0, BLOCK_M // TAPS)\n"
                  "    QS = ");
-  prod(k, "Q", 0, nd);
+  prod(k, "Q", 0, ci->nd);
   mk_buf_puts(k, "\n    pmask = (rq < NB * QS)[:, None] & n_mask[None, :]\n"
                  "    poffs = ((rq // QS) * OC * QS + rq % QS)[:, None] + (rn * QS)[None, :]\n");
   return bi_epi_body(e, c->anchor, "pooled", "poffs", "pmask", 4, k, err);
@@ -442,12 +509,10 @@ static void signature(const char *kname, const char *sig, int nd, mk_buf *k) {
                  "PREC: tl.constexpr, ROUND: tl.constexpr):\n");
 }
 
-/* The launch: grid, the chain's arguments, then the geometry in signature order. */
-static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, int res,
-                         const char *kname, const char *call) {
+/* Launcher lines choosing the tile's channel sizes and the precision flag. */
+static void tile_lines(bi_emit *e, const conv_chain *c, int res) {
   mk_buf *b = e->body;
   const bi_config *cfg = e->cfg;
-  int nd = ci->nd;
   /* A channel reduction needs every channel in one tile. */
   if (c->anchor >= 0 && c->reduce) {
     mk_buf_printf(b, "    if OC%d > 256:\n"
@@ -463,10 +528,16 @@ static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, i
     mk_buf_printf(b, "    tf32_%d = x%d.is_cuda\n", res, res);
   /* The channel block: a dot needs K >= 16. */
   mk_buf_printf(b, "    BK%d = max(16, min(%d, triton.next_power_of_2(C%d)))\n", res, cfg->conv_bk, res);
-  bool pool = c->anchor >= 0 && !c->reduce;
-  mk_buf_printf(b, "    if M%d > 0:\n", res);
-  mk_buf_printf(b, "        %s[(triton.cdiv(M%d, %d), triton.cdiv(OC%d, BN%d))](\n", kname, res,
-                cfg->conv_bm, res, res);
+}
+
+/* One launch: `grid` and the chain's arguments, then the geometry in
+ * signature order. `pool`: the pooled enumeration's sizes and window. */
+static void launch_call(bi_emit *e, const conv_info *ci, const conv_chain *c, int res, bool pool,
+                        const char *kname, const char *grid, const char *call) {
+  mk_buf *b = e->body;
+  const bi_config *cfg = e->cfg;
+  int nd = ci->nd;
+  mk_buf_printf(b, "        %s[%s](\n", kname, grid);
   mk_buf_printf(b, "            x%d, w%d, %sNB%d, C%d, OC%d, *I%d, *O%d, *%s%d, ", res, res, call, res, res,
                 res, res, res, pool ? "Q" : "(1,) * ", pool ? res : nd);
   mk_buf_printf(b, "*x%d.stride(), *ws%d,\n            ", res, res);
@@ -491,8 +562,193 @@ static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, i
   mk_buf_printf(b, "num_warps=%d, num_stages=%d)\n", cfg->conv_warps, cfg->conv_stages);
 }
 
-int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err) {
+static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, int res,
+                         const char *kname, const char *call) {
+  char grid[128];
+  snprintf(grid, sizeof grid, "(triton.cdiv(M%d, %d), triton.cdiv(OC%d, BN%d))", res, e->cfg->conv_bm,
+           res, res);
+  mk_buf_printf(e->body, "    if M%d > 0:\n", res);
+  launch_call(e, ci, c, res, c->anchor >= 0 && !c->reduce, kname, grid, call);
+}
+
+/* The group norm's first pass: the same convolution (and elementwise stage)
+ * over tiles of one image each, storing per tile and channel the sum and the
+ * sum of squares about the tile's mean; the launcher combines them in float64
+ * (_mk_gn_affine) into each (sample, channel)'s scale and shift. Recomputing
+ * the convolution is cheaper than storing its output and reading it twice
+ * where the input is small beside the output (few input channels). */
+static int stats_kernel(bi_emit *e, const conv_info *ci, const conv_chain *c, int s, const char *kname,
+                        const char *sig, mk_errmsg *err) {
   const bi_plan *p = e->p;
+  mk_buf *k = e->kernels;
+  int nd = ci->nd;
+  signature(kname, sig, nd, k);
+  for (int t = s; t <= c->norm; t++) bi_stage_comment(p, t, 4, k);
+  mk_buf_puts(k, "    rl = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
+                 "    n = tl.program_id(2).to(tl.int64)\n"
+                 "    m_mask = rl < ");
+  prod(k, "O", 0, nd);
+  mk_buf_puts(k, "\n");
+  split_index(k, "rl", "o", "O", nd);
+  gemm_lines(ci, k);
+  offs_lines(ci, false, k);
+  const char *val = "acc";
+  char vname[32];
+  if (c->ew >= 0) {
+    bi_ew_bind bind = {.value = ci->out, .var = "acc"};
+    int rc = bi_ew_body(e, c->ew, "ew_", "offs", "mask2", bind, false, 4, k, err);
+    if (rc) return rc;
+    snprintf(vname, sizeof vname, "v%d", bi_stage_result(p, c->ew));
+    val = vname;
+  }
+  mk_buf_printf(k, "    cnt = tl.sum(m_mask.to(tl.float32), axis=0)\n"
+                   "    s1 = tl.sum(tl.where(mask2, %s, 0.0), axis=0)\n"
+                   "    dev = tl.where(mask2, %s - (s1 / cnt)[None, :], 0.0)\n"
+                   "    m2 = tl.sum(dev * dev, axis=0)\n"
+                   "    at = ((n * tl.num_programs(0) + tl.program_id(0)) * OC + rn) * 2\n"
+                   "    tl.store(part_ptr + at, s1, mask=n_mask)\n"
+                   "    tl.store(part_ptr + at + 1, m2, mask=n_mask)\n", val, val);
+  return k->err;
+}
+
+/* Launcher lines of the group norm's first pass and the scale and shift it gives. */
+static void stats_launch(bi_emit *e, const conv_info *ci, const conv_chain *c, int res,
+                         const char *kname, const char *call, const char *dev) {
+  const bi_plan *p = e->p;
+  mk_buf *b = e->body;
+  int bm = e->cfg->conv_bm;
+  mk_buf_printf(b, "    # group norm statistics: a first pass over the convolution, tiles of one image\n"
+                   "    NT%d = triton.cdiv(math.prod(O%d), %d)\n", res, res, bm);
+  mk_buf_printf(b, "    part%d = torch.empty((NB%d, NT%d, OC%d, 2), device=%s, dtype=torch.float32)\n", res,
+                res, res, res, dev);
+  char grid[128], args[4096];
+  snprintf(grid, sizeof grid, "(NT%d, triton.cdiv(OC%d, BN%d), NB%d)", res, res, res, res);
+  snprintf(args, sizeof args, "%spart%d, ", call, res);
+  mk_buf_printf(b, "    if M%d > 0:\n", res);
+  launch_call(e, ci, c, res, false, kname, grid, args);
+  mk_buf_printf(b, "    gn_scale%d, gn_shift%d = _mk_gn_affine(part%d, math.prod(O%d), %d, %lld, ", res, res,
+                res, res, bm, c->gn.groups);
+  bi_tl_float(c->gn.eps, b);
+  mk_buf_puts(b, ", ");
+  if (c->gn.weight >= 0) bi_run_name(p, c->gn.weight, b);
+  else mk_buf_puts(b, "None");
+  mk_buf_puts(b, ", ");
+  if (c->gn.bias >= 0) bi_run_name(p, c->gn.bias, b);
+  else mk_buf_puts(b, "None");
+  mk_buf_puts(b, ")\n");
+  e->need_gn_affine = true;
+}
+
+/* Launcher lines allocating what the chain stores besides the anchor's output. */
+static void chain_allocs(bi_emit *e, const conv_info *ci, const conv_chain *c, bool store_conv,
+                         const char *cshape, const char *dev) {
+  const bi_plan *p = e->p;
+  int stored[64];
+  if (store_conv) alloc_line(e, ci->out, cshape, dev);
+  int ns = c->ew >= 0 ? bi_stage_stored(p, c->ew, stored, 64) : 0;
+  for (int i = 0; i < ns; i++) alloc_line(e, stored[i], cshape, dev);
+  if (c->norm >= 0 && bi_value_escapes(p, c->norm, bi_stage_result(p, c->norm)))
+    alloc_line(e, bi_stage_result(p, c->norm), cshape, dev);
+  ns = c->norm_epi >= 0 ? bi_stage_stored(p, c->norm_epi, stored, 64) : 0;
+  for (int i = 0; i < ns; i++) alloc_line(e, stored[i], cshape, dev);
+}
+
+/* Kernel parameters and launcher arguments of the chain (both kernels share
+ * the first part: bias and the elementwise stage). */
+static int chain_params(bi_emit *e, const conv_info *ci, const conv_chain *c, bool store_conv,
+                        const char *cshape, const char *oshape, int res, mk_buf *sig0, mk_buf *call0,
+                        mk_buf *sig, mk_buf *call, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  if (ci->bias >= 0) {
+    mk_buf_puts(sig0, "bias_ptr, ");
+    bi_run_name(p, ci->bias, call0);
+    mk_buf_puts(call0, ".contiguous(), ");
+  }
+  bi_ew_bind bind = {.value = ci->out, .var = "acc"};
+  int rc = c->ew >= 0 ? bi_ew_params(e, c->ew, "ew_", cshape, bind, sig0, call0, err) : 0;
+  if (rc) return rc;
+  mk_buf_puts(sig, mk_buf_cstr(sig0));
+  mk_buf_puts(call, mk_buf_cstr(call0));
+  if (store_conv) {
+    mk_buf_puts(sig, "conv_out_ptr, ");
+    bi_run_name(p, ci->out, call);
+    mk_buf_puts(call, ", ");
+  }
+  if (c->norm >= 0) {
+    int gout = bi_stage_result(p, c->norm);
+    mk_buf_puts(sig, "gn_scale_ptr, gn_shift_ptr, ");
+    mk_buf_printf(call, "gn_scale%d, gn_shift%d, ", res, res);
+    if (bi_value_escapes(p, c->norm, gout)) {
+      mk_buf_puts(sig, "gn_out_ptr, ");
+      bi_run_name(p, gout, call);
+      mk_buf_puts(call, ", ");
+    }
+    bi_ew_bind nb = {.value = gout, .var = "vn"};
+    if (c->norm_epi >= 0) rc = bi_ew_params(e, c->norm_epi, "nepi_", cshape, nb, sig, call, err);
+  }
+  if (!rc && c->anchor >= 0) rc = bi_epi_params(e, c->anchor, oshape, sig, call, err);
+  return rc;
+}
+
+static int emit_chain(bi_emit *e, int s, const conv_info *ci, const conv_chain *c, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  int res = ci->out;
+  bool store_conv = read_outside(p, ci->out, s, c->last);
+  char cshape[32], oshape[32], dev[32];
+  snprintf(cshape, sizeof cshape, "cshape%d", res);
+  snprintf(oshape, sizeof oshape, "oshape%d", res);
+  snprintf(dev, sizeof dev, "x%d.device", res);
+  mk_buf kname, sname, sig0, call0, sig, call;
+  mk_buf_init(&kname, 256);
+  mk_buf_init(&sname, 256);
+  mk_buf_init(&sig0, 0);
+  mk_buf_init(&call0, 0);
+  mk_buf_init(&sig, 0);
+  mk_buf_init(&call, 0);
+  int rc = chain_params(e, ci, c, store_conv, cshape, oshape, res, &sig0, &call0, &sig, &call, err);
+  if (!rc && c->norm >= 0) {
+    e->kcount++;
+    bi_kernel_name(e, s, "gnstats", &sname);
+    mk_buf_puts(&sig0, "part_ptr, ");
+    rc = stats_kernel(e, ci, c, s, mk_buf_cstr(&sname), mk_buf_cstr(&sig0), err);
+  }
+  e->kcount++;
+  bi_kernel_name(e, s, "igemm", &kname);
+  mk_buf *k = e->kernels;
+  if (!rc) {
+    signature(mk_buf_cstr(&kname), mk_buf_cstr(&sig), ci->nd, k);
+    for (int t = s; t <= c->last; t++) bi_stage_comment(p, t, 4, k);
+    pixel_lines(c, ci->nd, k);
+    gemm_lines(ci, k);
+    rc = tail_lines(e, ci, c, store_conv, k, err);
+  }
+  if (!rc) {
+    mk_buf *b = e->body;
+    mk_buf_puts(b, "    # convolution as an implicit GEMM, the stages after it fused\n");
+    for (int t = s; t <= c->last; t++) bi_stage_comment(p, t, 4, b);
+    geometry_lines(e, ci, c, res);
+    chain_allocs(e, ci, c, store_conv, cshape, dev);
+    if (c->anchor >= 0) rc = bi_epi_alloc(e, c->anchor, oshape, dev, b, err);
+  }
+  if (!rc) {
+    tile_lines(e, c, res);
+    if (c->norm >= 0) stats_launch(e, ci, c, res, mk_buf_cstr(&sname), mk_buf_cstr(&call0), dev);
+    launch_lines(e, ci, c, res, mk_buf_cstr(&kname), mk_buf_cstr(&call));
+  }
+  mk_buf_free(&kname);
+  mk_buf_free(&sname);
+  mk_buf_free(&sig0);
+  mk_buf_free(&call0);
+  mk_buf_free(&sig);
+  mk_buf_free(&call);
+  return rc;
+}
+
+int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err) {
+  /* The plan is the proposer's own (mk_builtin_propose): the chain's bounds
+   * are set on it while its kernel is written, so that values read only
+   * inside the chain count as not escaping, then cleared. */
+  bi_plan *p = (bi_plan *)e->p;
   const mk_node *n = &p->g->nodes[p->st[s].nodes[0]];
   conv_info ci;
   if (!conv_parse(p->g, n, &ci))
@@ -500,60 +756,11 @@ int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err) {
                    n->span.line);
   conv_chain c;
   find_chain(p, s, &ci, &c);
-  int res = ci.out;
-  bool store_conv = read_outside(p, ci.out, s, c.last);
-  char cshape[32], oshape[32], dev[32];
-  snprintf(cshape, sizeof cshape, "cshape%d", res);
-  snprintf(oshape, sizeof oshape, "oshape%d", res);
-  snprintf(dev, sizeof dev, "x%d.device", res);
-  mk_buf kname, sig, call;
-  mk_buf_init(&kname, 256);
-  mk_buf_init(&sig, 0);
-  mk_buf_init(&call, 0);
-  e->kcount++;
-  bi_kernel_name(e, s, "igemm", &kname);
-  int rc = 0;
-  if (ci.bias >= 0) {
-    mk_buf_puts(&sig, "bias_ptr, ");
-    bi_run_name(p, ci.bias, &call);
-    mk_buf_puts(&call, ".contiguous(), ");
-  }
-  if (store_conv) {
-    mk_buf_puts(&sig, "conv_out_ptr, ");
-    bi_run_name(p, ci.out, &call);
-    mk_buf_puts(&call, ", ");
-  }
-  bi_ew_bind bind = {.value = ci.out, .var = "acc"};
-  if (c.ew >= 0) rc = bi_ew_params(e, c.ew, "ew_", cshape, bind, &sig, &call, err);
-  if (!rc && c.anchor >= 0) rc = bi_epi_params(e, c.anchor, oshape, &sig, &call, err);
-  mk_buf *k = e->kernels;
-  if (!rc) {
-    signature(mk_buf_cstr(&kname), mk_buf_cstr(&sig), ci.nd, k);
-    for (int t = s; t <= c.last; t++) bi_stage_comment(p, t, 4, k);
-    pixel_lines(&c, ci.nd, k);
-    gemm_lines(&ci, k);
-    rc = tail_lines(e, &ci, &c, store_conv, k, err);
-  }
-  if (!rc) {
-    mk_buf *b = e->body;
-    mk_buf_puts(b, "    # convolution as an implicit GEMM, the stages after it fused\n");
-    for (int t = s; t <= c.last; t++) bi_stage_comment(p, t, 4, b);
-    geometry_lines(e, &ci, &c, res);
-    if (store_conv) alloc_line(e, ci.out, cshape, dev);
-    if (c.ew >= 0 && p->st[c.ew].fused_into < 0) {
-      int stored[64];
-      int ns = bi_stage_stored(p, c.ew, stored, 64);
-      for (int i = 0; i < ns; i++) alloc_line(e, stored[i], cshape, dev);
-    }
-    if (c.anchor >= 0) rc = bi_epi_alloc(e, c.anchor, oshape, dev, b, err);
-  }
-  if (!rc) {
-    launch_lines(e, &ci, &c, res, mk_buf_cstr(&kname), mk_buf_cstr(&call));
-    e->chain_end = c.last;
-  }
-  mk_buf_free(&kname);
-  mk_buf_free(&sig);
-  mk_buf_free(&call);
+  p->chain_lo = s;
+  p->chain_hi = c.last;
+  int rc = emit_chain(e, s, &ci, &c, err);
+  p->chain_lo = p->chain_hi = -1;
+  if (!rc) e->chain_end = c.last;
   if (!rc && (e->kernels->err || e->body->err)) rc = mk_errf(err, MK_ERANGE, "generated code too large");
   return rc;
 }

@@ -100,6 +100,10 @@ typedef struct bi_plan {
   bool *is_input;  /* value id -> is a subkernel input */
   bool *is_output; /* value id -> is a subkernel output */
   unsigned char *layout; /* value id -> the program's layout plan (mk_layout.h) */
+  /* Stages [chain_lo, chain_hi] computed by one kernel (builtin_conv.c): a
+   * value read only inside them does not escape. -1: none. Set on a copy of
+   * the plan while that kernel is written. */
+  int chain_lo, chain_hi;
 } bi_plan;
 
 /* Builds the plan; MK_EUNSUPPORTED (with reason) for nodes the generator
@@ -173,6 +177,7 @@ typedef struct bi_emit {
   int nfolded;
   bool need_channel_bias; /* the _mk_add_channel_bias helper is used */
   bool need_cl_helpers;   /* _mk_cl_view and _mk_cl_order are used */
+  bool need_gn_affine;    /* _mk_gn_affine is used (builtin_conv.c) */
   /* Last stage an implicit-GEMM convolution computed with its chain; the
    * stages up to it are not emitted again (-1: none). */
   int chain_end;
@@ -246,6 +251,14 @@ int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err);
 /* Names parameter w for MK_CHANNELS_LAST: ModelNew keeps it channels_last,
  * so a per-call conversion to that layout is a no-op (builtin_torch.c). */
 void bi_want_cl_param(bi_emit *e, int w);
+/* A group_norm node as the norm emitter reads it (builtin_norm.c): false for
+ * any other node or arguments it cannot write. */
+typedef struct bi_gn_info {
+  int in, weight, bias; /* value ids, -1 if absent */
+  long long groups;
+  double eps;
+} bi_gn_info;
+bool bi_group_norm_info(const mk_graph *g, const mk_node *n, bi_gn_info *out);
 /* True if node n is a convolution bi_emit_conv_igemm computes. */
 bool bi_conv_igemm_supported(const mk_graph *g, const mk_node *n);
 /* A reduction or softmax node as the reduce emitter reads it. */

@@ -664,3 +664,12 @@ int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
   if (!rc && (e->kernels->err || e->body->err)) rc = mk_errf(err, MK_ERANGE, "generated code too large");
   return rc;
 }
+
+bool bi_group_norm_info(const mk_graph *g, const mk_node *n, bi_gn_info *out) {
+  norm_info ni;
+  mk_errmsg ignored = {{0}};
+  if (parse(g, n, &ni, &ignored) || ni.kind != N_GROUP) return false;
+  *out = (bi_gn_info){.in = ni.in, .weight = ni.weight, .bias = ni.bias, .groups = ni.groups,
+                      .eps = ni.eps};
+  return true;
+}

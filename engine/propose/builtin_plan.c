@@ -180,6 +180,11 @@ bool bi_value_escapes(const bi_plan *p, int s, int v) {
     if (!node_in_sk(p, nid)) continue;
     int us = p->stage_of[nid];
     if (us == s) continue;
+    /* Inside a chain one kernel computes (an implicit-GEMM convolution and
+     * the stages after it), readers get the value in registers. */
+    if (p->chain_lo >= 0 && s >= p->chain_lo && s <= p->chain_hi && us >= p->chain_lo &&
+        us <= p->chain_hi)
+      continue;
     /* A prologue's result is consumed in registers by its anchor. */
     if (st->fused_into >= 0 && p->st[st->fused_into].pro == s && us == st->fused_into &&
         v == anchor_input(p, us))
@@ -255,7 +260,7 @@ static void decide_fusion(bi_plan *p) {
 }
 
 int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_errmsg *err) {
-  *out = (bi_plan){.g = g, .sk = sk};
+  *out = (bi_plan){.g = g, .sk = sk, .chain_lo = -1, .chain_hi = -1};
   out->stage_of = malloc((size_t)(g->nnodes + 1) * sizeof *out->stage_of);
   out->is_input = calloc((size_t)g->nvalues + 1, sizeof *out->is_input);
   out->is_output = calloc((size_t)g->nvalues + 1, sizeof *out->is_output);

@@ -184,6 +184,35 @@ static const char channel_bias_helper[] =
     "            y, bias.contiguous(), n, y.shape[1], inner, BLOCK=1024)\n"
     "    return y\n";
 
+/* A group norm fused after an implicit-GEMM convolution (builtin_conv.c): the
+ * first pass's per-tile statistics combined into each (sample, channel)'s
+ * scale and shift, in float64 (Chan et al.'s pairwise combination). */
+static const char gn_affine_helper[] =
+    "\n\ndef _mk_gn_affine(part, count, block, groups, eps, weight, bias):\n"
+    "    \"\"\"Scale and shift per (sample, channel) of a group norm from per-tile partials.\n\n"
+    "    part[n, t, c] = (sum, sum of squares about the tile's mean) over the tile's pixels.\n"
+    "    \"\"\"\n"
+    "    nb, nt, oc, _ = part.shape\n"
+    "    if oc % groups:\n"
+    "        raise ValueError(\"channels do not divide into groups\")\n"
+    "    cg = oc // groups\n"
+    "    cnt = torch.full((nt,), float(block), dtype=torch.float64, device=part.device)\n"
+    "    cnt[-1] = count - (nt - 1) * block\n"
+    "    p = part.double().view(nb, nt, groups, cg, 2)\n"
+    "    c = cnt.view(1, nt, 1, 1)\n"
+    "    total = count * cg\n"
+    "    mean = p[..., 0].sum((1, 3)) / total\n"
+    "    m2 = p[..., 1].sum((1, 3)) + (c * (p[..., 0] / c - mean[:, None, :, None]) ** 2).sum((1, 3))\n"
+    "    rstd = torch.rsqrt(m2 / total + eps)\n"
+    "    scale = rstd[:, :, None].expand(nb, groups, cg).reshape(nb, oc)\n"
+    "    shift = (-mean * rstd)[:, :, None].expand(nb, groups, cg).reshape(nb, oc)\n"
+    "    if weight is not None:\n"
+    "        scale = scale * weight.double()\n"
+    "        shift = shift * weight.double()\n"
+    "    if bias is not None:\n"
+    "        shift = shift + bias.double()\n"
+    "    return scale.float().contiguous(), shift.float().contiguous()\n";
+
 /* Elementwise stages run in channels_last memory order (builtin_ew.c). */
 static const char cl_helpers[] =
     "\n\ndef _mk_cl_order(shape):\n"
@@ -238,6 +267,7 @@ static int emit_module(const bi_plan *p, const bi_config *c, const char *vname, 
     if (e.need_bcast) mk_buf_puts(&mod, bcast_helper);
     if (e.need_cl_helpers) mk_buf_puts(&mod, cl_helpers);
     if (e.need_channel_bias) mk_buf_puts(&mod, channel_bias_helper);
+    if (e.need_gn_affine) mk_buf_puts(&mod, gn_affine_helper);
     if (e.need_pool) mk_buf_puts(&mod, bi_pool_helper());
     mk_buf_puts(&mod, "\n\n");
     bi_emit_run_signature(p->g, sk, &mod);

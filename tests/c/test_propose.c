@@ -519,3 +519,35 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   free(name);
   mk_graph_free(g);
 }
+
+/* A group norm after the convolution: a first pass gathers per-tile
+ * statistics, the launcher combines them (float64) into a per-(sample,
+ * channel) scale and shift, and the second pass applies them with the rest of
+ * the chain: conv -> group norm -> * scale -> max pool -> clamp stores only the
+ * pooled result. */
+MK_TEST(propose, implicit_gemm_conv_carries_a_group_norm) {
+  mk_graph *g = load("propose", "conv_norm_tails.json");
+  MK_REQUIRE(g != NULL);
+  char *name = NULL;
+  char *src = first_candidate(g, (int[]){0, 1, 2, 3, 4}, 5, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strncmp(name, "triton_igemm", 12) == 0);
+  MK_CHECK_INT(count_of(src, "@triton.jit"), ==, 2);
+  MK_CHECK(strstr(src, "def _gnstats_conv2d_kernel1(") != NULL);
+  MK_CHECK(strstr(src, "gn_scale13, gn_shift13 = _mk_gn_affine(part13, math.prod(O13), 128, 4, 1e-05, "
+                       "gn1_weight, gn1_bias)") != NULL);
+  MK_CHECK(strstr(src, "pooled = tl.max(win, axis=1)") != NULL);
+  /* two partials per tile and channel, then the pooled, clamped output: nothing full-size */
+  MK_CHECK_INT(count_of(src, "tl.store("), ==, 3);
+  MK_CHECK(strstr(src, "+ poffs, v17, mask=pmask)") != NULL);
+  free(src);
+  free(name);
+  /* conv -> relu -> group norm -> tanh, the norm's output returned too: stored */
+  src = first_candidate(g, (int[]){5, 6, 7, 8}, 4, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strstr(src, "tl.store(gn_out_ptr + offs, vn, mask=mask2)") != NULL);
+  MK_CHECK(strstr(src, "_mk_gn_affine(part18, math.prod(O18), 128, 2, 1e-05, None, None)") != NULL);
+  free(src);
+  free(name);
+  mk_graph_free(g);
+}
