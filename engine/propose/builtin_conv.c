@@ -105,6 +105,11 @@ typedef struct conv_chain {
   int norm;     /* group_norm stage after the ew stage, or -1 */
   int norm_epi; /* that norm's epilogue (an elementwise stage), or -1 */
   bi_gn_info gn;
+  /* Elementwise stages inside the chain's range that neither read nor feed
+   * it (a batch norm's num_batches_tracked += 1 between the conv and the
+   * norm): emitted on their own before the chain's kernels. */
+  int indep[4];
+  int nindep;
   bool reduce;  /* anchor is a channel reduction, else a pool */
   bi_reduce_info ri;
   bi_pool_info pi;
@@ -186,12 +191,18 @@ static bool norm_fits(const bi_plan *p, int s, int v, conv_chain *c) {
   const bi_stage *st = &p->st[s];
   if (st->kind != BI_NORM) return false;
   const mk_node *n = &p->g->nodes[st->nodes[0]];
-  if (!bi_group_norm_info(p->g, n, &c->gn) || c->gn.in != v || n->noutputs != 1) return false;
+  if (!bi_group_norm_info(p->g, n, &c->gn) || c->gn.in != v) return false;
   if (p->g->values[v].rank != c->nd + 2) return false;
   for (int k = 0; k < n->ninputs; k++) {
     int in = n->inputs[k];
-    if (in != v && in != c->gn.weight && in != c->gn.bias) return false;
+    if (in != v && in != c->gn.weight && in != c->gn.bias && in != c->gn.rmean && in != c->gn.rvar)
+      return false;
   }
+  /* A batch norm's fresh running statistics are updated in place; a later
+   * reader of those versions would need them bound: not carried. */
+  for (int o = 1; o < n->noutputs; o++)
+    if (n->outputs[o] >= 0 && (p->g->values[n->outputs[o]].nusers > 0 || p->is_output[n->outputs[o]]))
+      return false;
   if (st->epi >= 0)
     for (int i = 0; i < p->st[st->epi].nnodes; i++)
       if (p->g->nodes[p->st[st->epi].nodes[i]].nmutates > 0) return false;
@@ -212,9 +223,41 @@ static bool stores_full_size(bi_plan *p, int s, const conv_info *ci, const conv_
   return full;
 }
 
+/* True if elementwise stage t neither reads a value made in stages [s, t)
+ * nor makes one that a stage after it reads: it can run before the chain. */
+static bool independent(const bi_plan *p, int s, int t) {
+  const bi_stage *st = &p->st[t];
+  if (st->kind != BI_EW || st->fused_into >= 0) return false;
+  for (int i = 0; i < st->nnodes; i++) {
+    const mk_node *n = &p->g->nodes[st->nodes[i]];
+    for (int k = 0; k < n->ninputs; k++) {
+      const mk_value *v = &p->g->values[n->inputs[k]];
+      if (v->kind == MK_VALUE_NODE && v->producer >= 0 && p->stage_of[v->producer] >= s &&
+          p->stage_of[v->producer] < t)
+        return false;
+    }
+    for (int o = 0; o < n->noutputs; o++) {
+      const mk_value *v = &p->g->values[n->outputs[o]];
+      for (int u = 0; u < v->nusers; u++) {
+        int nid = v->users[u];
+        if (nid >= 0 && nid < p->g->nnodes && p->stage_of[nid] > t) return false;
+      }
+    }
+  }
+  return true;
+}
+
+/* Skips independent stages from `next`, recording them; returns the next other stage. */
+static int skip_independent(const bi_plan *p, int s, int next, conv_chain *c) {
+  while (next < p->nst && c->nindep < (int)(sizeof c->indep / sizeof c->indep[0]) &&
+         independent(p, s, next))
+    c->indep[c->nindep++] = next++;
+  return next;
+}
+
 /* The stages after conv stage s that its kernel computes too: an elementwise
- * stage, a group norm (and its epilogue), then a channel reduction or pool
- * (and its epilogue). */
+ * stage, a group or batch norm (and its epilogue), then a channel reduction
+ * or pool (and its epilogue). */
 static void find_chain(bi_plan *p, int s, const conv_info *ci, conv_chain *c) {
   *c = (conv_chain){.ew = -1, .anchor = -1, .last = s, .value = ci->out, .nd = ci->nd,
                     .norm = -1, .norm_epi = -1};
@@ -225,7 +268,9 @@ static void find_chain(bi_plan *p, int s, const conv_info *ci, conv_chain *c) {
     c->value = bi_stage_result(p, next);
     next++;
   }
-  if (next < p->nst && c->value >= 0 && norm_fits(p, next, c->value, c)) {
+  int nindep = c->nindep, after = skip_independent(p, s, next, c);
+  if (after < p->nst && c->value >= 0 && norm_fits(p, after, c->value, c)) {
+    next = after;
     c->norm = next;
     c->last = next;
     c->value = bi_stage_result(p, next);
@@ -234,6 +279,8 @@ static void find_chain(bi_plan *p, int s, const conv_info *ci, conv_chain *c) {
       c->value = bi_stage_result(p, c->norm_epi);
     }
     next = c->last + 1;
+  } else {
+    c->nindep = nindep; /* nothing joined after them: they stay where they are */
   }
   int before_anchor = c->last, value = c->value;
   if (next < p->nst && c->value >= 0 && anchor_fits(p, next, c->value, c)) {
@@ -617,26 +664,41 @@ static void stats_launch(bi_emit *e, const conv_info *ci, const conv_chain *c, i
   const bi_plan *p = e->p;
   mk_buf *b = e->body;
   int bm = e->cfg->conv_bm;
-  mk_buf_printf(b, "    # group norm statistics: a first pass over the convolution, tiles of one image\n"
-                   "    NT%d = triton.cdiv(math.prod(O%d), %d)\n", res, res, bm);
-  mk_buf_printf(b, "    part%d = torch.empty((NB%d, NT%d, OC%d, 2), device=%s, dtype=torch.float32)\n", res,
-                res, res, res, dev);
-  char grid[128], args[4096];
-  snprintf(grid, sizeof grid, "(NT%d, triton.cdiv(OC%d, BN%d), NB%d)", res, res, res, res);
-  snprintf(args, sizeof args, "%spart%d, ", call, res);
-  mk_buf_printf(b, "    if M%d > 0:\n", res);
-  launch_call(e, ci, c, res, false, kname, grid, args);
-  mk_buf_printf(b, "    gn_scale%d, gn_shift%d = _mk_gn_affine(part%d, math.prod(O%d), %d, %lld, ", res, res,
-                res, res, bm, c->gn.groups);
+  if (c->gn.batch && !c->gn.batch_stats) {
+    /* Running statistics: a per-channel affine, no first pass. */
+    mk_buf_printf(b, "    part%d = None\n", res);
+  } else {
+    mk_buf_printf(b, "    # norm statistics: a first pass over the convolution, tiles of one image\n"
+                     "    NT%d = triton.cdiv(math.prod(O%d), %d)\n", res, res, bm);
+    mk_buf_printf(b, "    part%d = torch.empty((NB%d, NT%d, OC%d, 2), device=%s, dtype=torch.float32)\n",
+                  res, res, res, res, dev);
+    char grid[128], args[4096];
+    snprintf(grid, sizeof grid, "(NT%d, triton.cdiv(OC%d, BN%d), NB%d)", res, res, res, res);
+    snprintf(args, sizeof args, "%spart%d, ", call, res);
+    mk_buf_printf(b, "    if M%d > 0:\n", res);
+    launch_call(e, ci, c, res, false, kname, grid, args);
+  }
+  if (c->gn.batch) {
+    mk_buf_printf(b, "    gn_scale%d, gn_shift%d = _mk_bn_affine(part%d, math.prod(O%d), %d, NB%d, ", res,
+                  res, res, res, bm, res);
+  } else {
+    mk_buf_printf(b, "    gn_scale%d, gn_shift%d = _mk_gn_affine(part%d, math.prod(O%d), %d, %lld, ", res,
+                  res, res, res, bm, c->gn.groups);
+  }
   bi_tl_float(c->gn.eps, b);
-  mk_buf_puts(b, ", ");
-  if (c->gn.weight >= 0) bi_run_name(p, c->gn.weight, b);
-  else mk_buf_puts(b, "None");
-  mk_buf_puts(b, ", ");
-  if (c->gn.bias >= 0) bi_run_name(p, c->gn.bias, b);
-  else mk_buf_puts(b, "None");
+  const int ids[4] = {c->gn.weight, c->gn.bias, c->gn.rmean, c->gn.rvar};
+  for (int i = 0; i < (c->gn.batch ? 4 : 2); i++) {
+    mk_buf_puts(b, ", ");
+    if (ids[i] >= 0) bi_run_name(p, ids[i], b);
+    else mk_buf_puts(b, "None");
+  }
+  if (c->gn.batch) {
+    mk_buf_puts(b, ", ");
+    bi_tl_float(c->gn.momentum, b);
+  }
   mk_buf_puts(b, ")\n");
-  e->need_gn_affine = true;
+  if (c->gn.batch) e->need_bn_affine = true;
+  else e->need_gn_affine = true;
 }
 
 /* Launcher lines allocating what the chain stores besides the anchor's output. */
@@ -706,7 +768,9 @@ static int emit_chain(bi_emit *e, int s, const conv_info *ci, const conv_chain *
   mk_buf_init(&sig, 0);
   mk_buf_init(&call, 0);
   int rc = chain_params(e, ci, c, store_conv, cshape, oshape, res, &sig0, &call0, &sig, &call, err);
-  if (!rc && c->norm >= 0) {
+  bool stats = c->norm >= 0 && !(c->gn.batch && !c->gn.batch_stats);
+  for (int i = 0; i < c->nindep && !rc; i++) rc = bi_emit_ew_stage(e, c->indep[i], err);
+  if (!rc && stats) {
     e->kcount++;
     bi_kernel_name(e, s, "gnstats", &sname);
     mk_buf_puts(&sig0, "part_ptr, ");

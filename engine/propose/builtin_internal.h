@@ -178,6 +178,7 @@ typedef struct bi_emit {
   bool need_channel_bias; /* the _mk_add_channel_bias helper is used */
   bool need_cl_helpers;   /* _mk_cl_view and _mk_cl_order are used */
   bool need_gn_affine;    /* _mk_gn_affine is used (builtin_conv.c) */
+  bool need_bn_affine;    /* _mk_bn_affine is used (builtin_conv.c) */
   /* Last stage an implicit-GEMM convolution computed with its chain; the
    * stages up to it are not emitted again (-1: none). */
   int chain_end;
@@ -251,12 +252,15 @@ int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err);
 /* Names parameter w for MK_CHANNELS_LAST: ModelNew keeps it channels_last,
  * so a per-call conversion to that layout is a no-op (builtin_torch.c). */
 void bi_want_cl_param(bi_emit *e, int w);
-/* A group_norm node as the norm emitter reads it (builtin_norm.c): false for
- * any other node or arguments it cannot write. */
+/* A group norm or batch norm node as the norm emitter reads it
+ * (builtin_norm.c): false for any other node or arguments it cannot write. */
 typedef struct bi_gn_info {
+  bool batch;           /* batch_norm (else group_norm) */
+  bool batch_stats;     /* batch_norm: statistics of the batch (training), else the running ones */
   int in, weight, bias; /* value ids, -1 if absent */
-  long long groups;
-  double eps;
+  int rmean, rvar;      /* batch_norm's running statistics, -1 if absent */
+  long long groups;     /* group_norm */
+  double eps, momentum;
 } bi_gn_info;
 bool bi_group_norm_info(const mk_graph *g, const mk_node *n, bi_gn_info *out);
 /* True if node n is a convolution bi_emit_conv_igemm computes. */

@@ -668,8 +668,9 @@ int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
 bool bi_group_norm_info(const mk_graph *g, const mk_node *n, bi_gn_info *out) {
   norm_info ni;
   mk_errmsg ignored = {{0}};
-  if (parse(g, n, &ni, &ignored) || ni.kind != N_GROUP) return false;
-  *out = (bi_gn_info){.in = ni.in, .weight = ni.weight, .bias = ni.bias, .groups = ni.groups,
-                      .eps = ni.eps};
+  if (parse(g, n, &ni, &ignored) || (ni.kind != N_GROUP && ni.kind != N_BATCH)) return false;
+  *out = (bi_gn_info){.batch = ni.kind == N_BATCH, .batch_stats = ni.batch_stats, .in = ni.in,
+                      .weight = ni.weight, .bias = ni.bias, .rmean = ni.rmean, .rvar = ni.rvar,
+                      .groups = ni.groups, .eps = ni.eps, .momentum = ni.momentum};
   return true;
 }

@@ -213,6 +213,36 @@ static const char gn_affine_helper[] =
     "        shift = shift + bias.double()\n"
     "    return scale.float().contiguous(), shift.float().contiguous()\n";
 
+/* A batch norm fused after an implicit-GEMM convolution (builtin_conv.c):
+ * from the batch's statistics (the first pass's per-tile partials, combined in
+ * float64), updating the running statistics in place as torch does (momentum,
+ * unbiased variance), or from the running statistics. */
+static const char bn_affine_helper[] =
+    "\n\ndef _mk_bn_affine(part, count, block, nb, eps, weight, bias, rm, rv, momentum):\n"
+    "    \"\"\"Scale and shift per (sample, channel) of a batch norm.\n\n"
+    "    part[n, t, c] = (sum, sum of squares about the tile's mean) over the tile's pixels,\n"
+    "    or None: the running statistics normalise.\n"
+    "    \"\"\"\n"
+    "    if part is None:\n"
+    "        mean, var = rm.double(), rv.double()\n"
+    "    else:\n"
+    "        nt = part.shape[1]\n"
+    "        cnt = torch.full((nt,), float(block), dtype=torch.float64, device=part.device)\n"
+    "        cnt[-1] = count - (nt - 1) * block\n"
+    "        p = part.double()\n"
+    "        c = cnt.view(1, nt, 1)\n"
+    "        total = nb * count\n"
+    "        mean = p[..., 0].sum((0, 1)) / total\n"
+    "        m2 = p[..., 1].sum((0, 1)) + (c * (p[..., 0] / c - mean) ** 2).sum((0, 1))\n"
+    "        var = m2 / total\n"
+    "        if rm is not None:\n"
+    "            rm.mul_(1 - momentum).add_((momentum * mean).float())\n"
+    "            rv.mul_(1 - momentum).add_((momentum * var * total / max(total - 1, 1)).float())\n"
+    "    rstd = torch.rsqrt(var + eps)\n"
+    "    scale = rstd if weight is None else rstd * weight.double()\n"
+    "    shift = -mean * scale if bias is None else bias.double() - mean * scale\n"
+    "    return scale.float().expand(nb, -1).contiguous(), shift.float().expand(nb, -1).contiguous()\n";
+
 /* Elementwise stages run in channels_last memory order (builtin_ew.c). */
 static const char cl_helpers[] =
     "\n\ndef _mk_cl_order(shape):\n"
@@ -268,6 +298,7 @@ static int emit_module(const bi_plan *p, const bi_config *c, const char *vname, 
     if (e.need_cl_helpers) mk_buf_puts(&mod, cl_helpers);
     if (e.need_channel_bias) mk_buf_puts(&mod, channel_bias_helper);
     if (e.need_gn_affine) mk_buf_puts(&mod, gn_affine_helper);
+    if (e.need_bn_affine) mk_buf_puts(&mod, bn_affine_helper);
     if (e.need_pool) mk_buf_puts(&mod, bi_pool_helper());
     mk_buf_puts(&mod, "\n\n");
     bi_emit_run_signature(p->g, sk, &mod);
@@ -361,7 +392,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   int nb = has_base ? tb.n_ew : 1, ng = has_gemm ? tb.n_gemm * 2 + 1 : 1;
   int nc = has_conv ? 2 + (has_igemm ? tb.n_igemm : 0) : 1;
   int nn = has_norm ? (int)(sizeof norm_splits / sizeof norm_splits[0]) : 1;
-  int nv = nb * ng * (cl_only ? 1 : nc) * nn;
+  int nv = nb * ng * nc * nn; /* an upper bound: the loops below skip some */
   int modes = has_norm ? bi_norm_modes(&p) : 1;
   variant *vs = calloc((size_t)nv, sizeof *vs);
   if (vs == NULL) {

@@ -551,3 +551,39 @@ MK_TEST(propose, implicit_gemm_conv_carries_a_group_norm) {
   free(name);
   mk_graph_free(g);
 }
+
+/* A batch norm after the convolution: in training, the same two passes with
+ * per-channel statistics over the batch, the running statistics updated in
+ * place by the launcher, and num_batches_tracked += 1 (a stage between the
+ * conv and the norm that touches neither) emitted on its own first; with the
+ * running statistics (training=False) one pass, no statistics kernel. */
+MK_TEST(propose, implicit_gemm_conv_carries_a_batch_norm) {
+  mk_graph *g = load("propose", "conv_bn_tails.json");
+  MK_REQUIRE(g != NULL);
+  char *name = NULL;
+  char *src = first_candidate(g, (int[]){0, 1, 2, 3}, 4, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strncmp(name, "triton_igemm", 12) == 0);
+  MK_CHECK(strstr(src, "def _ew_add_kernel1(") != NULL);
+  MK_CHECK(strstr(src, "def _gnstats_conv2d_kernel2(") != NULL);
+  MK_CHECK(strstr(src, "_mk_bn_affine(part25, math.prod(O25), 128, NB25, 1e-05, bn1_weight, bn1_bias, "
+                       "bn1_running_mean, bn1_running_var, 0.1)") != NULL);
+  free(src);
+  free(name);
+  /* conv -> batch norm (momentum 0.3) -> max pool -> sigmoid: the pooled result only */
+  src = first_candidate(g, (int[]){4, 5, 6, 7, 8}, 5, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strstr(src, "pooled = tl.max(win, axis=1)") != NULL);
+  MK_CHECK(strstr(src, ", 0.3)") != NULL);
+  free(src);
+  free(name);
+  /* the running statistics: no first pass */
+  src = first_candidate(g, (int[]){12, 13}, 2, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strstr(src, "_gnstats") == NULL);
+  MK_CHECK(strstr(src, "part41 = None") != NULL);
+  MK_CHECK_INT(count_of(src, "@triton.jit"), ==, 1);
+  free(src);
+  free(name);
+  mk_graph_free(g);
+}
