@@ -118,7 +118,9 @@ static int read_call(const mk_graph *g, const char *fwd, int k, call_io *io, mk_
   const char *eol = line ? strchr(line + 1, '\n') : NULL;
   const char *eq = line ? strstr(line, " = sk") : NULL;
   const char *open = eq ? strchr(eq, '(') : NULL;
-  const char *close = open ? strrchr(open, ')') : NULL;
+  const char *close = NULL; /* the last ')' of the call's line */
+  for (const char *q = open; q && eol && q < eol; q++)
+    if (*q == ')') close = q;
   if (eol == NULL || eq == NULL || eq > eol || open == NULL || close == NULL || close > eol)
     return mk_errf(err, MK_EPARSE, "subkernel sk%d: its call is not in the ModelNew's forward", k);
   int rc = names_to_values(g, line + 1, eq, params, io->out, 256, &io->nout);
