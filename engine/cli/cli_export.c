@@ -27,6 +27,7 @@ typedef struct export_opts {
   double atol, rtol, timeout_s;
   int seed;
   bool kernels_as_pytorch, no_data;
+  bool device_given; /* --device was passed (else cuda when CUDA kernels are compiled in) */
 } export_opts;
 
 static void usage(FILE *out) {
@@ -41,11 +42,13 @@ static void usage(FILE *out) {
         "\n"
         "  -o DIR                the project folder (created)\n"
         "  --namespace NAME      C++ namespace and target name (default mk_<problem stem>)\n"
-        "  --device cpu|cuda     where the reference outputs are made and the test runs (default cpu)\n"
+        "  --device cpu|cuda     where the reference outputs are made and the test runs (default cpu;\n"
+        "                        cuda when CUDA C++ subkernels are compiled in)\n"
         "  --atol X, --rtol X    the test's tolerances (default 1e-4 each)\n"
         "  --seed N              seed for the Model's weights and the inputs (default 0)\n"
         "  --kernels-as-pytorch  export Triton and CUDA C++ subkernels as their verified PyTorch\n"
-        "                        reference (ATen); without it such subkernels are refused\n"
+        "                        reference (ATen); without it CUDA C++ subkernels of the builtin\n"
+        "                        generator are compiled in (nvcc) and Triton ones are refused\n"
         "  --no-data             write the sources only (no Python run: no weights, no example)\n"
         "  --python PATH         the Python that writes the data (default $MKEVOLVE_PYTHON or .venv)\n"
         "  --timeout S           seconds for the worker's start and the capture (default 120)\n",
@@ -65,6 +68,7 @@ static int parse_args(int argc, char **argv, export_opts *o) {
     else if (v && !strcmp(a, "--python")) o->python = argv[++i];
     else if (v && !strcmp(a, "--device")) {
       o->device = argv[++i];
+      o->device_given = true;
       if (strcmp(o->device, "cpu") && strcmp(o->device, "cuda")) return 2;
     } else if (v && !strcmp(a, "--atol")) {
       if (mk_cli_parse_double(argv[++i], 0, 1e9, &o->atol)) return 2;
@@ -91,30 +95,56 @@ static bool valid_namespace(const char *s) {
   return true;
 }
 
-/* Refuses Triton and CUDA C++ subkernels unless --kernels-as-pytorch: the
- * export would otherwise not run what the ModelNew runs. */
+/* Refuses Triton subkernels unless --kernels-as-pytorch (the export would
+ * otherwise not run what the ModelNew runs); CUDA C++ ones are compiled in
+ * (mk_export_cuda_plan, after the capture) unless that flag says otherwise. */
 static int check_kernels(const mk_export_modelnew *m, const export_opts *o, mk_errmsg *err) {
   mk_buf list;
   mk_buf_init(&list, 1 << 16);
-  int n = 0;
+  int n = 0, ntriton = 0;
   for (int i = 0; i < m->nsubkernels; i++) {
     const mk_export_subkernel *sk = &m->subkernels[i];
-    if (sk->backend == MK_EXPORT_PYTORCH) continue;
+    if (sk->backend == MK_EXPORT_PYTORCH || (sk->backend == MK_EXPORT_CUDA && !o->kernels_as_pytorch)) continue;
+    ntriton += sk->backend == MK_EXPORT_TRITON;
     mk_buf_printf(&list, "%ssk%d %s (%s: %s)", n++ ? ", " : "", sk->index, sk->name,
                   sk->backend == MK_EXPORT_CUDA ? "CUDA C++" : "Triton", sk->variant);
   }
   int rc = 0;
-  if (n && !o->kernels_as_pytorch)
+  if (ntriton && !o->kernels_as_pytorch)
     rc = mk_errf(err, MK_EUNSUPPORTED,
-                 "%d subkernel%s run%s a Triton or CUDA C++ kernel, which the C++ export does not compile "
-                 "yet: %.600s. Pass --kernels-as-pytorch to export them as their verified PyTorch "
-                 "reference (ATen calls; docs/export.md)",
+                 "%d subkernel%s run%s a Triton kernel, which the C++ export does not compile (it would "
+                 "need Triton's AOT compiler per input shape): %.600s. Pass --kernels-as-pytorch to export "
+                 "them as their verified PyTorch reference (ATen calls), or compose with --backend cuda "
+                 "(docs/export.md)",
                  n, n == 1 ? "" : "s", n == 1 ? "s" : "", mk_buf_cstr(&list));
   else if (n)
     fprintf(stderr, "mkevolve export: %d subkernel%s exported as the PyTorch reference (--kernels-as-pytorch): %s\n",
             n, n == 1 ? "" : "s", mk_buf_cstr(&list));
   mk_buf_free(&list);
   return rc;
+}
+
+/* The CUDA C++ subkernels to compile in, and the device they need. */
+static int plan_cuda(const mk_graph *g, const mk_export_modelnew *m, const export_opts *o, mk_export_cuda *cuda,
+                     const char **device) {
+  mk_errmsg err = {{0}};
+  *device = o->device;
+  if (o->kernels_as_pytorch) return 0;
+  if (mk_export_cuda_plan(g, m, cuda, &err) != 0) {
+    fprintf(stderr, "mkevolve export: %s: %s (--kernels-as-pytorch exports CUDA subkernels as their PyTorch "
+                    "reference)\n", o->modelnew, err.text);
+    return 1;
+  }
+  if (cuda->n == 0) return 0;
+  if (o->device_given && strcmp(o->device, "cuda") != 0) {
+    fprintf(stderr, "mkevolve export: %d CUDA C++ subkernel%s compiled in: the test runs on --device cuda, not %s\n",
+            cuda->n, cuda->n == 1 ? " is" : "s are", o->device);
+    return 1;
+  }
+  *device = "cuda";
+  fprintf(stderr, "mkevolve export: %d CUDA C++ subkernel%s compiled in (nvcc; the project needs a CUDA libtorch)\n",
+          cuda->n, cuda->n == 1 ? "" : "s");
+  return 0;
 }
 
 typedef struct capture_wait {
@@ -235,17 +265,21 @@ static int export_run(const export_opts *o) {
   mk_export_namespace_for(m.source_path[0] ? m.source_path : o->modelnew, ns, sizeof ns);
   if (o->ns) snprintf(ns, sizeof ns, "%s", o->ns);
   mk_graph *g = NULL;
+  mk_export_cuda cuda = {0};
+  const char *device = o->device;
   int status = write_problem(dir, &m, problem, sizeof problem);
   if (!status) status = capture(problem, m.class_name, o, &g);
+  if (!status) status = plan_cuda(g, &m, o, &cuda, &device);
   if (!status) {
     mk_export_project p = {.dir = dir, .ns = ns, .problem_file = "problem.py", .class_name = m.class_name,
-                           .composed_from = modelnew, .g = g, .m = &m, .device = o->device,
+                           .composed_from = modelnew, .g = g, .m = &m, .cuda = &cuda, .device = device,
                            .atol = o->atol, .rtol = o->rtol, .seed = o->seed};
     if (mk_export_write_project(&p, &err) != 0) {
       fprintf(stderr, "mkevolve export: %s\n", err.text);
       status = 1;
     }
   }
+  mk_export_cuda_free(&cuda);
   if (!status && !o->no_data) status = run_helper(o, dir);
   if (!status)
     printf("exported %s (class %s, %d subkernels, %d recorded calls) to %s\n"

@@ -353,7 +353,7 @@ static int check_random(const mk_node *n, mk_errmsg *err) {
                                        "so it is not exported", n->op, n->span.line);
 }
 
-static int emit_node(const mk_graph *g, const mk_node *n, mk_buf *out, mk_errmsg *err) {
+int export_emit_node(const mk_graph *g, const mk_node *n, mk_buf *out, mk_errmsg *err) {
   int rc = check_random(n, err);
   if (rc) return rc;
   mk_buf expr;
@@ -430,16 +430,80 @@ static int emit_return(const cJSON *s, int *count, mk_buf *out) {
   return out->err;
 }
 
-int mk_export_forward_cpp(const mk_graph *g, mk_buf *out, mk_errmsg *err) {
+/* True if a node between c's first and last and outside c reads a value c
+ * updates in place: run earlier, c would change what that node reads. */
+static bool sk_has_node(const mk_subkernel *sk, int node) {
+  for (int q = 0; q < sk->nnodes; q++)
+    if (sk->nodes[q] == node) return true;
+  return false;
+}
+
+static bool sk_mutates(const mk_graph *g, const mk_subkernel *sk, int vid) {
+  for (int k = 0; k < sk->nnodes; k++) {
+    const mk_node *w = &g->nodes[sk->nodes[k]];
+    for (int m = 0; m < w->nmutates; m++)
+      if (w->mutates[m] == vid) return true;
+  }
+  return false;
+}
+
+static bool cuda_moves_a_write(const mk_graph *g, const mk_export_cuda_sk *c) {
+  const mk_subkernel *sk = &c->sk;
+  for (int j = sk->nodes[0] + 1; j < sk->nodes[sk->nnodes - 1]; j++) {
+    if (sk_has_node(sk, j)) continue;
+    for (int i = 0; i < g->nodes[j].ninputs; i++)
+      if (sk_mutates(g, sk, g->nodes[j].inputs[i])) return true;
+  }
+  return false;
+}
+
+/* A CUDA subkernel's launcher, at the place of its first node. */
+static int emit_cuda_sk(const mk_graph *g, const mk_export_cuda_sk *c, const unsigned char *conv,
+                        unsigned char *done, mk_buf *out, mk_errmsg *err) {
+  for (int i = 0; i < c->sk.ninputs; i++) {
+    const mk_value *v = &g->values[c->sk.inputs[i]];
+    if (v->kind == MK_VALUE_NODE && v->producer >= 0 && !done[v->producer])
+      return mk_errf(err, MK_EUNSUPPORTED, "subkernel sk%d reads v%d, which a later call makes: its nodes "
+                                           "interleave with others' in an order the export does not rearrange",
+                     c->index, c->sk.inputs[i]);
+  }
+  if (cuda_moves_a_write(g, c))
+    return mk_errf(err, MK_EUNSUPPORTED, "subkernel sk%d updates a tensor in place that a call between its "
+                                         "nodes reads: the export does not rearrange them", c->index);
+  mk_buf_printf(out, "  // ---- sk%d %s: CUDA C++ kernels (namespace sk%d of the .cu file) ----\n", c->index,
+                c->sk.name ? c->sk.name : "?", c->section);
+  mk_buf_append(out, c->code.launcher.data, c->code.launcher.len);
+  for (int k = 0; k < c->sk.nnodes; k++) done[c->sk.nodes[k]] = 1;
+  for (int i = 0; i < c->sk.noutputs; i++) emit_conversion(g, c->sk.outputs[i], conv[c->sk.outputs[i]], out);
+  return out->err;
+}
+
+static int emit_nodes(const mk_graph *g, const mk_export_cuda *cuda, const unsigned char *conv, mk_buf *out,
+                      mk_errmsg *err) {
+  unsigned char *done = calloc((size_t)g->nnodes + 1, 1);
+  int rc = done ? 0 : mk_errf(err, MK_ENOMEM, "out of memory");
+  for (int i = 0; !rc && i < g->nnodes; i++) {
+    if (done[i]) continue;
+    const mk_export_cuda_sk *c = mk_export_cuda_find_node(cuda, i);
+    if (c) {
+      rc = emit_cuda_sk(g, c, conv, done, out, err);
+      continue;
+    }
+    const mk_node *n = &g->nodes[i];
+    rc = export_emit_node(g, n, out, err);
+    for (int k = 0; !rc && k < n->noutputs; k++) emit_conversion(g, n->outputs[k], conv[n->outputs[k]], out);
+    done[i] = 1;
+  }
+  free(done);
+  return rc;
+}
+
+int mk_export_forward_cpp_cuda(const mk_graph *g, const mk_export_cuda *cuda, mk_buf *out, mk_errmsg *err) {
   unsigned char *layout = malloc((size_t)g->nvalues + 1), *conv = malloc((size_t)g->nvalues + 1);
   int rc = layout && conv ? 0 : mk_errf(err, MK_ENOMEM, "out of memory");
   if (!rc && mk_layout_plan(g, layout, conv) < 0) rc = mk_errf(err, MK_ENOMEM, "layout plan: out of memory");
   if (!rc) rc = emit_leaves(g, conv, out, err);
-  for (int i = 0; !rc && i < g->nnodes; i++) {
-    const mk_node *n = &g->nodes[i];
-    rc = emit_node(g, n, out, err);
-    for (int k = 0; !rc && k < n->noutputs; k++) emit_conversion(g, n->outputs[k], conv[n->outputs[k]], out);
-  }
+  if (!rc) rc = emit_nodes(g, cuda, conv, out, err);
   if (!rc) {
     int count = 0;
     mk_buf_puts(out, "  return {");
@@ -451,4 +515,8 @@ int mk_export_forward_cpp(const mk_graph *g, mk_buf *out, mk_errmsg *err) {
   free(layout);
   free(conv);
   return rc;
+}
+
+int mk_export_forward_cpp(const mk_graph *g, mk_buf *out, mk_errmsg *err) {
+  return mk_export_forward_cpp_cuda(g, NULL, out, err);
 }

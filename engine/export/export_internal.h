@@ -4,6 +4,7 @@
 
 #include "mk_buf.h"
 #include "mk_err.h"
+#include "mk_ir.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -29,5 +30,18 @@ const export_op *export_op_at(int i);
 /* Appends the C++ for argument `a` (NULL: absent) of kind `kind`;
  * MK_EUNSUPPORTED when it cannot be spelled so. */
 int export_put_arg(const char *kind, const cJSON *a, mk_buf *out);
+/* Node n's recorded call as C++ statements declaring at::Tensor v<id> for
+ * its results (export_cpp.c); MK_EUNSUPPORTED names what it cannot write. */
+int export_emit_node(const mk_graph *g, const mk_node *n, mk_buf *out, mk_errmsg *err);
+
+/* The C++ helpers a CUDA subkernel's launcher calls (mk_broadcast, mk_full,
+ * ...; mk_builtin_cuda_cpp_for), for the generated <ns>.cpp. */
+const char *export_cuda_helpers(void);
+/* <ns>_kernels.cu (each section's kernels once, in namespace <ns>::sk<i>,
+ * and their host launch functions in <ns>::sk<i>::launch) into cu, and the
+ * launch functions' declarations (<ns>_kernels.h) into h. */
+struct mk_export_cuda;
+int export_cuda_kernels(const char *ns, const char *composed_from, const struct mk_export_cuda *c, mk_buf *cu,
+                        mk_buf *h, mk_errmsg *err);
 
 #endif

@@ -30,6 +30,7 @@ void mk_export_modelnew_free(mk_export_modelnew *m) {
   if (m == NULL) return;
   free(m->module_source);
   free(m->subkernels);
+  free(m->text);
   memset(m, 0, sizeof *m);
 }
 
@@ -81,6 +82,7 @@ static int read_subkernel_lines(const char *text, mk_export_modelnew *m, mk_errm
     if (sscanf(p, "#   sk%d %127s lines %d-%d %127s %n", &sk.index, sk.name, &sk.first_line,
                &sk.last_line, sk.variant, &used) != 5)
       continue;
+    (void)sscanf(p + used, "(%63[^)])", sk.origin);
     if (strcmp(sk.variant, "reference") != 0) sk.section = sk.index;
     int rc = add_subkernel(m, &sk, err);
     if (rc) return rc;
@@ -180,6 +182,7 @@ static int read_unlisted_sections(const char *sections, mk_export_modelnew *m, m
 int mk_export_read_modelnew(const char *text, mk_export_modelnew *out, mk_errmsg *err) {
   memset(out, 0, sizeof *out);
   if (text == NULL) return mk_errf(err, MK_EINVAL, "no text");
+  if ((out->text = mk_strdup(text)) == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
   if (strncmp(text, plain_line, sizeof plain_line - 1) == 0) return read_plain(text, out, err);
   if (strncmp(text, first_line, sizeof first_line - 1) != 0)
     return mk_errf(err, MK_EPARSE, "not a ModelNew composed by MKEvolve (its first line is not "

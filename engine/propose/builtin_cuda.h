@@ -26,6 +26,11 @@ typedef struct bc_emit {
   mk_buf *body;       /* lines of run(...), indented 4 */
   mk_buf *uses_torch; /* "'conv2d', " entries of MK_USES_TORCH */
   int kcount;         /* kernels so far (unique names) */
+  /* mkevolve export (mk_builtin_cuda_cpp_for): run(...) also as C++, or NULL. */
+  mk_buf *cpp;            /* C++ statements, values named v<id> */
+  const char *cpp_ns;     /* namespace of the kernels' host launch functions */
+  mk_builtin_cuda_node_fn cpp_node; /* a torch / view stage's recorded call as C++ */
+  void *cpp_node_ctx;
 } bc_emit;
 
 /* Parameter kinds of MK_CUDA_KERNELS signatures (one character each). */
@@ -43,6 +48,8 @@ int bc_register_kernel(bc_emit *e, const char *name, const char *sig);
 
 int bc_emit_ew_stage(bc_emit *e, int s, mk_errmsg *err);
 int bc_emit_reduce_stage(bc_emit *e, int s, mk_errmsg *err); /* REDUCE and SOFTMAX */
+/* `// replaces: op (line N), ...` before a stage's C++ statements. */
+void bc_cpp_comment(const bc_emit *e, int s);
 
 /* Device helpers every module's CUDA text starts with. */
 const char *bc_prelude(void);

@@ -499,6 +499,52 @@ static void launcher_lines(bc_emit *e, int s, const cleaf *ls, int nl, const int
                 kname, res, e->threads - 1, e->threads, e->threads, call, res);
 }
 
+/* The launcher above as C++ (mkevolve export): the same shape, allocations,
+ * checks and arguments, in the kernel's parameter order. */
+static void cpp_launcher_lines(bc_emit *e, int s, const cleaf *ls, int nl, const int *stored, int ns,
+                               const char *kname, int res) {
+  const bi_plan *p = e->p;
+  mk_buf *b = e->cpp;
+  int R = p->st[s].rank;
+  bc_cpp_comment(e, s);
+  mk_buf_printf(b, "  const std::vector<int64_t> shape%d = mk_broadcast({", res);
+  for (int i = 0; i < nl; i++) mk_buf_printf(b, "%sv%d.sizes()", i ? ", " : "", ls[i].vid);
+  mk_buf_puts(b, "});\n");
+  for (int i = 0; i < ns; i++) {
+    int target = store_target(p, ls, nl, stored[i]);
+    if (target != stored[i]) { /* in place on a tensor from outside, as the reference */
+      mk_buf_printf(b, "  at::Tensor v%d = v%d;\n", stored[i], target);
+      continue;
+    }
+    mk_buf_printf(b, "  at::Tensor v%d = at::empty(shape%d, at::TensorOptions().device(v%d.device()).dtype(at::k%s));\n",
+                  stored[i], res, ls[0].vid, p->g->values[stored[i]].dtype == MK_DTYPE_BOOL ? "Bool" : "Float");
+  }
+  for (int i = 0; i < nl; i++) {
+    if (ls[i].full || ls[i].mutated)
+      mk_buf_printf(b, "  const at::Tensor a%d_%d = mk_%s(v%d, shape%d);\n", res, i,
+                    ls[i].mutated ? "inplace" : "full", ls[i].vid, res);
+    else if (R)
+      mk_buf_printf(b, "  const std::vector<int64_t> st%d_%d = mk_bstrides(v%d, shape%d);\n", res, i, ls[i].vid, res);
+  }
+  mk_buf_printf(b, "  const int64_t n%d = mk_prod(shape%d, 0, %d);\n  if (n%d > 0) {\n", res, res, R, res);
+  mk_buf_printf(b, "    const c10::cuda::CUDAGuard guard(v%d.device());\n", ls[0].vid);
+  mk_buf_printf(b, "    mk_launch(\"%s\", %s::%s((n%d + %d) / %d, %d, mk_stream(v%d)", kname, e->cpp_ns, kname, res,
+                e->threads - 1, e->threads, e->threads, ls[0].vid);
+  for (int i = 0; i < nl; i++) {
+    const char *t = p->g->values[ls[i].vid].dtype == MK_DTYPE_BOOL ? "bool" : "float";
+    if (ls[i].full || ls[i].mutated) mk_buf_printf(b, ", mk_ptr<%s>(a%d_%d)", t, res, i);
+    else mk_buf_printf(b, ", mk_ptr<%s>(v%d)", t, ls[i].vid);
+  }
+  for (int i = 0; i < ns; i++)
+    if (store_target(p, ls, nl, stored[i]) == stored[i])
+      mk_buf_printf(b, ", mk_ptr<%s>(v%d)", p->g->values[stored[i]].dtype == MK_DTYPE_BOOL ? "bool" : "float",
+                    stored[i]);
+  for (int d = 0; d < R; d++) mk_buf_printf(b, ", shape%d[%d]", res, d);
+  for (int i = 0; i < nl; i++)
+    for (int d = 0; d < R && !ls[i].full && !ls[i].mutated; d++) mk_buf_printf(b, ", st%d_%d[%d]", res, i, d);
+  mk_buf_printf(b, ", n%d));\n  }\n", res);
+}
+
 int bc_emit_ew_stage(bc_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   cleaf ls[BC_MAX_LEAVES];
@@ -539,9 +585,10 @@ int bc_emit_ew_stage(bc_emit *e, int s, mk_errmsg *err) {
   mk_buf_puts(k, "}\n");
   if (rc == 0) {
     launcher_lines(e, s, ls, nl, stored, ns, mk_buf_cstr(&kname), mk_buf_cstr(&call), res);
+    if (e->cpp) cpp_launcher_lines(e, s, ls, nl, stored, ns, mk_buf_cstr(&kname), res);
     rc = bc_register_kernel(e, mk_buf_cstr(&kname), mk_buf_cstr(&types));
   }
-  if (rc == 0 && (sig.err || call.err || types.err || k->err || e->body->err))
+  if (rc == 0 && (sig.err || call.err || types.err || k->err || e->body->err || (e->cpp && e->cpp->err)))
     rc = mk_errf(err, MK_ERANGE, "generated code too large");
   mk_buf_free(&kname);
   mk_buf_free(&sig);

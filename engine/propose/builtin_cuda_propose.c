@@ -76,6 +76,25 @@ static int add_uses_torch(bc_emit *e, const mk_node *n) {
   return mk_buf_puts(e->uses_torch, quoted);
 }
 
+void bc_cpp_comment(const bc_emit *e, int s) {
+  const bi_stage *st = &e->p->st[s];
+  mk_buf_puts(e->cpp, "  // replaces:");
+  for (int i = 0; i < st->nnodes; i++) {
+    const mk_node *n = &e->p->g->nodes[st->nodes[i]];
+    mk_buf_printf(e->cpp, "%s %s (line %d)", i ? "," : "", n->op, n->span.line);
+  }
+  mk_buf_putc(e->cpp, '\n');
+}
+
+/* A torch or view stage: the recorded call, Python for run() and, when
+ * exporting, the caller's C++ for it. */
+static int emit_torch_stage(bc_emit *e, int s, const mk_node *n, mk_errmsg *err) {
+  bi_stage_comment(e->p, s, 4, e->body);
+  int rc = mk_pyemit_node(e->p->g, n, bi_graph_namer, (void *)e->p->g, 4, e->body, err);
+  if (rc == 0 && e->cpp) rc = e->cpp_node(e->cpp_node_ctx, e->p->g, n, e->cpp, err);
+  return rc;
+}
+
 static int emit_stage(bc_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
@@ -87,9 +106,7 @@ static int emit_stage(bc_emit *e, int s, mk_errmsg *err) {
   case BI_TORCH:
     add_uses_torch(e, n); /* then the recorded call, as the reference makes it */
     __attribute__((fallthrough));
-  case BI_VIEW:
-    bi_stage_comment(p, s, 4, e->body);
-    return mk_pyemit_node(p->g, n, bi_graph_namer, (void *)p->g, 4, e->body, err);
+  case BI_VIEW: return emit_torch_stage(e, s, n, err);
   case BI_NORM:
   case BI_POOL:
   case BI_GEMM: break;
@@ -141,16 +158,22 @@ static void assemble(const bi_plan *p, bc_bufs *b, const char *vname) {
   bi_emit_return(p->g, sk, m);
 }
 
+/* Every stage in order into e's buffers (and e->cpp when exporting). */
+static int emit_stages(bc_emit *e, mk_errmsg *err) {
+  int rc = 0;
+  for (int s = 0; s < e->p->nst && rc == 0; s++) rc = emit_stage(e, s, err);
+  if (rc == 0 && e->kcount == 0)
+    rc = mk_errf(err, MK_EUNSUPPORTED, "subkernel %s has only view or delegated ops: nothing for a CUDA kernel to do",
+                 e->p->sk->name ? e->p->sk->name : "?");
+  return rc;
+}
+
 static int emit_module(const bi_plan *p, int threads, const char *vname, char **out, mk_errmsg *err) {
   bc_bufs b;
   bufs_init(&b);
   bc_emit e = {.p = p, .threads = threads, .cuda = &b.cuda, .sigs = &b.sigs, .body = &b.body,
                .uses_torch = &b.uses};
-  int rc = 0;
-  for (int s = 0; s < p->nst && rc == 0; s++) rc = emit_stage(&e, s, err);
-  if (rc == 0 && e.kcount == 0)
-    rc = mk_errf(err, MK_EUNSUPPORTED, "subkernel %s has only view or delegated ops: nothing for a CUDA kernel to do",
-                 p->sk->name ? p->sk->name : "?");
+  int rc = emit_stages(&e, err);
   if (rc == 0) assemble(p, &b, vname);
   if (rc == 0 && (b.mod.err || b.cuda.err || b.body.err || b.sigs.err))
     rc = mk_errf(err, MK_ERANGE, "generated module too large");
@@ -208,6 +231,71 @@ int mk_builtin_cuda_propose(const mk_propose_request *req, mk_candidate_list *ou
     if (rc == 0) rc = push(out, name, src, p.nst, thread_table[i], err);
     if (rc == 0) added++;
   }
+  bi_plan_free(&p);
+  return rc;
+}
+
+/* ---- mkevolve export ---------------------------------------------------------- */
+
+void mk_builtin_cuda_cpp_free(mk_builtin_cuda_cpp *c) {
+  if (c == NULL) return;
+  mk_buf_free(&c->cuda);
+  mk_buf_free(&c->kernels);
+  mk_buf_free(&c->launcher);
+}
+
+/* "cuda_t256" -> 256 when the generator makes that variant, else 0. */
+static int variant_threads(const char *variant) {
+  for (size_t i = 0; i < sizeof thread_table / sizeof thread_table[0]; i++) {
+    char vname[64];
+    snprintf(vname, sizeof vname, "cuda_t%d", thread_table[i]);
+    if (strcmp(vname, variant) == 0) return thread_table[i];
+  }
+  return 0;
+}
+
+/* MK_CUDA_KERNELS entries ("    \"name\": \"sig\",\n") as "name sig\n" lines. */
+static void kernel_lines(const char *sigs, mk_buf *out) {
+  for (const char *p = strchr(sigs, '"'); p; p = strchr(p, '"')) {
+    const char *ne = strchr(p + 1, '"');
+    const char *ss = ne ? strchr(ne + 1, '"') : NULL;
+    const char *se = ss ? strchr(ss + 1, '"') : NULL;
+    if (se == NULL) break;
+    mk_buf_printf(out, "%.*s %.*s\n", (int)(ne - p - 1), p + 1, (int)(se - ss - 1), ss + 1);
+    p = se + 1;
+  }
+}
+
+int mk_builtin_cuda_cpp_for(const mk_graph *g, const mk_subkernel *sk, const char *variant,
+                            const char *kernel_ns, mk_builtin_cuda_node_fn node, void *node_ctx,
+                            mk_builtin_cuda_cpp *out, mk_errmsg *err) {
+  mk_buf_init(&out->cuda, 0);
+  mk_buf_init(&out->kernels, 0);
+  mk_buf_init(&out->launcher, 0);
+  if (g == NULL || sk == NULL || variant == NULL || kernel_ns == NULL || node == NULL)
+    return mk_errf(err, MK_EINVAL, "graph, subkernel, variant, namespace and node writer are required");
+  int threads = variant_threads(variant);
+  if (threads == 0)
+    return mk_errf(err, MK_EUNSUPPORTED, "%s is not a variant of the builtin CUDA generator", variant);
+  if (sk->noutputs == 0)
+    return mk_errf(err, MK_EUNSUPPORTED, "subkernel %s has no outputs", sk->name ? sk->name : "?");
+  bi_plan p;
+  int rc = bi_plan_build(g, sk, &p, err);
+  if (rc) return rc;
+  unfuse(&p); /* as mk_builtin_cuda_propose: the same kernels */
+  bc_bufs b;
+  bufs_init(&b);
+  bc_emit e = {.p = &p, .threads = threads, .cuda = &b.cuda, .sigs = &b.sigs, .body = &b.body,
+               .uses_torch = &b.uses, .cpp = &out->launcher, .cpp_ns = kernel_ns, .cpp_node = node,
+               .cpp_node_ctx = node_ctx};
+  rc = emit_stages(&e, err);
+  if (rc == 0) {
+    mk_buf_printf(&out->cuda, "%s%s", prelude, mk_buf_cstr(&b.cuda));
+    kernel_lines(mk_buf_cstr(&b.sigs), &out->kernels);
+  }
+  if (rc == 0 && (out->cuda.err || out->kernels.err || out->launcher.err || b.cuda.err || b.sigs.err))
+    rc = mk_errf(err, MK_ERANGE, "generated code too large");
+  bufs_free(&b);
   bi_plan_free(&p);
   return rc;
 }

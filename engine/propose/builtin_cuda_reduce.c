@@ -117,6 +117,30 @@ static void launcher(bc_emit *e, int s, const cred *r, int res, const char *knam
   mk_buf_printf(b, ", r%d, inner%d))\n", res, res);
 }
 
+/* The launcher above as C++ (mkevolve export): the same slices of the
+ * input's shape (mk_prod clamps as Python's slices do), the same grid. */
+static void cpp_launcher(bc_emit *e, int s, const cred *r, int res, const char *kname) {
+  mk_buf *b = e->cpp;
+  bc_cpp_comment(e, s);
+  int lo = r->lo, hi = r->hi;
+  bool zero_d = r->hi < r->lo;
+  if (zero_d) lo = hi = 0; /* 0-d input: R = 1 */
+  mk_buf_printf(b, "  const at::Tensor in%d = v%d.contiguous();\n", res, r->in);
+  mk_buf_printf(b, "  const std::vector<int64_t> sh%d = in%d.sizes().vec();\n", res, res);
+  mk_buf_printf(b, "  const int64_t r%d = mk_prod(sh%d, %d, %d);\n", res, res, lo, zero_d ? lo : hi + 1);
+  mk_buf_printf(b, "  const int64_t inner%d = mk_prod(sh%d, %d, sh%d.size());\n", res, res, zero_d ? 0 : hi + 1, res);
+  mk_buf_printf(b, "  const int64_t nout%d = mk_prod(sh%d, 0, %d) * inner%d;\n", res, res, lo, res);
+  mk_buf_printf(b, "  at::Tensor v%d = at::empty(", res);
+  if (is_softmax(r)) mk_buf_printf(b, "sh%d", res);
+  else if (zero_d && !r->keepdim) mk_buf_puts(b, "std::vector<int64_t>{}");
+  else mk_buf_printf(b, "mk_reduced_shape(sh%d, %d, %d, %s)", res, lo, hi, r->keepdim ? "true" : "false");
+  mk_buf_printf(b, ", at::TensorOptions().device(in%d.device()).dtype(at::kFloat));\n", res);
+  mk_buf_printf(b, "  if (nout%d > 0) {\n    const c10::cuda::CUDAGuard guard(in%d.device());\n", res, res);
+  mk_buf_printf(b, "    mk_launch(\"%s\", %s::%s(nout%d, %d, mk_stream(in%d), mk_ptr<float>(in%d), mk_ptr<float>(v%d), "
+                   "r%d, inner%d));\n  }\n",
+                kname, e->cpp_ns, kname, res, e->threads, res, res, res, res, res);
+}
+
 int bc_emit_reduce_stage(bc_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const mk_node *n = &p->g->nodes[p->st[s].nodes[0]];
@@ -140,9 +164,10 @@ int bc_emit_reduce_stage(bc_emit *e, int s, mk_errmsg *err) {
   kernel_body(&r, k);
   mk_buf_puts(k, "}\n");
   launcher(e, s, &r, res, mk_buf_cstr(&kname));
+  if (e->cpp) cpp_launcher(e, s, &r, res, mk_buf_cstr(&kname));
   char types[8] = {BC_ARG_F32, BC_ARG_F32, BC_ARG_I64, BC_ARG_I64, 0};
   rc = bc_register_kernel(e, mk_buf_cstr(&kname), types);
-  if (rc == 0 && (k->err || e->body->err || kname.err)) rc = mk_errf(err, MK_ERANGE, "generated code too large");
+  if (rc == 0 && (k->err || e->body->err || kname.err || (e->cpp && e->cpp->err))) rc = mk_errf(err, MK_ERANGE, "generated code too large");
   mk_buf_free(&kname);
   return rc;
 }

@@ -14,6 +14,7 @@
 #ifndef MK_PROPOSE_H
 #define MK_PROPOSE_H
 
+#include "mk_buf.h"
 #include "mk_decompose.h"
 #include "mk_err.h"
 #include "mk_ir.h"
@@ -105,6 +106,33 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
  * convolutions as torch calls. MK_EUNSUPPORTED with a reason for other
  * stages and on a CPU device (CUDA candidates need a GPU). */
 int mk_builtin_cuda_propose(const mk_propose_request *req, mk_candidate_list *out, mk_errmsg *err);
+
+/* A builtin CUDA C++ candidate again, for `mkevolve export` (docs/export.md):
+ * the same kernels, and its run(...) written as C++ statements over ATen
+ * instead of Python, so the export runs the kernels the ModelNew verified
+ * without parsing Python. `variant` is the candidate's name ("cuda_t256");
+ * values are named v<id> (the exporter's names) and the statements declare
+ * `at::Tensor v<id>` for every value the subkernel makes that leaves a
+ * kernel. Torch and view stages are written by `node` (the exporter's ATen
+ * spelling of one recorded call). Kernel launches call
+ * `<kernel_ns>::<kernel>(grid, block, stream, args...)`, host functions the
+ * caller writes from `kernels`, through helpers the caller defines:
+ * mk_broadcast, mk_full, mk_inplace, mk_bstrides, mk_prod, mk_reduced_shape,
+ * mk_ptr<T>, mk_stream, mk_launch (engine/export/export_cuda.c). */
+typedef int (*mk_builtin_cuda_node_fn)(void *ctx, const mk_graph *g, const mk_node *n, mk_buf *out,
+                                       mk_errmsg *err);
+typedef struct mk_builtin_cuda_cpp {
+  mk_buf cuda;     /* MK_CUDA_SOURCE of the candidate, byte for byte */
+  mk_buf kernels;  /* one line per kernel: "<name> <sig>\n", sig one of f b q per parameter */
+  mk_buf launcher; /* the C++ statements, indented 2 */
+} mk_builtin_cuda_cpp;
+/* *out is initialised here; free it with mk_builtin_cuda_cpp_free (also after
+ * a failure). MK_EUNSUPPORTED for a variant the generator does not make or a
+ * subkernel it has no kernel for. */
+int mk_builtin_cuda_cpp_for(const mk_graph *g, const mk_subkernel *sk, const char *variant,
+                            const char *kernel_ns, mk_builtin_cuda_node_fn node, void *node_ctx,
+                            mk_builtin_cuda_cpp *out, mk_errmsg *err);
+void mk_builtin_cuda_cpp_free(mk_builtin_cuda_cpp *c);
 
 /* The PyTorch reference as a candidate: run(...) replays the subkernel's
  * nodes with the same torch calls (always correct by construction). */

@@ -7,7 +7,9 @@
 #   level 3: evolved here with --backend cuda (120 s of search), or $EXPORT_L3
 #            (a ModelNew file) to skip the evolve
 # Each export is first tried without --kernels-as-pytorch (the refusal naming
-# the Triton / CUDA C++ subkernels is logged), then with it. The project is
+# the Triton subkernels is logged), then with it; the level-3 composition
+# (CUDA C++ subkernels) is also exported without it, its kernels compiled in
+# by nvcc, built with CMake and tested on the GPU (export-level3_cuda.log). The project is
 # built with CMake when the machine has it, else with g++ directly (the same
 # sources; the log says which).
 # Run from the repository root after scripts/devkit.sh and prepare-kb.sh;
@@ -64,6 +66,42 @@ export_and_test() { # modelnew name
   cp "$dir"/*.h "$dir"/*.cpp "$dir"/CMakeLists.txt "$dir"/export.json "$dir"/README.md "$OUT/project-$name/" 2>/dev/null
 }
 
+# A --backend cuda composition WITHOUT --kernels-as-pytorch: its CUDA C++
+# subkernels compiled in (DIR/<ns>_kernels.cu, nvcc through CMake's CUDA
+# language), built and tested on the GPU. Needs cmake (no g++ fallback: the
+# .cu needs nvcc); CUDACXX is set from nvcc on PATH when unset.
+export_kernels_and_test() { # modelnew name
+  local modelnew=$1 name=$2 dir=/tmp/mk-export-$2 ns=mk_$2 log=$OUT/export-$2.log
+  rm -rf "$dir"
+  : > "$log"
+  echo "== $name (CUDA kernels compiled in): $modelnew" | tee -a "$summary"
+  grep '^#   sk' "$modelnew" | sed 's/^/  /' | tee -a "$summary"
+  local start=$(date +%s)
+  if ! timeout 300 "$MK" export "$modelnew" -o "$dir" --device cuda --namespace "$ns" >> "$log" 2>&1; then
+    echo "  export: FAILED ($(tail -3 "$log" | tr '\n' ' '))" | tee -a "$summary"
+    return
+  fi
+  echo "  export: ok in $(( $(date +%s) - start )) s; $(grep -o '[0-9]* CUDA C++ subkernels* compiled in' "$log")" | tee -a "$summary"
+  grep -o '"exported_as":[^,]*' "$dir/export.json" | sort | uniq -c | sed 's/^/  /' | tee -a "$summary"
+  mkdir -p "$OUT/project-$name"
+  cp "$dir"/*.h "$dir"/*.cpp "$dir"/*.cu "$dir"/CMakeLists.txt "$dir"/export.json "$OUT/project-$name/" 2>/dev/null
+  if ! command -v cmake >/dev/null; then
+    echo "  build: SKIPPED (no cmake on this machine)" | tee -a "$summary"
+    return
+  fi
+  [ -n "${CUDACXX:-}" ] || export CUDACXX=$(command -v nvcc)
+  start=$(date +%s)
+  if ! { cmake -S "$dir" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >> "$log" 2>&1 &&
+         cmake --build "$dir/build" -j 16 >> "$log" 2>&1; }; then
+    echo "  build: FAILED (see export-$name.log)" | tee -a "$summary"
+    tail -40 "$log"
+    return
+  fi
+  echo "  build: ok in $(( $(date +%s) - start )) s (cmake, nvcc $(nvcc --version | grep -o 'release [0-9.]*'))" | tee -a "$summary"
+  timeout 300 "$dir/build/${ns}_test" "$dir/data" --device cuda 2>&1 | tee -a "$log" | sed 's/^/  /' | tee -a "$summary"
+  echo "  test exit status: ${PIPESTATUS[0]}" | tee -a "$summary"
+}
+
 l2=${EXPORT_L2:-$root/docs/bench/conv-layout-h200/modelnew/level2_35_Conv2d_Subtract_HardSwish_MaxPool_Mish.py}
 export_and_test "$l2" level2
 l3=${EXPORT_L3:-}
@@ -75,4 +113,5 @@ if [ -z "$l3" ]; then
   echo "evolve level3 25_ShuffleNetUnit --backend cuda: exit $? in $(( $(date +%s) - start )) s" | tee -a "$summary"
 fi
 [ -f "$l3" ] && export_and_test "$l3" level3
+[ -f "$l3" ] && export_kernels_and_test "$l3" level3_cuda
 cat "$summary"

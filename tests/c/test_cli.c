@@ -842,7 +842,8 @@ MK_TEST(cli, cpu_evolve_stays_inside_its_budget) {
 }
 
 /* `mkevolve export` refuses at once (no worker) what it cannot export:
- * a file compose did not write, and Triton subkernels without
+ * a file compose did not write, and Triton subkernels (CUDA C++ ones are
+ * compiled in: test_export_cuda.c) without
  * --kernels-as-pytorch, naming each; a usage mistake is status 2. The
  * export itself, built and tested against libtorch, is tests/suites/65-export.sh. */
 MK_TEST(cli, export_refusals) {
@@ -855,7 +856,7 @@ MK_TEST(cli, export_refusals) {
   const char *triton[] = {"export", fixture, "-o", dir, NULL};
   run(triton, env, 20, &r);
   MK_CHECK_INT(r.status, ==, 1);
-  MK_CHECK(strstr(r.err, "6 subkernels run a Triton or CUDA C++ kernel") != NULL);
+  MK_CHECK(strstr(r.err, "6 subkernels run a Triton kernel, which the C++ export does not compile") != NULL);
   MK_CHECK(strstr(r.err, "sk0 conv2d (Triton: triton_convcl)") != NULL);
   MK_CHECK(strstr(r.err, "--kernels-as-pytorch") != NULL);
   run_free(&r);

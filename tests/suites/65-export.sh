@@ -65,6 +65,34 @@ if "$x/build/mk_small_test" "$x/data" > "$work/bad-op.log"; then
 fi
 echo "ok   its test fails on a wrong op"
 
+# 5. CUDA C++ subkernels compiled in (compile only: no GPU, and the CPU
+#    wheel has no CUDA libraries to link): the C test writes the project of a
+#    ModelNew composed of the builtin CUDA generator's candidates; nvcc
+#    compiles its kernels and g++ checks its forward (the launchers) against
+#    libtorch's headers. Skips without nvcc.
+tests_bin=${MK_TESTS_BIN:-$(dirname "$bin")/tests/mk_tests}
+if ! command -v nvcc >/dev/null; then
+  echo "SKIP 65-export/cuda-compile: no nvcc"
+elif [ ! -x "$tests_bin" ]; then
+  echo "SKIP 65-export/cuda-compile: no $tests_bin"
+else
+  c=$work/cuda_project
+  MK_EXPORT_CUDA_DIR=$c "$tests_bin" export/cuda_subkernels_are_planned_and_regenerated > "$work/cuda-plan.log" 2>&1 ||
+    { cat "$work/cuda-plan.log"; fail "the CUDA export's C test"; }
+  nvcc -c -std=c++17 "$c/mk_conv_chain_kernels.cu" -o "$work/kernels.o" > "$work/nvcc.log" 2>&1 ||
+    { cat "$work/nvcc.log"; fail "nvcc does not compile the exported kernels"; }
+  ti=$("$py" -c 'import os, torch; print(os.path.dirname(torch.__file__))')/include
+  # the CPU wheel ships c10/cuda's headers without the CMake-made one they include
+  mkdir -p "$work/stub/c10/cuda/impl"
+  [ -f "$ti/c10/cuda/impl/cuda_cmake_macros.h" ] || echo '#pragma once' > "$work/stub/c10/cuda/impl/cuda_cmake_macros.h"
+  cuda_inc=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")/include
+  [ -f "$cuda_inc/cuda_runtime_api.h" ] || cuda_inc=/usr/local/cuda/include
+  g++ -std=c++17 -fsyntax-only -I"$c" -I"$work/stub" -isystem "$ti" -isystem "$ti/torch/csrc/api/include" \
+    -isystem "$cuda_inc" "$c/mk_conv_chain.cpp" > "$work/gxx.log" 2>&1 ||
+    { cat "$work/gxx.log"; fail "the exported CUDA launchers do not compile against libtorch's headers"; }
+  echo "ok   CUDA C++ subkernels: kernels compile with nvcc, launchers against libtorch's headers (no link: no GPU)"
+fi
+
 # 4. The GPU variant: data made on the GPU, the test run there (TF32 off).
 if ! "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   echo "SKIP 65-export/cuda: no GPU"

@@ -1,0 +1,203 @@
+/* test_export_cuda.c — CUDA C++ subkernels compiled into the C++ export
+ * (engine/export/export_cuda.c, docs/export.md): a ModelNew composed of the
+ * builtin CUDA generator's candidates is planned (nodes recovered from its
+ * forward, kernels regenerated and matched byte for byte), its launchers are
+ * C++ over ATen, and the project gets the .cu and header. The refusals: a
+ * kernel text the generator no longer writes, a variant it does not make, a
+ * candidate of another origin. Compiling the project: tests/suites/65-export.sh
+ * (MK_EXPORT_CUDA_DIR keeps the project this test writes). */
+#include "mk_buf.h"
+#include "mk_compose.h"
+#include "mk_decompose.h"
+#include "mk_export.h"
+#include "mk_propose.h"
+#include "mk_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct composed {
+  mk_graph *g;
+  mk_partition p;
+  mk_candidate_list *lists;
+  const mk_candidate **chosen;
+  mk_buf out;
+  int ncuda;
+} composed;
+
+/* Fixture `name` composed with each subkernel's first CUDA candidate. */
+static int compose_cuda(const char *name, composed *c, mk_errmsg *err) {
+  memset(c, 0, sizeof *c);
+  mk_buf_init(&c->out, 0);
+  char path[1024], json_path[1024];
+  snprintf(path, sizeof path, "%s/tests/fixtures/propose/%s.py", mk_test_repo_dir(), name);
+  snprintf(json_path, sizeof json_path, "%s/tests/fixtures/propose/%s.json", mk_test_repo_dir(), name);
+  char *json = NULL, *src = NULL;
+  size_t jl = 0, sl = 0;
+  if (mk_read_file(json_path, 1 << 24, &json, &jl) || mk_read_file(path, 1 << 20, &src, &sl)) {
+    free(json);
+    return mk_errf(err, MK_EIO, "cannot read fixture %s", name);
+  }
+  int rc = mk_graph_from_json(json, jl, &c->g, err);
+  free(json);
+  if (!rc) rc = mk_decompose_initial(c->g, &c->p, err);
+  if (!rc) {
+    c->lists = calloc((size_t)c->p.nsubkernels + 1, sizeof *c->lists);
+    c->chosen = calloc((size_t)c->p.nsubkernels + 1, sizeof *c->chosen);
+    if (!c->lists || !c->chosen) rc = MK_ENOMEM;
+  }
+  for (int s = 0; !rc && s < c->p.nsubkernels; s++) {
+    mk_propose_request req = {.graph = c->g, .subkernel = &c->p.subkernels[s], .device = "cuda",
+                              .backend = MK_KBACKEND_CUDA};
+    mk_errmsg perr = {{0}};
+    if (mk_builtin_propose_backend(&req, &c->lists[s], &perr) == 0 && c->lists[s].n > 0) {
+      c->chosen[s] = &c->lists[s].items[0];
+      c->ncuda += strcmp(mk_candidate_backend(c->chosen[s]), "cuda") == 0;
+    }
+  }
+  mk_compose_options opt = {.module_source = src, .source_path = path};
+  if (!rc) rc = mk_compose_modelnew(c->g, &c->p, c->chosen, &opt, &c->out, err);
+  free(src);
+  return rc;
+}
+
+static void composed_free(composed *c) {
+  for (int s = 0; c->lists && s < c->p.nsubkernels; s++) mk_candidate_list_free(&c->lists[s]);
+  free(c->lists);
+  free(c->chosen);
+  mk_buf_free(&c->out);
+  mk_partition_free(&c->p);
+  mk_graph_free(c->g);
+}
+
+/* Plans `text` (a ModelNew of c's graph): 0 or the error. */
+static int plan_text(const composed *c, const char *text, mk_export_cuda *cuda, mk_errmsg *err) {
+  mk_export_modelnew m;
+  int rc = mk_export_read_modelnew(text, &m, err);
+  if (!rc) rc = mk_export_cuda_plan(c->g, &m, cuda, err);
+  mk_export_modelnew_free(&m);
+  return rc;
+}
+
+MK_TEST(export, cuda_subkernels_are_planned_and_regenerated) {
+  composed c;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(compose_cuda("conv_chain", &c, &err) == 0);
+  MK_REQUIRE(c.ncuda > 0);
+  mk_export_cuda cuda;
+  int rc = plan_text(&c, mk_buf_cstr(&c.out), &cuda, &err);
+  if (rc) fprintf(stderr, "plan: %s\n", err.text);
+  MK_CHECK(rc == 0);
+  MK_CHECK(cuda.n == c.ncuda);
+  for (int i = 0; i < cuda.n; i++) {
+    const mk_export_cuda_sk *x = &cuda.sks[i];
+    const mk_subkernel *orig = &c.p.subkernels[x->index];
+    /* the recovered nodes are the partition's */
+    MK_CHECK(x->sk.nnodes == orig->nnodes);
+    for (int k = 0; k < orig->nnodes && k < x->sk.nnodes; k++) MK_CHECK(x->sk.nodes[k] == orig->nodes[k]);
+    const char *l = mk_buf_cstr(&cuda.sks[i].code.launcher);
+    char want[64];
+    snprintf(want, sizeof want, "sk%d::launch::_k1_", x->section);
+    MK_CHECK(strstr(l, want) != NULL);
+    MK_CHECK(strstr(l, "mk_launch(\"_k1_") != NULL);
+    MK_CHECK(strstr(l, "mk_stream(") != NULL);
+    MK_CHECK(strstr(l, "c10::cuda::CUDAGuard") != NULL);
+    /* every output is declared by the launcher or by an ATen statement in it */
+    for (int o = 0; o < x->sk.noutputs; o++) {
+      snprintf(want, sizeof want, "at::Tensor v%d = ", x->sk.outputs[o]);
+      MK_CHECK(strstr(l, want) != NULL);
+    }
+    /* the kernels are the candidate's own text */
+    MK_CHECK(strstr(mk_buf_cstr(&c.out), "__global__ void _k1_") != NULL);
+    MK_CHECK(strstr(mk_buf_cstr(&cuda.sks[i].code.cuda), "extern \"C\" __global__ void _k1_") != NULL);
+  }
+  /* the forward launches them and keeps ATen for the rest */
+  mk_buf fwd;
+  mk_buf_init(&fwd, 0);
+  MK_CHECK(mk_export_forward_cpp_cuda(c.g, &cuda, &fwd, &err) == 0);
+  MK_CHECK(strstr(mk_buf_cstr(&fwd), "CUDA C++ kernels (namespace sk") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&fwd), "return {") != NULL);
+  mk_buf_free(&fwd);
+  /* the project */
+  const char *keep = getenv("MK_EXPORT_CUDA_DIR");
+  char dir[1024];
+  if (keep && *keep) snprintf(dir, sizeof dir, "%s", keep);
+  else snprintf(dir, sizeof dir, "/tmp/mk_test_export_cuda.%d", (int)getpid());
+  mk_export_modelnew m;
+  MK_REQUIRE(mk_export_read_modelnew(mk_buf_cstr(&c.out), &m, &err) == 0);
+  mk_export_project p = {.dir = dir, .ns = "mk_conv_chain", .problem_file = "problem.py", .class_name = "Model",
+                         .composed_from = "conv_chain_modelnew.py", .g = c.g, .m = &m, .cuda = &cuda,
+                         .device = "cuda", .atol = 1e-4, .rtol = 1e-4};
+  rc = mk_export_write_project(&p, &err);
+  if (rc) fprintf(stderr, "project: %s\n", err.text);
+  MK_CHECK(rc == 0);
+  char path[1200], *text = NULL;
+  size_t len = 0;
+  snprintf(path, sizeof path, "%s/mk_conv_chain_kernels.cu", dir);
+  MK_CHECK(mk_read_file(path, 1 << 24, &text, &len) == 0);
+  MK_CHECK(text && strstr(text, "namespace launch {") && !strstr(text, "extern \"C\" __global__") &&
+           strstr(text, "<<<dim3((unsigned)grid)"));
+  free(text);
+  snprintf(path, sizeof path, "%s/CMakeLists.txt", dir);
+  MK_CHECK(mk_read_file(path, 1 << 20, &text, &len) == 0);
+  MK_CHECK(text && strstr(text, "LANGUAGES CXX CUDA") && strstr(text, "mk_conv_chain_kernels.cu"));
+  free(text);
+  snprintf(path, sizeof path, "%s/export.json", dir);
+  MK_CHECK(mk_read_file(path, 1 << 20, &text, &len) == 0);
+  MK_CHECK(text && strstr(text, "\"exported_as\":\t\"cuda\""));
+  free(text);
+  mk_export_modelnew_free(&m);
+  mk_export_cuda_free(&cuda);
+  if (!(keep && *keep)) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    MK_CHECK(system(cmd) == 0);
+  }
+  composed_free(&c);
+}
+
+/* Replaces the first `from` after `after` in text (a copy). */
+static char *edited(const char *text, const char *after, const char *from, const char *to) {
+  const char *a = strstr(text, after);
+  const char *hit = a ? strstr(a, from) : NULL;
+  if (hit == NULL) return NULL;
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  mk_buf_append(&b, text, (size_t)(hit - text));
+  mk_buf_puts(&b, to);
+  mk_buf_puts(&b, hit + strlen(from));
+  return mk_buf_steal(&b, NULL);
+}
+
+MK_TEST(export, cuda_refuses_what_it_cannot_match) {
+  composed c;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(compose_cuda("conv_chain", &c, &err) == 0);
+  MK_REQUIRE(c.ncuda > 0);
+  const char *t = mk_buf_cstr(&c.out);
+  /* an edited kernel */
+  char *e1 = edited(t, "_mk_cuda_source = r\"\"\"", "offs >= numel", "offs > numel");
+  MK_REQUIRE(e1 != NULL);
+  mk_export_cuda cuda;
+  MK_CHECK(plan_text(&c, e1, &cuda, &err) == MK_EUNSUPPORTED);
+  MK_CHECK(strstr(err.text, "no longer writes the kernels") != NULL);
+  mk_export_cuda_free(&cuda);
+  free(e1);
+  /* a variant the generator does not make */
+  char *e2 = edited(t, "# Subkernels", "cuda_t256", "cuda_t999");
+  MK_REQUIRE(e2 != NULL);
+  MK_CHECK(plan_text(&c, e2, &cuda, &err) == MK_EUNSUPPORTED);
+  MK_CHECK(strstr(err.text, "cuda_t999 is not a variant") != NULL);
+  mk_export_cuda_free(&cuda);
+  free(e2);
+  /* another origin than the builtin generator */
+  char *e3 = edited(t, "# Subkernels", "cuda_t256 (builtin)", "cuda_t256 (claude)");
+  MK_REQUIRE(e3 != NULL);
+  MK_CHECK(plan_text(&c, e3, &cuda, &err) == MK_EUNSUPPORTED);
+  MK_CHECK(strstr(err.text, "from claude, not from the builtin generator") != NULL);
+  mk_export_cuda_free(&cuda);
+  free(e3);
+  composed_free(&c);
+}
