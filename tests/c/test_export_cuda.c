@@ -81,7 +81,7 @@ static int plan_text(const composed *c, const char *text, mk_export_cuda *cuda, 
   return rc;
 }
 
-MK_TEST(export, cuda_subkernels_are_planned_and_regenerated) {
+MK_TEST(export_cuda, subkernels_are_planned_and_regenerated) {
   composed c;
   mk_errmsg err = {{0}};
   MK_REQUIRE(compose_cuda("conv_chain", &c, &err) == 0);
@@ -171,7 +171,7 @@ static char *edited(const char *text, const char *after, const char *from, const
   return mk_buf_steal(&b, NULL);
 }
 
-MK_TEST(export, cuda_refuses_what_it_cannot_match) {
+MK_TEST(export_cuda, refuses_what_it_cannot_match) {
   composed c;
   mk_errmsg err = {{0}};
   MK_REQUIRE(compose_cuda("conv_chain", &c, &err) == 0);

@@ -77,7 +77,7 @@ elif [ ! -x "$tests_bin" ]; then
   echo "SKIP 65-export/cuda-compile: no $tests_bin"
 else
   c=$work/cuda_project
-  MK_EXPORT_CUDA_DIR=$c "$tests_bin" export/cuda_subkernels_are_planned_and_regenerated > "$work/cuda-plan.log" 2>&1 ||
+  MK_EXPORT_CUDA_DIR=$c "$tests_bin" export_cuda/subkernels_are_planned_and_regenerated > "$work/cuda-plan.log" 2>&1 ||
     { cat "$work/cuda-plan.log"; fail "the CUDA export's C test"; }
   nvcc -c -std=c++17 "$c/mk_conv_chain_kernels.cu" -o "$work/kernels.o" > "$work/nvcc.log" 2>&1 ||
     { cat "$work/nvcc.log"; fail "nvcc does not compile the exported kernels"; }
