@@ -6,49 +6,11 @@
 #include "mk_decompose.h"
 #include "mk_propose.h"
 #include "mk_test.h"
+#include "support.h"
 
 #include <stdlib.h>
 #include <unistd.h>
 
-static const char *GRAPH_JSON =
-    "{\"schema\":1,\"file\":\"/tmp/m.py\",\"class\":\"Model\",\"source_sha256\":\"0\",\"batch\":null,"
-    "\"values\":["
-    "{\"id\":0,\"kind\":\"input\",\"index\":0,\"shape\":[4,8],\"dtype\":\"float32\"},"
-    "{\"id\":1,\"kind\":\"param\",\"name\":\"fc.weight\",\"shape\":[8,8],\"dtype\":\"float32\"},"
-    "{\"id\":2,\"kind\":\"param\",\"name\":\"fc.bias\",\"shape\":[8],\"dtype\":\"float32\"},"
-    "{\"id\":3,\"kind\":\"node\",\"producer\":0,\"shape\":[4,8],\"dtype\":\"float32\"},"
-    "{\"id\":4,\"kind\":\"node\",\"producer\":1,\"shape\":[4,8],\"dtype\":\"float32\"},"
-    "{\"id\":5,\"kind\":\"node\",\"producer\":2,\"shape\":[4,8],\"dtype\":\"float32\"},"
-    "{\"id\":6,\"kind\":\"node\",\"producer\":3,\"shape\":[4],\"dtype\":\"float32\"}],"
-    "\"nodes\":["
-    "{\"id\":0,\"op\":\"torch.relu\",\"args\":[{\"t\":0}],\"kwargs\":{},\"inputs\":[0],\"outputs\":[3],"
-    "\"out\":{\"t\":3},\"mutates\":[],\"span\":{\"line\":8,\"col\":12,\"end_line\":8,\"end_col\":25}},"
-    "{\"id\":1,\"op\":\"torch.nn.functional.linear\",\"args\":[{\"t\":3},{\"t\":1},{\"t\":2}],\"kwargs\":{},"
-    "\"inputs\":[3,1,2],\"outputs\":[4],\"out\":{\"t\":4},\"mutates\":[],\"module\":\"fc\",\"module_type\":\"Linear\","
-    "\"span\":{\"line\":9,\"col\":12,\"end_line\":9,\"end_col\":22}},"
-    "{\"id\":2,\"op\":\"torch.Tensor.__rmul__\",\"args\":[{\"t\":4},{\"float\":2.0}],\"kwargs\":{},\"inputs\":[4],"
-    "\"outputs\":[5],\"out\":{\"t\":5},\"mutates\":[],\"span\":{\"line\":10,\"col\":12,\"end_line\":10,\"end_col\":19}},"
-    "{\"id\":3,\"op\":\"torch.sum\",\"args\":[{\"t\":5}],\"kwargs\":{\"dim\":1},\"inputs\":[5],\"outputs\":[6],"
-    "\"out\":{\"t\":6},\"mutates\":[],\"span\":{\"line\":11,\"col\":15,\"end_line\":11,\"end_col\":33}}],"
-    "\"outputs\":{\"tuple\":[{\"t\":6},{\"t\":3}]},\"forward\":{\"line\":7,\"end_line\":11},"
-    "\"statements\":[],\"stats\":{\"capture_ms\":1.0,\"nodes\":4}}";
-
-static const char *SOURCE =
-    "import torch\n"
-    "import torch.nn as nn\n"
-    "class Model(nn.Module):\n"
-    "    def __init__(self):\n"
-    "        super().__init__()\n"
-    "        self.fc = nn.Linear(8, 8)\n"
-    "    def forward(self, x):\n"
-    "        x = torch.relu(x)\n"
-    "        y = self.fc(x)\n"
-    "        y = 2.0 * y\n"
-    "        return torch.sum(y, dim=1), x\n"
-    "def get_inputs():\n"
-    "    return [torch.randn(4, 8)]\n"
-    "def get_init_inputs():\n"
-    "    return []\n";
 
 static int plain_namer(void *ctx, int vid, mk_buf *out) { return mk_buf_printf(out, "v%d", vid); }
 
@@ -166,7 +128,7 @@ static void check_module_in_python(const char *py, size_t len, const char *check
 MK_TEST(compose, modelnew_runs_and_matches) {
   mk_errmsg err = {{0}};
   mk_graph *g = NULL;
-  MK_REQUIRE(mk_graph_from_json(GRAPH_JSON, strlen(GRAPH_JSON), &g, &err) == 0);
+  MK_REQUIRE(mk_graph_from_json(mk_test_small_graph_json, strlen(mk_test_small_graph_json), &g, &err) == 0);
   mk_partition p = {0};
   MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
   MK_REQUIRE(p.nsubkernels >= 1);
@@ -177,7 +139,7 @@ MK_TEST(compose, modelnew_runs_and_matches) {
   if (p.subkernels[0].nnodes == 1) chosen[0] = &cand;
   mk_buf out;
   mk_buf_init(&out, 0);
-  mk_compose_options opt = {.module_source = SOURCE, .source_path = "m.py"};
+  mk_compose_options opt = {.module_source = mk_test_small_source, .source_path = "m.py"};
   MK_CHECK_INT(mk_compose_modelnew(g, &p, chosen, &opt, &out, &err), ==, 0);
   const char *py = mk_buf_cstr(&out);
   MK_CHECK(strstr(py, "class ModelNew(Model):") != NULL);
@@ -227,13 +189,13 @@ MK_TEST(compose, cuda_graph_variant_wraps_and_falls_back_on_cpu) {
 MK_TEST(compose, header_says_how_to_run_without_a_gpu) {
   mk_errmsg err = {{0}};
   mk_graph *g = NULL;
-  MK_REQUIRE(mk_graph_from_json(GRAPH_JSON, strlen(GRAPH_JSON), &g, &err) == 0);
+  MK_REQUIRE(mk_graph_from_json(mk_test_small_graph_json, strlen(mk_test_small_graph_json), &g, &err) == 0);
   mk_partition p = {0};
   MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
   mk_candidate cand = {.name = "k", .origin = "builtin",
                        .source = "import torch\n\ndef run(*xs):\n    return xs[0]\n"};
   const mk_candidate **chosen = calloc((size_t)p.nsubkernels, sizeof *chosen);
-  mk_compose_options opt = {.module_source = SOURCE, .source_path = "m.py"};
+  mk_compose_options opt = {.module_source = mk_test_small_source, .source_path = "m.py"};
   for (int with_kernel = 0; with_kernel < 2; with_kernel++) {
     chosen[0] = with_kernel ? &cand : NULL;
     mk_buf out;

@@ -8,50 +8,12 @@
 #include "mk_decompose.h"
 #include "mk_export.h"
 #include "mk_test.h"
+#include "support.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *GRAPH_JSON =
-    "{\"schema\":1,\"file\":\"/tmp/m.py\",\"class\":\"Model\",\"source_sha256\":\"0\",\"batch\":null,"
-    "\"values\":["
-    "{\"id\":0,\"kind\":\"input\",\"index\":0,\"shape\":[4,8],\"dtype\":\"float32\"},"
-    "{\"id\":1,\"kind\":\"param\",\"name\":\"fc.weight\",\"shape\":[8,8],\"dtype\":\"float32\"},"
-    "{\"id\":2,\"kind\":\"param\",\"name\":\"fc.bias\",\"shape\":[8],\"dtype\":\"float32\"},"
-    "{\"id\":3,\"kind\":\"node\",\"producer\":0,\"shape\":[4,8],\"dtype\":\"float32\"},"
-    "{\"id\":4,\"kind\":\"node\",\"producer\":1,\"shape\":[4,8],\"dtype\":\"float32\"},"
-    "{\"id\":5,\"kind\":\"node\",\"producer\":2,\"shape\":[4,8],\"dtype\":\"float32\"},"
-    "{\"id\":6,\"kind\":\"node\",\"producer\":3,\"shape\":[4],\"dtype\":\"float32\"}],"
-    "\"nodes\":["
-    "{\"id\":0,\"op\":\"torch.relu\",\"args\":[{\"t\":0}],\"kwargs\":{},\"inputs\":[0],\"outputs\":[3],"
-    "\"out\":{\"t\":3},\"mutates\":[],\"span\":{\"line\":8,\"col\":12,\"end_line\":8,\"end_col\":25}},"
-    "{\"id\":1,\"op\":\"torch.nn.functional.linear\",\"args\":[{\"t\":3},{\"t\":1},{\"t\":2}],\"kwargs\":{},"
-    "\"inputs\":[3,1,2],\"outputs\":[4],\"out\":{\"t\":4},\"mutates\":[],\"module\":\"fc\",\"module_type\":\"Linear\","
-    "\"span\":{\"line\":9,\"col\":12,\"end_line\":9,\"end_col\":22}},"
-    "{\"id\":2,\"op\":\"torch.Tensor.__rmul__\",\"args\":[{\"t\":4},{\"float\":2.0}],\"kwargs\":{},\"inputs\":[4],"
-    "\"outputs\":[5],\"out\":{\"t\":5},\"mutates\":[],\"span\":{\"line\":10,\"col\":12,\"end_line\":10,\"end_col\":19}},"
-    "{\"id\":3,\"op\":\"torch.sum\",\"args\":[{\"t\":5}],\"kwargs\":{\"dim\":1},\"inputs\":[5],\"outputs\":[6],"
-    "\"out\":{\"t\":6},\"mutates\":[],\"span\":{\"line\":11,\"col\":15,\"end_line\":11,\"end_col\":33}}],"
-    "\"outputs\":{\"tuple\":[{\"t\":6},{\"t\":3}]},\"forward\":{\"line\":7,\"end_line\":11},"
-    "\"statements\":[],\"stats\":{\"capture_ms\":1.0,\"nodes\":4}}";
-
-static const char *SOURCE =
-    "import torch\n"
-    "import torch.nn as nn\n"
-    "class Model(nn.Module):\n"
-    "    def __init__(self):\n"
-    "        super().__init__()\n"
-    "        self.fc = nn.Linear(8, 8)\n"
-    "    def forward(self, x):\n"
-    "        x = torch.relu(x)\n"
-    "        y = self.fc(x)\n"
-    "        y = 2.0 * y\n"
-    "        return torch.sum(y, dim=1), x\n"
-    "def get_inputs():\n"
-    "    return [torch.randn(4, 8)]\n"
-    "def get_init_inputs():\n"
-    "    return []\n";
 
 static const char *TRITON_CAND =
     "import torch\nimport triton\nimport triton.language as tl\n\n"
@@ -67,17 +29,19 @@ static const char *CUDA_CAND =
     "def run(x0):\n    v3 = torch.empty_like(x0)\n    n = v3.numel()\n"
     "    _mk_cuda.launch(\"_k1_ew\", ((n + 255) // 256,), (256,), (x0.contiguous(), v3, n))\n    return v3\n";
 
-/* Composes GRAPH_JSON with `cand` (may be NULL) for the first subkernel. */
+/* Composes mk_test_small_graph_json with `cand` (may be NULL) for the first subkernel. */
 static char *compose_with(const mk_candidate *cand) {
   mk_errmsg err;
   mk_graph *g = NULL;
   mk_partition p = {0};
-  if (mk_graph_from_json(GRAPH_JSON, strlen(GRAPH_JSON), &g, &err) || mk_decompose_initial(g, &p, &err)) return NULL;
+  if (mk_graph_from_json(mk_test_small_graph_json, strlen(mk_test_small_graph_json), &g, &err) ||
+      mk_decompose_initial(g, &p, &err))
+    return NULL;
   const mk_candidate **chosen = calloc((size_t)p.nsubkernels + 1, sizeof *chosen);
   chosen[0] = cand;
   mk_buf out;
   mk_buf_init(&out, 0);
-  mk_compose_options opt = {.module_source = SOURCE, .source_path = "some dir/level2/1_Small (v2).py"};
+  mk_compose_options opt = {.module_source = mk_test_small_source, .source_path = "some dir/level2/1_Small (v2).py"};
   int rc = mk_compose_modelnew(g, &p, chosen, &opt, &out, &err);
   free(chosen);
   mk_partition_free(&p);
@@ -93,7 +57,7 @@ MK_TEST(export, reads_a_pytorch_composition) {
   MK_CHECK_INT(mk_export_read_modelnew(text, &m, &err), ==, 0);
   MK_CHECK_STR(m.class_name, "Model");
   MK_CHECK_STR(m.source_path, "some dir/level2/1_Small (v2).py");
-  MK_CHECK_STR(m.module_source, SOURCE);
+  MK_CHECK_STR(m.module_source, mk_test_small_source);
   MK_CHECK(m.nsubkernels >= 1);
   for (int i = 0; i < m.nsubkernels; i++) {
     MK_CHECK_INT(m.subkernels[i].backend, ==, MK_EXPORT_PYTORCH);
@@ -121,7 +85,7 @@ MK_TEST(export, tells_triton_and_cuda_sections) {
     MK_CHECK_STR(m.subkernels[0].variant, cands[c]->name);
     MK_CHECK_INT(m.subkernels[0].section, ==, 0);
     /* the module ends where the kernels begin, whatever precedes them */
-    MK_CHECK_STR(m.module_source, SOURCE);
+    MK_CHECK_STR(m.module_source, mk_test_small_source);
     for (int i = 1; i < m.nsubkernels; i++) MK_CHECK_INT(m.subkernels[i].backend, ==, MK_EXPORT_PYTORCH);
     mk_export_modelnew_free(&m);
     free(text);
@@ -150,13 +114,13 @@ MK_TEST(export, a_kernel_section_is_never_missed) {
 
 MK_TEST(export, reads_the_plain_fallback_and_refuses_other_files) {
   char *plain = mk_strdup_printf("# ModelNew composed by MKEvolve: no subkernel could be replaced.\n%s"
-                                 "\n\nclass ModelNew(Model):\n    pass\n", SOURCE);
+                                 "\n\nclass ModelNew(Model):\n    pass\n", mk_test_small_source);
   mk_export_modelnew m;
   mk_errmsg err = {{0}};
   MK_CHECK_INT(mk_export_read_modelnew(plain, &m, &err), ==, 0);
   MK_CHECK(m.plain);
   MK_CHECK_STR(m.class_name, "Model");
-  MK_CHECK(m.module_source && strncmp(m.module_source, SOURCE, strlen(SOURCE)) == 0);
+  MK_CHECK(m.module_source && strncmp(m.module_source, mk_test_small_source, strlen(mk_test_small_source)) == 0);
   MK_CHECK_INT(m.nsubkernels, ==, 0);
   mk_export_modelnew_free(&m);
   free(plain);
@@ -272,7 +236,7 @@ MK_TEST(export, every_table_row_is_consistent) {
 MK_TEST(export, forward_and_project) {
   mk_errmsg err = {{0}};
   mk_graph *g = NULL;
-  MK_REQUIRE(mk_graph_from_json(GRAPH_JSON, strlen(GRAPH_JSON), &g, &err) == 0);
+  MK_REQUIRE(mk_graph_from_json(mk_test_small_graph_json, strlen(mk_test_small_graph_json), &g, &err) == 0);
   mk_buf b;
   mk_buf_init(&b, 0);
   MK_CHECK_INT(mk_export_forward_cpp(g, &b, &err), ==, 0);

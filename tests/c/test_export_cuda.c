@@ -12,65 +12,21 @@
 #include "mk_export.h"
 #include "mk_propose.h"
 #include "mk_test.h"
+#include "support.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-typedef struct composed {
-  mk_graph *g;
-  mk_partition p;
-  mk_candidate_list *lists;
-  const mk_candidate **chosen;
-  mk_buf out;
-  int ncuda;
-} composed;
+typedef mk_test_composed composed;
 
 /* Fixture `name` composed with each subkernel's first CUDA candidate. */
 static int compose_cuda(const char *name, composed *c, mk_errmsg *err) {
-  memset(c, 0, sizeof *c);
-  mk_buf_init(&c->out, 0);
-  char path[1024], json_path[1024];
-  snprintf(path, sizeof path, "%s/tests/fixtures/propose/%s.py", mk_test_repo_dir(), name);
-  snprintf(json_path, sizeof json_path, "%s/tests/fixtures/propose/%s.json", mk_test_repo_dir(), name);
-  char *json = NULL, *src = NULL;
-  size_t jl = 0, sl = 0;
-  if (mk_read_file(json_path, 1 << 24, &json, &jl) || mk_read_file(path, 1 << 20, &src, &sl)) {
-    free(json);
-    return mk_errf(err, MK_EIO, "cannot read fixture %s", name);
-  }
-  int rc = mk_graph_from_json(json, jl, &c->g, err);
-  free(json);
-  if (!rc) rc = mk_decompose_initial(c->g, &c->p, err);
-  if (!rc) {
-    c->lists = calloc((size_t)c->p.nsubkernels + 1, sizeof *c->lists);
-    c->chosen = calloc((size_t)c->p.nsubkernels + 1, sizeof *c->chosen);
-    if (!c->lists || !c->chosen) rc = MK_ENOMEM;
-  }
-  for (int s = 0; !rc && s < c->p.nsubkernels; s++) {
-    mk_propose_request req = {.graph = c->g, .subkernel = &c->p.subkernels[s], .device = "cuda",
-                              .backend = MK_KBACKEND_CUDA};
-    mk_errmsg perr = {{0}};
-    if (mk_builtin_propose_backend(&req, &c->lists[s], &perr) == 0 && c->lists[s].n > 0) {
-      c->chosen[s] = &c->lists[s].items[0];
-      c->ncuda += strcmp(mk_candidate_backend(c->chosen[s]), "cuda") == 0;
-    }
-  }
-  mk_compose_options opt = {.module_source = src, .source_path = path};
-  if (!rc) rc = mk_compose_modelnew(c->g, &c->p, c->chosen, &opt, &c->out, err);
-  free(src);
-  return rc;
+  return mk_test_compose_cuda(name, false, c, err);
 }
 
-static void composed_free(composed *c) {
-  for (int s = 0; c->lists && s < c->p.nsubkernels; s++) mk_candidate_list_free(&c->lists[s]);
-  free(c->lists);
-  free(c->chosen);
-  mk_buf_free(&c->out);
-  mk_partition_free(&c->p);
-  mk_graph_free(c->g);
-}
+static void composed_free(composed *c) { mk_test_composed_free(c); }
 
 /* Plans `text` (a ModelNew of c's graph): 0 or the error. */
 static int plan_text(const composed *c, const char *text, mk_export_cuda *cuda, mk_errmsg *err) {
