@@ -33,8 +33,12 @@
 
 typedef struct conv_info {
   bool transposed;
+  /* A transposed convolution with a stride > 1: each program computes one
+   * output phase (o + pad) mod stride, whose taps are a fixed subset, so the
+   * GEMM stays dense (the other taps would contribute zeros). */
+  bool phased;
   int nd; /* spatial dims: 2 or 3 */
-  long long st[3], pad[3], dil[3];
+  long long st[3], pad[3], dil[3], opad[3];
   int in, w, bias, out;
 } conv_info;
 
@@ -73,7 +77,7 @@ static bool conv_parse(const mk_graph *g, const mk_node *n, conv_info *ci) {
   const mk_value *x = &g->values[ci->in], *w = &g->values[ci->w];
   if (x->rank != nd + 2 || w->rank != nd + 2 || x->dtype != MK_DTYPE_F32 || w->dtype != MK_DTYPE_F32)
     return false;
-  long long groups = 1, opad[3] = {0, 0, 0};
+  long long groups = 1, *opad = ci->opad;
   bool ok = dims_arg(bi_arg(n, 3, "stride"), nd, 1, ci->st) &&
             dims_arg(bi_arg(n, 4, "padding"), nd, 0, ci->pad);
   const cJSON *ga = bi_arg(n, tr ? 6 : 6, "groups");
@@ -81,7 +85,11 @@ static bool conv_parse(const mk_graph *g, const mk_node *n, conv_info *ci) {
   if (tr) {
     ok = ok && dims_arg(bi_arg(n, 5, "output_padding"), nd, 0, opad) &&
          dims_arg(bi_arg(n, 7, "dilation"), nd, 1, ci->dil);
-    for (int d = 0; ok && d < nd; d++) ok = ci->st[d] == 1 && opad[d] == 0;
+    /* Stride 1: the convolution of the flipped weight. A larger stride: by
+     * phases, with dilation 1. */
+    for (int d = 0; ok && d < nd; d++) ci->phased |= ci->st[d] > 1;
+    for (int d = 0; ok && d < nd; d++)
+      ok = ci->phased ? ci->dil[d] == 1 && opad[d] >= 0 && opad[d] < ci->st[d] : opad[d] == 0;
   } else {
     ok = ok && dims_arg(bi_arg(n, 5, "dilation"), nd, 1, ci->dil);
   }
@@ -102,6 +110,7 @@ typedef struct conv_chain {
   int last;     /* last stage the kernel covers */
   int value;    /* value the anchor reads (conv output or ew result) */
   int nd;       /* the convolution's spatial dims */
+  bool phased;  /* the convolution is computed by output phases (conv_info) */
   int norm;     /* group_norm stage after the ew stage, or -1 */
   int norm_epi; /* that norm's epilogue (an elementwise stage), or -1 */
   bi_gn_info gn;
@@ -173,7 +182,9 @@ static bool anchor_fits(const bi_plan *p, int s, int v, conv_chain *c) {
   if (st->kind == BI_POOL) {
     if (bi_pool_parse(p->g, n, &c->pi, &ignored)) return false;
     const bi_pool_info *pi = &c->pi;
-    if (pi->adaptive || pi->nd != c->nd || pi->rank != c->nd + 2 || pi->ceil_mode || pi->divisor)
+    /* A window spans several output phases: not pooled in registers. */
+    if (c->phased || pi->adaptive || pi->nd != c->nd || pi->rank != c->nd + 2 || pi->ceil_mode ||
+        pi->divisor)
       return false;
     long long taps = 1;
     for (int d = 0; d < c->nd; d++) taps *= pi->k[d];
@@ -260,7 +271,7 @@ static int skip_independent(const bi_plan *p, int s, int next, conv_chain *c) {
  * or pool (and its epilogue). */
 static void find_chain(bi_plan *p, int s, const conv_info *ci, conv_chain *c) {
   *c = (conv_chain){.ew = -1, .anchor = -1, .last = s, .value = ci->out, .nd = ci->nd,
-                    .norm = -1, .norm_epi = -1};
+                    .phased = ci->phased, .norm = -1, .norm_epi = -1};
   int next = s + 1;
   if (next < p->nst && ew_fits(p, next, ci->out)) {
     c->ew = next;
@@ -333,9 +344,40 @@ static void split_index(mk_buf *k, const char *idx, const char *var, const char 
 
 /* Kernel lines enumerating the tile's output pixels o<d> and batch index n:
  * plain rows, or rows grouped by pool window with the window's taps innermost. */
+/* Kernel lines of output phase `ph`: r<d> = (o + P) mod S per dim, the first
+ * output of the phase base<d>, and its length U<d>. */
+static void phase_lines(const char *ph, int nd, mk_buf *k) {
+  mk_buf_printf(k, "    pt = %s\n", ph);
+  for (int d = nd - 1; d >= 0; d--) {
+    if (d > 0) mk_buf_printf(k, "    r%d = pt %% S%d\n    pt = pt // S%d\n", d, d, d);
+    else mk_buf_printf(k, "    r%d = pt\n", d);
+  }
+  for (int d = 0; d < nd; d++)
+    mk_buf_printf(k, "    base%d = ((r%d - P%d) %% S%d + S%d) %% S%d\n"
+                     "    U%d = (O%d - base%d + S%d - 1) // S%d\n", d, d, d, d, d, d, d, d, d, d, d);
+}
+
+/* Kernel lines giving the phase's pixels `idx` (below `bound` rows) their
+ * batch index n (unless per_image) and output coordinates o<d>. */
+static void phase_pixels(const char *idx, bool per_image, int nd, mk_buf *k) {
+  mk_buf_printf(k, "    m_mask = %s < %s", idx, per_image ? "" : "NB * ");
+  prod(k, "U", 0, nd);
+  mk_buf_puts(k, "\n");
+  if (!per_image) {
+    mk_buf_printf(k, "    n = %s // (", idx);
+    prod(k, "U", 0, nd);
+    mk_buf_puts(k, ")\n");
+  }
+  split_index(k, idx, "u", "U", nd);
+  for (int d = 0; d < nd; d++) mk_buf_printf(k, "    o%d = u%d * S%d + base%d\n", d, d, d, d);
+}
+
 static void pixel_lines(const conv_chain *c, int nd, mk_buf *k) {
   mk_buf_puts(k, "    rm = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)\n");
-  if (c->anchor >= 0 && !c->reduce) {
+  if (c->phased) {
+    phase_lines("tl.program_id(2)", nd, k);
+    phase_pixels("rm", false, nd, k);
+  } else if (c->anchor >= 0 && !c->reduce) {
     mk_buf_puts(k, "    m_mask = rm < NB * ");
     prod(k, "Q", 0, nd);
     mk_buf_puts(k, " * TAPS\n    q = rm // TAPS\n    tap = rm % TAPS\n    n = q // (");
@@ -359,8 +401,60 @@ static void pixel_lines(const conv_chain *c, int nd, mk_buf *k) {
  * when the channels fit one block: per iteration the tap's offsets are per
  * row ([BLOCK_M]) and the loads run along the channels, contiguous in the
  * channels_last input and weight the launcher passes. */
+/* The loop body's end: the inputs rounded to TF32 as the reference rounds
+ * them (ROUND), then the product. */
+static void round_dot_lines(mk_buf *k) {
+  mk_buf_puts(k, "        if ROUND == 1:  # TF32 by truncation: the reference's products\n"
+                 "            a = (a.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)\n"
+                 "            b = (b.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)\n"
+                 "        if ROUND == 2:  # TF32 to nearest (ties away): the reference's products\n"
+                 "            a = ((a.to(tl.int32, bitcast=True) + 4096) & -8192).to(tl.float32, bitcast=True)\n"
+                 "            b = ((b.to(tl.int32, bitcast=True) + 4096) & -8192).to(tl.float32, bitcast=True)\n"
+                 "        acc = tl.dot(a, b, acc, input_precision=PREC)\n");
+}
+
+/* The phased main loop: only the taps k = r + j * S of the program's phase,
+ * each reading input (o + P - k) / S (exact in the phase). */
+static void phased_gemm_lines(const conv_info *ci, mk_buf *k) {
+  int nd = ci->nd;
+  mk_buf_puts(k, "    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+                 "    n_mask = rn < OC\n");
+  for (int d = 0; d < nd; d++)
+    mk_buf_printf(k, "    nk%d = tl.maximum((K%d - r%d + S%d - 1) // S%d, 0)\n", d, d, d, d, d);
+  mk_buf_puts(k, "    NCB = tl.cdiv(C, BLOCK_K)\n"
+                 "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
+                 "    for it in range(0, ");
+  prod(k, "nk", 0, nd);
+  mk_buf_puts(k, " * NCB):\n"
+                 "        kt = it // NCB\n"
+                 "        cs = (it % NCB) * BLOCK_K + tl.arange(0, BLOCK_K)\n"
+                 "        c_ok = cs < C\n");
+  for (int d = nd - 1; d >= 0; d--) {
+    if (d > 0) mk_buf_printf(k, "        j%d = kt %% nk%d\n        kt = kt // nk%d\n", d, d, d);
+    else mk_buf_printf(k, "        j%d = kt\n", d);
+  }
+  mk_buf_puts(k, "        row_ok = m_mask\n        xrow = n * sxn\n");
+  for (int d = 0; d < nd; d++)
+    mk_buf_printf(k, "        k%d = r%d + j%d * S%d\n"
+                     "        i%d = (o%d + P%d - k%d) // S%d\n"
+                     "        row_ok = row_ok & (i%d >= 0) & (i%d < I%d)\n"
+                     "        xrow = xrow + i%d * sx%d\n", d, d, d, d, d, d, d, d, d, d, d, d, d, d);
+  mk_buf_puts(k, "        a = tl.load(x_ptr + xrow[:, None] + (cs * sxc)[None, :],\n"
+                 "                    mask=row_ok[:, None] & c_ok[None, :], other=0.0)\n"
+                 "        wtap = 0");
+  for (int d = 0; d < nd; d++) mk_buf_printf(k, " + k%d * sw%d", d, d);
+  mk_buf_puts(k, "\n");
+}
+
 static void gemm_lines(const conv_info *ci, mk_buf *k) {
   int nd = ci->nd;
+  if (ci->phased) {
+    phased_gemm_lines(ci, k);
+    mk_buf_puts(k, "        b = tl.load(w_ptr + rn[None, :] * swo + (cs * swc + wtap)[:, None],\n"
+                   "                    mask=c_ok[:, None] & n_mask[None, :], other=0.0)\n");
+    round_dot_lines(k);
+    return;
+  }
   mk_buf_puts(k, "    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n"
                  "    n_mask = rn < OC\n");
   for (int d = 0; d < nd; d++) mk_buf_printf(k, "    i%d0 = o%d * S%d - P%d\n", d, d, d, d);
@@ -394,14 +488,8 @@ static void gemm_lines(const conv_info *ci, mk_buf *k) {
     for (int d = 0; d < nd; d++) mk_buf_printf(k, " + k%d * sw%d", d, d);
   }
   mk_buf_puts(k, "\n        b = tl.load(w_ptr + rn[None, :] * swo + (cs * swc + wtap)[:, None],\n"
-                 "                    mask=c_ok[:, None] & n_mask[None, :], other=0.0)\n"
-                 "        if ROUND == 1:  # TF32 by truncation: the reference's products\n"
-                 "            a = (a.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)\n"
-                 "            b = (b.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)\n"
-                 "        if ROUND == 2:  # TF32 to nearest (ties away): the reference's products\n"
-                 "            a = ((a.to(tl.int32, bitcast=True) + 4096) & -8192).to(tl.float32, bitcast=True)\n"
-                 "            b = ((b.to(tl.int32, bitcast=True) + 4096) & -8192).to(tl.float32, bitcast=True)\n"
-                 "        acc = tl.dot(a, b, acc, input_precision=PREC)\n");
+                 "                    mask=c_ok[:, None] & n_mask[None, :], other=0.0)\n");
+  round_dot_lines(k);
 }
 
 /* Kernel lines after the GEMM: the bias, the tile's mask and its flat
@@ -415,7 +503,8 @@ static void offs_lines(const conv_info *ci, bool store_conv, mk_buf *k) {
                  "    # flat offsets in the (N, OC, *O) output\n"
                  "    SP = ");
   prod(k, "O", 0, nd);
-  mk_buf_puts(k, "\n    offs = (n * OC * SP + ");
+  /* pix: the row's flat pixel index (n, *o) in (N, *O), whatever the rows enumerate */
+  mk_buf_puts(k, "\n    pix = n * SP + ");
   for (int d = 0; d < nd; d++) {
     mk_buf_printf(k, "%so%d", d ? " + " : "", d);
     if (d < nd - 1) {
@@ -424,7 +513,7 @@ static void offs_lines(const conv_info *ci, bool store_conv, mk_buf *k) {
       mk_buf_puts(k, ")");
     }
   }
-  mk_buf_puts(k, ")[:, None] + (rn * SP)[None, :]\n");
+  mk_buf_puts(k, "\n    offs = (pix + n * (OC - 1) * SP)[:, None] + (rn * SP)[None, :]\n");
   if (store_conv) mk_buf_puts(k, "    tl.store(conv_out_ptr + offs, acc, mask=mask2)\n");
 }
 
@@ -471,7 +560,7 @@ static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool
     mk_buf_printf(k, "    red = tl.%s(red, axis=1)\n", is_max ? "max" : is_min ? "min" : "sum");
     if (!strcmp(op, "mean")) mk_buf_puts(k, "    red = red / OC\n");
     /* The reduced output (N, 1, *O) or (N, *O) is flat in the pixel index. */
-    return bi_epi_body(e, c->anchor, "red", "rm", "m_mask", 4, k, err);
+    return bi_epi_body(e, c->anchor, "red", "pix", "m_mask", 4, k, err);
   }
   mk_buf_printf(k, "    # the pool: each group of TAPS rows is one window\n"
                    "    win = tl.reshape(%s, (BLOCK_M // TAPS, TAPS, BLOCK_N))\n", val);
@@ -507,13 +596,19 @@ static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c,
   mk_buf_printf(b, "    P%d = (", res);
   for (int d = 0; d < nd; d++) {
     /* Stride 1 transposed: the convolution of the flipped weight, padding dil*(k-1) - pad. */
-    if (ci->transposed) mk_buf_printf(b, "%lld * (K%d[%d] - 1) - %lld, ", ci->dil[d], res, d, ci->pad[d]);
+    if (ci->transposed && !ci->phased)
+      mk_buf_printf(b, "%lld * (K%d[%d] - 1) - %lld, ", ci->dil[d], res, d, ci->pad[d]);
     else mk_buf_printf(b, "%lld, ", ci->pad[d]);
   }
   mk_buf_printf(b, ")\n    O%d = (", res);
-  for (int d = 0; d < nd; d++)
-    mk_buf_printf(b, "(I%d[%d] + 2 * P%d[%d] - %lld * (K%d[%d] - 1) - 1) // %lld + 1, ", res, d, res, d,
-                  ci->dil[d], res, d, ci->st[d]);
+  for (int d = 0; d < nd; d++) {
+    if (ci->phased) /* torch's transposed output size */
+      mk_buf_printf(b, "(I%d[%d] - 1) * %lld - 2 * %lld + %lld * (K%d[%d] - 1) + %lld + 1, ", res, d,
+                    ci->st[d], ci->pad[d], ci->dil[d], res, d, ci->opad[d]);
+    else
+      mk_buf_printf(b, "(I%d[%d] + 2 * P%d[%d] - %lld * (K%d[%d] - 1) - 1) // %lld + 1, ", res, d, res,
+                    d, ci->dil[d], res, d, ci->st[d]);
+  }
   mk_buf_puts(b, ")\n");
   if (ci->transposed) {
     mk_buf_printf(b, "    ws%d = (w%d.stride(1), w%d.stride(0), *w%d.stride()[2:])\n", res, res, res, res);
@@ -536,7 +631,15 @@ static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c,
   } else {
     if (c->anchor >= 0)
       mk_buf_printf(b, "    oshape%d = (NB%d, %s*O%d)\n", res, res, c->ri.keepdim ? "1, " : "", res);
-    mk_buf_printf(b, "    M%d = NB%d * math.prod(O%d)\n", res, res, res);
+    if (ci->phased) {
+      /* Rows of the longest phase: the grid's third axis runs the phases. */
+      mk_buf_printf(b, "    S%d = (", res);
+      for (int d = 0; d < nd; d++) mk_buf_printf(b, "%lld, ", ci->st[d]);
+      mk_buf_printf(b, ")\n    MP%d = math.prod((o + s - 1) // s for o, s in zip(O%d, S%d))\n", res, res, res);
+      mk_buf_printf(b, "    M%d = NB%d * MP%d\n", res, res, res);
+    } else {
+      mk_buf_printf(b, "    M%d = NB%d * math.prod(O%d)\n", res, res, res);
+    }
   }
 }
 
@@ -611,9 +714,13 @@ static void launch_call(bi_emit *e, const conv_info *ci, const conv_chain *c, in
 
 static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, int res,
                          const char *kname, const char *call) {
-  char grid[128];
-  snprintf(grid, sizeof grid, "(triton.cdiv(M%d, %d), triton.cdiv(OC%d, BN%d))", res, e->cfg->conv_bm,
-           res, res);
+  char grid[160];
+  if (ci->phased)
+    snprintf(grid, sizeof grid, "(triton.cdiv(M%d, %d), triton.cdiv(OC%d, BN%d), math.prod(S%d))", res,
+             e->cfg->conv_bm, res, res, res);
+  else
+    snprintf(grid, sizeof grid, "(triton.cdiv(M%d, %d), triton.cdiv(OC%d, BN%d))", res, e->cfg->conv_bm,
+             res, res);
   mk_buf_printf(e->body, "    if M%d > 0:\n", res);
   launch_call(e, ci, c, res, c->anchor >= 0 && !c->reduce, kname, grid, call);
 }
@@ -631,12 +738,21 @@ static int stats_kernel(bi_emit *e, const conv_info *ci, const conv_chain *c, in
   int nd = ci->nd;
   signature(kname, sig, nd, k);
   for (int t = s; t <= c->norm; t++) bi_stage_comment(p, t, 4, k);
-  mk_buf_puts(k, "    rl = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
-                 "    n = tl.program_id(2).to(tl.int64)\n"
-                 "    m_mask = rl < ");
-  prod(k, "O", 0, nd);
-  mk_buf_puts(k, "\n");
-  split_index(k, "rl", "o", "O", nd);
+  mk_buf_puts(k, "    rl = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)\n");
+  if (ci->phased) {
+    /* program_id(2) = n * phases + phase */
+    mk_buf_puts(k, "    PH = ");
+    prod(k, "S", 0, nd);
+    mk_buf_puts(k, "\n    n = tl.program_id(2).to(tl.int64) // PH\n");
+    phase_lines("tl.program_id(2) % PH", nd, k);
+    phase_pixels("rl", true, nd, k);
+  } else {
+    mk_buf_puts(k, "    n = tl.program_id(2).to(tl.int64)\n"
+                   "    m_mask = rl < ");
+    prod(k, "O", 0, nd);
+    mk_buf_puts(k, "\n");
+    split_index(k, "rl", "o", "O", nd);
+  }
   gemm_lines(ci, k);
   offs_lines(ci, false, k);
   const char *val = "acc";
@@ -650,11 +766,13 @@ static int stats_kernel(bi_emit *e, const conv_info *ci, const conv_chain *c, in
   }
   mk_buf_printf(k, "    cnt = tl.sum(m_mask.to(tl.float32), axis=0)\n"
                    "    s1 = tl.sum(tl.where(mask2, %s, 0.0), axis=0)\n"
-                   "    dev = tl.where(mask2, %s - (s1 / cnt)[None, :], 0.0)\n"
+                   "    dev = tl.where(mask2, %s - (s1 / tl.maximum(cnt, 1.0))[None, :], 0.0)\n"
                    "    m2 = tl.sum(dev * dev, axis=0)\n"
-                   "    at = ((n * tl.num_programs(0) + tl.program_id(0)) * OC + rn) * 2\n"
-                   "    tl.store(part_ptr + at, s1, mask=n_mask)\n"
-                   "    tl.store(part_ptr + at + 1, m2, mask=n_mask)\n", val, val);
+                   "    # part[program_id(2), program_id(0), channel] = (pixels, sum, sum of squares about their mean)\n"
+                   "    at = ((tl.program_id(2).to(tl.int64) * tl.num_programs(0) + tl.program_id(0)) * OC + rn) * 3\n"
+                   "    tl.store(part_ptr + at, cnt + 0.0 * s1, mask=n_mask)\n"
+                   "    tl.store(part_ptr + at + 1, s1, mask=n_mask)\n"
+                   "    tl.store(part_ptr + at + 2, m2, mask=n_mask)\n", val, val);
   return k->err;
 }
 
@@ -668,22 +786,25 @@ static void stats_launch(bi_emit *e, const conv_info *ci, const conv_chain *c, i
     /* Running statistics: a per-channel affine, no first pass. */
     mk_buf_printf(b, "    part%d = None\n", res);
   } else {
-    mk_buf_printf(b, "    # norm statistics: a first pass over the convolution, tiles of one image\n"
-                     "    NT%d = triton.cdiv(math.prod(O%d), %d)\n", res, res, bm);
-    mk_buf_printf(b, "    part%d = torch.empty((NB%d, NT%d, OC%d, 2), device=%s, dtype=torch.float32)\n",
-                  res, res, res, res, dev);
-    char grid[128], args[4096];
-    snprintf(grid, sizeof grid, "(NT%d, triton.cdiv(OC%d, BN%d), NB%d)", res, res, res, res);
+    mk_buf_printf(b, "    # norm statistics: a first pass over the convolution, tiles of one image%s\n",
+                  ci->phased ? " and phase" : "");
+    if (ci->phased)
+      mk_buf_printf(b, "    NT%d = triton.cdiv(MP%d, %d)\n    PH%d = math.prod(S%d)\n", res, res, bm, res, res);
+    else
+      mk_buf_printf(b, "    NT%d = triton.cdiv(math.prod(O%d), %d)\n    PH%d = 1\n", res, res, bm, res);
+    mk_buf_printf(b, "    part%d = torch.empty((NB%d, PH%d * NT%d, OC%d, 3), device=%s, dtype=torch.float32)\n",
+                  res, res, res, res, res, dev);
+    char grid[160], args[4096];
+    snprintf(grid, sizeof grid, "(NT%d, triton.cdiv(OC%d, BN%d), NB%d * PH%d)", res, res, res, res, res);
     snprintf(args, sizeof args, "%spart%d, ", call, res);
     mk_buf_printf(b, "    if M%d > 0:\n", res);
     launch_call(e, ci, c, res, false, kname, grid, args);
   }
   if (c->gn.batch) {
-    mk_buf_printf(b, "    gn_scale%d, gn_shift%d = _mk_bn_affine(part%d, math.prod(O%d), %d, NB%d, ", res,
-                  res, res, res, bm, res);
+    mk_buf_printf(b, "    gn_scale%d, gn_shift%d = _mk_bn_affine(part%d, NB%d, ", res, res, res, res);
   } else {
-    mk_buf_printf(b, "    gn_scale%d, gn_shift%d = _mk_gn_affine(part%d, math.prod(O%d), %d, %lld, ", res,
-                  res, res, res, bm, c->gn.groups);
+    mk_buf_printf(b, "    gn_scale%d, gn_shift%d = _mk_gn_affine(part%d, %lld, ", res, res, res,
+                  c->gn.groups);
   }
   bi_tl_float(c->gn.eps, b);
   const int ids[4] = {c->gn.weight, c->gn.bias, c->gn.rmean, c->gn.rvar};

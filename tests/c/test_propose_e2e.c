@@ -277,6 +277,8 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
   run_fixture_as("conv_norm_tails.json", 1, true);
   run_fixture("conv_bn_tails.json", 0);
   run_fixture_as("conv_bn_tails.json", 1, true);
+  run_fixture("convt_tails.json", 0);
+  run_fixture_as("convt_tails.json", 1, true);
   /* A small net under the layout plan: channels_last between subkernels. */
   run_fixture("conv_net.json", 2);
 }
