@@ -20,7 +20,13 @@
  *
  * A transposed convolution with stride 1 (no output padding) is the
  * convolution of the flipped, transposed weight with padding dil*(k-1) - pad: the kernel
- * reads the weight in that order, nothing is copied.
+ * reads the weight in that order, nothing is copied. With a larger stride it
+ * runs by output phases ((o + pad) mod stride): each phase uses a fixed subset
+ * of the taps, so each program's GEMM stays dense.
+ *
+ * A group or batch norm in the chain takes two passes: per-tile statistics
+ * (combined in float64 by the launcher into a per-(sample, channel) scale and
+ * shift), then the convolution again with the norm applied.
  *
  * The products run on tensor cores in TF32 (the reference's convolutions
  * run cuDNN with TF32 allowed, PyTorch's default; docs/verify.md) or in
