@@ -955,3 +955,22 @@ int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err) {
   if (!rc && (e->kernels->err || e->body->err)) rc = mk_errf(err, MK_ERANGE, "generated code too large");
   return rc;
 }
+
+/* The reduction dim of the GEMM at capture: input channels times taps. */
+static long long captured_k(const bi_plan *p, const conv_info *ci) {
+  const mk_value *w = &p->g->values[ci->w];
+  long long k = ci->transposed ? w->shape[0] : w->shape[1];
+  for (int d = 2; d < w->rank; d++) k *= w->shape[d];
+  return k;
+}
+
+bool bi_conv_igemm_promising(bi_plan *p, int s) {
+  const mk_node *n = &p->g->nodes[p->st[s].nodes[0]];
+  conv_info ci;
+  if (!conv_parse(p->g, n, &ci)) return false;
+  conv_chain c;
+  find_chain(p, s, &ci, &c);
+  /* A chain that keeps something full-size from memory, or a short reduction
+   * dim, where cuDNN's tiles are least efficient (problem 25: C*K*K = 144). */
+  return c.anchor >= 0 || c.norm >= 0 || captured_k(p, &ci) <= 288;
+}

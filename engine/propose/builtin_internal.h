@@ -263,6 +263,11 @@ typedef struct bi_gn_info {
   double eps, momentum;
 } bi_gn_info;
 bool bi_group_norm_info(const mk_graph *g, const mk_node *n, bi_gn_info *out);
+/* True if the implicit GEMM of conv stage s is likely to beat cuDNN: its
+ * chain keeps a full-size tensor from memory (a reduction, pool or norm), or
+ * the GEMM's reduction dim (input channels x taps) is short. Otherwise its
+ * variants are proposed after the cuDNN ones. */
+bool bi_conv_igemm_promising(bi_plan *p, int s);
 /* True if node n is a convolution bi_emit_conv_igemm computes. */
 bool bi_conv_igemm_supported(const mk_graph *g, const mk_node *n);
 /* A reduction or softmax node as the reduce emitter reads it. */

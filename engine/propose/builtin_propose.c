@@ -357,6 +357,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   bool has_base = false, has_gemm = false, has_conv = false, has_kernel = false, has_norm = false;
   bool conv_bias = false; /* a convolution with a bias tensor */
   bool has_igemm = false; /* a convolution the implicit-GEMM kernel computes */
+  bool igemm_first = false; /* ... whose implicit GEMM is likely to beat cuDNN */
   for (int s = 0; s < p.nst; s++) {
     bi_kind k = p.st[s].kind;
     has_base |= k == BI_EW || k == BI_REDUCE || k == BI_SOFTMAX || k == BI_NORM || k == BI_POOL;
@@ -367,7 +368,10 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
       bi_short(&req->graph->nodes[p.st[s].nodes[0]], sn, sizeof sn);
       has_conv |= strstr(sn, "2d") != NULL || strstr(sn, "3d") != NULL;
       conv_bias |= bi_arg_tensor(bi_arg(&req->graph->nodes[p.st[s].nodes[0]], 2, "bias")) >= 0;
-      has_igemm |= bi_conv_igemm_supported(req->graph, &req->graph->nodes[p.st[s].nodes[0]]);
+      if (bi_conv_igemm_supported(req->graph, &req->graph->nodes[p.st[s].nodes[0]])) {
+        has_igemm = true;
+        igemm_first |= bi_conv_igemm_promising(&p, s);
+      }
     }
     has_kernel |= k != BI_VIEW && k != BI_TORCH;
   }
@@ -407,7 +411,8 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
           /* The interpreter runs split norms' many small programs slowly: on
            * the CPU try them after the other layouts. */
           int sd = tb.ew == ew_cpu && norm_splits[sp] > 0 ? 1 : 0;
-          int cd = c >= 2 ? tb.igemm[c - 2].dist : 0;
+          /* Where cuDNN is likely faster, the implicit GEMMs come after its variants. */
+          int cd = c >= 2 ? tb.igemm[c - 2].dist + (igemm_first ? 0 : 2) : 0;
           vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .dist = b + gd + sd + cd};
         }
   nv = i;

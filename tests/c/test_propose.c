@@ -620,3 +620,23 @@ MK_TEST(propose, strided_transposed_conv_runs_by_phases) {
   free(name);
   mk_graph_free(g);
 }
+
+/* Over many input channels (C*K*K = 576) with only an elementwise tail,
+ * cuDNN's variants come first and the implicit GEMMs after them; with a
+ * channel reduction to fuse, the implicit GEMM comes first again. */
+MK_TEST(propose, implicit_gemm_first_only_where_it_is_likely_to_win) {
+  mk_graph *g = load("propose", "conv_wide.json");
+  MK_REQUIRE(g != NULL);
+  char *name = NULL;
+  char *src = first_candidate(g, (int[]){0, 1}, 2, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strncmp(name, "triton_convcl", 13) == 0);
+  free(src);
+  free(name);
+  src = first_candidate(g, (int[]){2, 3}, 2, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strncmp(name, "triton_igemm", 12) == 0);
+  free(src);
+  free(name);
+  mk_graph_free(g);
+}
