@@ -776,7 +776,7 @@ static int stats_kernel(bi_emit *e, const conv_info *ci, const conv_chain *c, in
                    "    m2 = tl.sum(dev * dev, axis=0)\n"
                    "    # part[program_id(2), program_id(0), channel] = (pixels, sum, sum of squares about their mean)\n"
                    "    at = ((tl.program_id(2).to(tl.int64) * tl.num_programs(0) + tl.program_id(0)) * OC + rn) * 3\n"
-                   "    tl.store(part_ptr + at, cnt + 0.0 * s1, mask=n_mask)\n"
+                   "    tl.store(part_ptr + at, tl.zeros_like(s1) + cnt, mask=n_mask)\n"
                    "    tl.store(part_ptr + at + 1, s1, mask=n_mask)\n"
                    "    tl.store(part_ptr + at + 2, m2, mask=n_mask)\n", val, val);
   return k->err;
