@@ -3,8 +3,22 @@
 
 #include "mk_test.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+mk_graph *mk_test_load_graph(const char *dir, const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/fixtures/%s/%s", mk_test_repo_dir(), dir, name);
+  char *text = NULL;
+  size_t len = 0;
+  if (mk_read_file(path, 1 << 24, &text, &len) != 0) return NULL;
+  mk_graph *g = NULL;
+  mk_errmsg err = {{0}};
+  if (mk_graph_from_json(text, len, &g, &err)) fprintf(stderr, "    %s: %s\n", name, err.text);
+  free(text);
+  return g;
+}
 
 const char *const mk_test_small_graph_json =
     "{\"schema\":1,\"file\":\"/tmp/m.py\",\"class\":\"Model\",\"source_sha256\":\"0\",\"batch\":null,"

@@ -13,6 +13,10 @@
 
 #include <stdbool.h>
 
+/* The captured graph tests/fixtures/<dir>/<name>, or NULL (the parse error
+ * printed). Free with mk_graph_free. */
+mk_graph *mk_test_load_graph(const char *dir, const char *name);
+
 /* A captured graph (relu -> linear -> 2.0 * y -> sum, returning the sum and
  * the relu) and the module source it was captured from. */
 extern const char *const mk_test_small_graph_json;

@@ -5,22 +5,12 @@
 #include "mk_layout.h"
 #include "mk_pyemit.h"
 #include "mk_test.h"
+#include "support.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static mk_graph *load(const char *dir, const char *name) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/tests/fixtures/%s/%s", mk_test_repo_dir(), dir, name);
-  char *text = NULL;
-  size_t len = 0;
-  if (mk_read_file(path, 1 << 24, &text, &len) != 0) return NULL;
-  mk_graph *g = NULL;
-  mk_errmsg err = {{0}};
-  if (mk_graph_from_json(text, len, &g, &err)) fprintf(stderr, "    %s: %s\n", name, err.text);
-  free(text);
-  return g;
-}
+static mk_graph *load(const char *dir, const char *name) { return mk_test_load_graph(dir, name); }
 
 /* The value node `nid` produces first. */
 static int out_of(const mk_graph *g, int nid) { return g->nodes[nid].outputs[0]; }

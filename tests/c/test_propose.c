@@ -5,22 +5,12 @@
 #include "mk_decompose.h"
 #include "mk_propose.h"
 #include "mk_test.h"
+#include "support.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static mk_graph *load(const char *dir, const char *name) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/tests/fixtures/%s/%s", mk_test_repo_dir(), dir, name);
-  char *text = NULL;
-  size_t len = 0;
-  if (mk_read_file(path, 1 << 24, &text, &len) != 0) return NULL;
-  mk_graph *g = NULL;
-  mk_errmsg err = {{0}};
-  if (mk_graph_from_json(text, len, &g, &err)) fprintf(stderr, "    %s: %s\n", name, err.text);
-  free(text);
-  return g;
-}
+static mk_graph *load(const char *dir, const char *name) { return mk_test_load_graph(dir, name); }
 
 /* The subkernel of the initial partition whose name starts with `prefix`. */
 static const mk_subkernel *find_sk(const mk_partition *p, const char *prefix) {

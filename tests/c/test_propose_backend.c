@@ -5,23 +5,13 @@
 #include "mk_decompose.h"
 #include "mk_propose.h"
 #include "mk_test.h"
+#include "support.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static mk_graph *load(const char *name) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/tests/fixtures/propose/%s", mk_test_repo_dir(), name);
-  char *text = NULL;
-  size_t len = 0;
-  if (mk_read_file(path, 1 << 24, &text, &len) != 0) return NULL;
-  mk_graph *g = NULL;
-  mk_errmsg err = {{0}};
-  if (mk_graph_from_json(text, len, &g, &err)) fprintf(stderr, "    %s: %s\n", name, err.text);
-  free(text);
-  return g;
-}
+static mk_graph *load(const char *name) { return mk_test_load_graph("propose", name); }
 
 MK_TEST(propose_backend, names_round_trip_and_bad_names_are_refused) {
   mk_kernel_backend b = MK_KBACKEND_AUTO;

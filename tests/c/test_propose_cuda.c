@@ -8,6 +8,7 @@
 #include "mk_decompose.h"
 #include "mk_propose.h"
 #include "mk_test.h"
+#include "support.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -16,18 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static mk_graph *load(const char *dir, const char *name) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/tests/fixtures/%s/%s", mk_test_repo_dir(), dir, name);
-  char *text = NULL;
-  size_t len = 0;
-  if (mk_read_file(path, 1 << 24, &text, &len) != 0) return NULL;
-  mk_graph *g = NULL;
-  mk_errmsg err = {{0}};
-  if (mk_graph_from_json(text, len, &g, &err)) fprintf(stderr, "    %s: %s\n", name, err.text);
-  free(text);
-  return g;
-}
+static mk_graph *load(const char *dir, const char *name) { return mk_test_load_graph(dir, name); }
 
 /* Number of parameters of `extern "C" __global__ void name(...)` in src, or -1. */
 static int kernel_params(const char *src, const char *name) {

@@ -14,6 +14,7 @@
 #include "mk_decompose.h"
 #include "mk_propose.h"
 #include "mk_test.h"
+#include "support.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -24,18 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static mk_graph *load_fixture(const char *name) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/tests/fixtures/propose/%s", mk_test_repo_dir(), name);
-  char *text = NULL;
-  size_t len = 0;
-  if (mk_read_file(path, 1 << 24, &text, &len) != 0) return NULL;
-  mk_graph *g = NULL;
-  mk_errmsg err = {{0}};
-  if (mk_graph_from_json(text, len, &g, &err)) fprintf(stderr, "    %s: %s\n", name, err.text);
-  free(text);
-  return g;
-}
+static mk_graph *load_fixture(const char *name) { return mk_test_load_graph("propose", name); }
 
 static int write_text(const char *dir, const char *name, const char *text) {
   mk_buf path;
