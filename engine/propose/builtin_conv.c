@@ -128,6 +128,13 @@ typedef struct conv_chain {
   bool reduce;  /* anchor is a channel reduction, else a pool */
   bi_reduce_info ri;
   bi_pool_info pi;
+  /* A reduction over every spatial dim (and the channels, when sred_lo is
+   * 1) of what the chain computed last (after a pool anchor and its
+   * epilogue, or the elementwise / norm stages): each program reduces its
+   * tile (tiles hold one image) into a partial, a small kernel finishes
+   * them and runs the reduction's epilogue. -1: none. */
+  int sred;
+  bi_reduce_info si;
 } conv_chain;
 
 /* True if a node of the subkernel outside stages [first, last] reads v, or v
@@ -200,6 +207,23 @@ static bool anchor_fits(const bi_plan *p, int s, int v, conv_chain *c) {
     return taps >= 2 && taps <= 64 && (taps & (taps - 1)) == 0; /* a power of two: reshapes */
   }
   return false;
+}
+
+/* A sum/mean/max/min over all spatial dims (and maybe the channels, never
+ * the batch) of v, reading nothing else and keeping no indices. */
+static bool sred_fits(const bi_plan *p, int s, int v, conv_chain *c) {
+  const bi_stage *st = &p->st[s];
+  if (st->kind != BI_REDUCE) return false;
+  const mk_node *n = &p->g->nodes[st->nodes[0]];
+  mk_errmsg ignored = {{0}};
+  for (int k = 0; k < n->ninputs; k++)
+    if (n->inputs[k] != v) return false;
+  for (int o = 1; o < n->noutputs; o++)
+    if (n->outputs[o] >= 0 && p->g->values[n->outputs[o]].nusers > 0) return false; /* indices */
+  if (bi_reduce_parse(p->g, n, &c->si, &ignored)) return false;
+  const char *op = c->si.op;
+  bool known = !strcmp(op, "sum") || !strcmp(op, "mean") || !strcmp(op, "max") || !strcmp(op, "min");
+  return known && c->si.rank == c->nd + 2 && c->si.hi == c->nd + 1 && (c->si.lo == 1 || c->si.lo == 2);
 }
 
 /* A group norm of v whose statistics a first pass over the convolution can
@@ -311,6 +335,16 @@ static void find_chain(bi_plan *p, int s, const conv_info *ci, conv_chain *c) {
     c->last = before_anchor;
     c->value = value;
   }
+  /* Then a reduction over the pixels (not after a channel reduction, and not
+   * by phases: its tiles would span phases). */
+  c->sred = -1;
+  int at = c->last + 1, reads = bi_stage_result(p, c->last);
+  if (c->last == s) reads = ci->out;
+  if (!ci->phased && !(c->anchor >= 0 && c->reduce) && at < p->nst && reads >= 0 &&
+      sred_fits(p, at, reads, c)) {
+    c->sred = at;
+    c->last = p->st[at].epi >= 0 ? p->st[at].epi : at;
+  }
 }
 
 /* ---- emission ------------------------------------------------------------------ */
@@ -378,26 +412,33 @@ static void phase_pixels(const char *idx, bool per_image, int nd, mk_buf *k) {
   for (int d = 0; d < nd; d++) mk_buf_printf(k, "    o%d = u%d * S%d + base%d\n", d, d, d, d);
 }
 
+/* With a pixel reduction after the chain each program's rows are pixels of
+ * one image, program_id(2) (n is still a vector: the norm's affine indexes by it). */
 static void pixel_lines(const conv_chain *c, int nd, mk_buf *k) {
+  bool per_image = c->sred >= 0;
   mk_buf_puts(k, "    rm = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)\n");
   if (c->phased) {
     phase_lines("tl.program_id(2)", nd, k);
     phase_pixels("rm", false, nd, k);
-  } else if (c->anchor >= 0 && !c->reduce) {
-    mk_buf_puts(k, "    m_mask = rm < NB * ");
-    prod(k, "Q", 0, nd);
-    mk_buf_puts(k, " * TAPS\n    q = rm // TAPS\n    tap = rm % TAPS\n    n = q // (");
-    prod(k, "Q", 0, nd);
+    return;
+  }
+  bool pooled = c->anchor >= 0 && !c->reduce;
+  const char *sz = pooled ? "Q" : "O";
+  mk_buf_printf(k, "    m_mask = rm < %s", per_image ? "" : "NB * ");
+  prod(k, sz, 0, nd);
+  mk_buf_puts(k, pooled ? " * TAPS\n    q = rm // TAPS\n    tap = rm % TAPS\n" : "\n");
+  if (per_image) {
+    mk_buf_puts(k, "    n = tl.zeros((BLOCK_M,), dtype=tl.int64) + tl.program_id(2)\n");
+  } else {
+    mk_buf_printf(k, "    n = %s // (", pooled ? "q" : "rm");
+    prod(k, sz, 0, nd);
     mk_buf_puts(k, ")\n");
+  }
+  if (pooled) {
     split_index(k, "q", "q", "Q", nd);
     split_index(k, "tap", "t", "PK", nd);
     for (int d = 0; d < nd; d++) mk_buf_printf(k, "    o%d = q%d * PK%d + t%d\n", d, d, d, d);
   } else {
-    mk_buf_puts(k, "    m_mask = rm < NB * ");
-    prod(k, "O", 0, nd);
-    mk_buf_puts(k, "\n    n = rm // (");
-    prod(k, "O", 0, nd);
-    mk_buf_puts(k, ")\n");
     split_index(k, "rm", "o", "O", nd);
   }
 }
@@ -523,6 +564,51 @@ static void offs_lines(const conv_info *ci, bool store_conv, mk_buf *k) {
   if (store_conv) mk_buf_puts(k, "    tl.store(conv_out_ptr + offs, acc, mask=mask2)\n");
 }
 
+/* True if the pool anchor's own output is stored: read outside the chain, or
+ * the chain ends with it (no epilogue, no pixel reduction after it). */
+static bool anchor_stored(const bi_plan *p, const conv_chain *c) {
+  int av = p->g->nodes[p->st[c->anchor].nodes[0]].outputs[0];
+  return bi_value_escapes(p, c->anchor, av) || (p->st[c->anchor].epi < 0 && c->sred < 0);
+}
+
+/* The pool anchor's output (when stored) and its epilogue, at offsets poffs. */
+static int pool_epi_lines(bi_emit *e, const conv_chain *c, mk_buf *k, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  if (c->sred < 0) return bi_epi_body(e, c->anchor, "pooled", "poffs", "pmask", 4, k, err);
+  int av = p->g->nodes[p->st[c->anchor].nodes[0]].outputs[0];
+  if (anchor_stored(p, c)) {
+    mk_buf_puts(k, "    tl.store(");
+    bi_run_name(p, av, k);
+    mk_buf_puts(k, "_ptr + poffs, pooled, mask=pmask)\n");
+  }
+  int epi = p->st[c->anchor].epi;
+  if (epi < 0) return k->err;
+  bi_ew_bind bind = {.value = av, .var = "pooled"};
+  return bi_ew_body(e, epi, "epi_", "poffs", "pmask", bind, true, 4, k, err);
+}
+
+/* The pixel reduction's partial: the tile's valid rows (and, when the
+ * channels are reduced too, its channels) reduced, stored at
+ * part[n, program_id(0), channel] or part[n, program_id(0) * num_programs(1) + program_id(1)]. */
+static void sred_partial_lines(const conv_chain *c, const char *val, const char *rmask, mk_buf *k) {
+  const char *op = c->si.op;
+  bool is_max = !strcmp(op, "max"), is_min = !strcmp(op, "min");
+  const char *ident = is_max ? "float(\"-inf\")" : is_min ? "float(\"inf\")" : "0.0";
+  const char *fn = is_max ? "max" : is_min ? "min" : "sum";
+  mk_buf_printf(k, "    # the reduction over the pixels%s: this tile's partial, finished by the next kernel\n"
+                   "    red = tl.where(%s[:, None] & n_mask[None, :], %s, %s)\n"
+                   "    red = tl.%s(red, axis=0)\n",
+                c->si.lo == 1 ? " and channels" : "", rmask, val, ident, fn);
+  if (c->si.lo == 1)
+    mk_buf_printf(k, "    red = tl.%s(red, axis=0)\n"
+                     "    at = (tl.program_id(2).to(tl.int64) * tl.num_programs(0) + tl.program_id(0)) * "
+                     "tl.num_programs(1) + tl.program_id(1)\n"
+                     "    tl.store(part_ptr + at, red)\n", fn);
+  else
+    mk_buf_puts(k, "    at = (tl.program_id(2).to(tl.int64) * tl.num_programs(0) + tl.program_id(0)) * OC + rn\n"
+                   "    tl.store(part_ptr + at, red, mask=n_mask)\n");
+}
+
 /* Kernel lines after the GEMM: bias, stores of what escapes, the elementwise
  * stage, the anchor and its epilogue. */
 static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool store_conv,
@@ -556,7 +642,10 @@ static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool
       val = vname;
     }
   }
-  if (c->anchor < 0) return k->err;
+  if (c->anchor < 0) {
+    if (c->sred >= 0) sred_partial_lines(c, val, "m_mask", k);
+    return k->err;
+  }
   if (c->reduce) {
     const char *op = c->ri.op;
     bool is_max = !strcmp(op, "max"), is_min = !strcmp(op, "min");
@@ -575,9 +664,19 @@ static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool
   mk_buf_puts(k, "    rq = tl.program_id(0).to(tl.int64) * (BLOCK_M // TAPS) + tl.arange(0, BLOCK_M // TAPS)\n"
                  "    QS = ");
   prod(k, "Q", 0, ci->nd);
-  mk_buf_puts(k, "\n    pmask = (rq < NB * QS)[:, None] & n_mask[None, :]\n"
-                 "    poffs = ((rq // QS) * OC * QS + rq % QS)[:, None] + (rn * QS)[None, :]\n");
-  return bi_epi_body(e, c->anchor, "pooled", "poffs", "pmask", 4, k, err);
+  if (c->sred >= 0) /* rows of one image */
+    mk_buf_puts(k, "\n    pmask = (rq < QS)[:, None] & n_mask[None, :]\n"
+                   "    poffs = (tl.program_id(2).to(tl.int64) * OC * QS + rq)[:, None] + (rn * QS)[None, :]\n");
+  else
+    mk_buf_puts(k, "\n    pmask = (rq < NB * QS)[:, None] & n_mask[None, :]\n"
+                   "    poffs = ((rq // QS) * OC * QS + rq % QS)[:, None] + (rn * QS)[None, :]\n");
+  int rc = pool_epi_lines(e, c, k, err);
+  if (rc || c->sred < 0) return rc;
+  int epi = p->st[c->anchor].epi;
+  char pv[32];
+  snprintf(pv, sizeof pv, "v%d", bi_stage_result(p, epi >= 0 ? epi : c->anchor));
+  sred_partial_lines(c, epi >= 0 ? pv : "pooled", "(rq < QS)", k);
+  return k->err;
 }
 
 /* Launcher lines: sizes, output shapes and the row count M<res>. */
@@ -634,6 +733,7 @@ static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c,
     long long taps = 1;
     for (int d = 0; d < nd; d++) taps *= c->pi.k[d];
     mk_buf_printf(b, "    M%d = NB%d * math.prod(Q%d) * %lld\n", res, res, res, taps);
+    if (c->sred >= 0) mk_buf_printf(b, "    MI%d = math.prod(Q%d) * %lld\n", res, res, taps);
   } else {
     if (c->anchor >= 0)
       mk_buf_printf(b, "    oshape%d = (NB%d, %s*O%d)\n", res, res, c->ri.keepdim ? "1, " : "", res);
@@ -645,6 +745,7 @@ static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c,
       mk_buf_printf(b, "    M%d = NB%d * MP%d\n", res, res, res);
     } else {
       mk_buf_printf(b, "    M%d = NB%d * math.prod(O%d)\n", res, res, res);
+      if (c->sred >= 0) mk_buf_printf(b, "    MI%d = math.prod(O%d)\n", res, res);
     }
   }
 }
@@ -724,6 +825,8 @@ static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, i
   if (ci->phased)
     snprintf(grid, sizeof grid, "(triton.cdiv(M%d, %d), triton.cdiv(OC%d, BN%d), math.prod(S%d))", res,
              e->cfg->conv_bm, res, res, res);
+  else if (c->sred >= 0) /* tiles of one image each */
+    snprintf(grid, sizeof grid, "(G0_%d, G1_%d, NB%d)", res, res, res);
   else
     snprintf(grid, sizeof grid, "(triton.cdiv(M%d, %d), triton.cdiv(OC%d, BN%d))", res, e->cfg->conv_bm,
              res, res);
@@ -875,9 +978,100 @@ static int chain_params(bi_emit *e, const conv_info *ci, const conv_chain *c, bo
     bi_ew_bind nb = {.value = gout, .var = "vn"};
     if (c->norm_epi >= 0) rc = bi_ew_params(e, c->norm_epi, "nepi_", cshape, nb, sig, call, err);
   }
-  if (!rc && c->anchor >= 0) rc = bi_epi_params(e, c->anchor, oshape, sig, call, err);
+  if (!rc && c->anchor >= 0 && c->sred < 0) rc = bi_epi_params(e, c->anchor, oshape, sig, call, err);
+  if (!rc && c->anchor >= 0 && c->sred >= 0) {
+    int av = p->g->nodes[p->st[c->anchor].nodes[0]].outputs[0], epi = p->st[c->anchor].epi;
+    if (anchor_stored(p, c)) {
+      bi_run_name(p, av, sig);
+      mk_buf_puts(sig, "_ptr, ");
+      bi_run_name(p, av, call);
+      mk_buf_puts(call, ", ");
+    }
+    bi_ew_bind ab = {.value = av, .var = "pooled"};
+    if (epi >= 0) rc = bi_ew_params(e, epi, "epi_", oshape, ab, sig, call, err);
+  }
+  if (!rc && c->sred >= 0) {
+    mk_buf_puts(sig, "part_ptr, ");
+    mk_buf_printf(call, "part%d, ", res);
+  }
   return rc;
 }
+
+/* Launcher lines allocating the pool anchor's stored output and its epilogue's. */
+static int anchor_allocs(bi_emit *e, const conv_chain *c, const char *oshape, const char *dev,
+                         mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  if (c->sred < 0) return bi_epi_alloc(e, c->anchor, oshape, dev, e->body, err);
+  if (c->reduce) return 0;
+  if (anchor_stored(p, c)) alloc_line(e, p->g->nodes[p->st[c->anchor].nodes[0]].outputs[0], oshape, dev);
+  int epi = p->st[c->anchor].epi;
+  return epi >= 0 ? bi_ew_alloc_lines(e, epi, oshape, dev, e->body, err) : e->body->err;
+}
+
+/* The pixel reduction's finishing kernel: each output (sample, or sample and
+ * channel) combines its tiles' partials in order (deterministic), divides
+ * for a mean, and runs the reduction's epilogue. */
+static int finish_kernel(bi_emit *e, const conv_chain *c, const char *kname, const char *sig,
+                         mk_errmsg *err) {
+  mk_buf *k = e->kernels;
+  const char *op = c->si.op;
+  const char *comb = !strcmp(op, "max") ? "tl.maximum(acc, v)" : !strcmp(op, "min") ? "tl.minimum(acc, v)" : "acc + v";
+  mk_buf_printf(k, "\n\n@triton.jit\ndef %s(part_ptr, %sNOUT, T, R, COUNT, BLOCK: tl.constexpr):\n", kname, sig);
+  bi_stage_comment(e->p, c->sred, 4, k);
+  mk_buf_printf(k, "    # part[n, t, r]: T partials per output (n, r)\n"
+                   "    idx = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)\n"
+                   "    mask = idx < NOUT\n"
+                   "    base = (idx // R) * T * R + idx %% R\n"
+                   "    acc = tl.load(part_ptr + base, mask=mask, other=0.0)\n"
+                   "    for t in range(1, T):\n"
+                   "        v = tl.load(part_ptr + base + t * R, mask=mask, other=0.0)\n"
+                   "        acc = %s\n", comb);
+  if (!strcmp(op, "mean")) mk_buf_puts(k, "    acc = acc / COUNT\n");
+  return bi_epi_body(e, c->sred, "acc", "idx", "mask", 4, k, err);
+}
+
+/* Launcher lines of the pixel reduction before the main launch: the grid's
+ * tile counts and the partials, T per output of R per sample. */
+static void sred_part_lines(bi_emit *e, const conv_chain *c, int res, const char *dev) {
+  mk_buf *b = e->body;
+  mk_buf_printf(b, "    G0_%d = triton.cdiv(MI%d, %d)\n    G1_%d = triton.cdiv(OC%d, BN%d)\n", res, res,
+                e->cfg->conv_bm, res, res, res);
+  if (c->si.lo == 1)
+    mk_buf_printf(b, "    T%d, R%d = G0_%d * G1_%d, 1\n", res, res, res, res);
+  else
+    mk_buf_printf(b, "    T%d, R%d = G0_%d, OC%d\n", res, res, res, res);
+  mk_buf_printf(b, "    if NB%d > 65535:  # the grid's third axis runs the samples\n"
+                   "        raise ValueError(\"more than 65535 samples for one launch\")\n", res);
+  mk_buf_printf(b, "    part%d = torch.empty((NB%d, T%d, R%d), device=%s, dtype=torch.float32)\n", res, res,
+                res, res, dev);
+}
+
+/* Launcher lines after the main launch: the reduced output and the launch
+ * of the finishing kernel. */
+static int sred_finish_lines(bi_emit *e, const conv_chain *c, int res, const char *fname,
+                             const char *call, const char *dev, mk_errmsg *err) {
+  mk_buf *b = e->body;
+  int nd = c->nd;
+  bool chans = c->si.lo == 1;
+  mk_buf_printf(b, "    rshape%d = (NB%d, ", res, res);
+  if (!chans) mk_buf_printf(b, "OC%d, ", res);
+  else if (c->si.keepdim) mk_buf_puts(b, "1, ");
+  for (int d = 0; c->si.keepdim && d < nd; d++) mk_buf_puts(b, "1, ");
+  mk_buf_puts(b, ")\n");
+  char rshape[32];
+  snprintf(rshape, sizeof rshape, "rshape%d", res);
+  int rc = bi_epi_alloc(e, c->sred, rshape, dev, b, err);
+  if (rc) return rc;
+  /* A mean's count: every reduced pixel (pooled, when a pool came first), times the channels. */
+  const char *sz = c->anchor >= 0 && !c->reduce ? "Q" : "O";
+  mk_buf_printf(b, "    if NB%d * R%d > 0:\n        %s[(triton.cdiv(NB%d * R%d, 128),)](\n"
+                   "            part%d, %sNB%d * R%d, T%d, R%d, ",
+                res, res, fname, res, res, res, call, res, res, res, res);
+  if (chans) mk_buf_printf(b, "OC%d * ", res);
+  mk_buf_printf(b, "math.prod(%s%d), BLOCK=128)\n", sz, res);
+  return b->err;
+}
+
 
 static int emit_chain(bi_emit *e, int s, const conv_info *ci, const conv_chain *c, mk_errmsg *err) {
   const bi_plan *p = e->p;
@@ -887,9 +1081,12 @@ static int emit_chain(bi_emit *e, int s, const conv_info *ci, const conv_chain *
   snprintf(cshape, sizeof cshape, "cshape%d", res);
   snprintf(oshape, sizeof oshape, "oshape%d", res);
   snprintf(dev, sizeof dev, "x%d.device", res);
-  mk_buf kname, sname, sig0, call0, sig, call;
+  mk_buf kname, sname, fname, sig0, call0, sig, call, fsig, fcall;
   mk_buf_init(&kname, 256);
   mk_buf_init(&sname, 256);
+  mk_buf_init(&fname, 256);
+  mk_buf_init(&fsig, 0);
+  mk_buf_init(&fcall, 0);
   mk_buf_init(&sig0, 0);
   mk_buf_init(&call0, 0);
   mk_buf_init(&sig, 0);
@@ -913,21 +1110,35 @@ static int emit_chain(bi_emit *e, int s, const conv_info *ci, const conv_chain *
     gemm_lines(ci, k);
     rc = tail_lines(e, ci, c, store_conv, k, err);
   }
+  char rshape[32];
+  snprintf(rshape, sizeof rshape, "rshape%d", res);
+  if (!rc && c->sred >= 0) {
+    e->kcount++;
+    bi_kernel_name(e, c->sred, "finish", &fname);
+    rc = bi_epi_params(e, c->sred, rshape, &fsig, &fcall, err);
+    if (!rc) rc = finish_kernel(e, c, mk_buf_cstr(&fname), mk_buf_cstr(&fsig), err);
+  }
   if (!rc) {
     mk_buf *b = e->body;
     mk_buf_puts(b, "    # convolution as an implicit GEMM, the stages after it fused\n");
     for (int t = s; t <= c->last; t++) bi_stage_comment(p, t, 4, b);
     geometry_lines(e, ci, c, res);
     chain_allocs(e, ci, c, store_conv, cshape, dev);
-    if (c->anchor >= 0) rc = bi_epi_alloc(e, c->anchor, oshape, dev, b, err);
+    if (c->anchor >= 0) rc = anchor_allocs(e, c, oshape, dev, err);
   }
   if (!rc) {
     tile_lines(e, c, res);
     if (c->norm >= 0) stats_launch(e, ci, c, res, mk_buf_cstr(&sname), mk_buf_cstr(&call0), dev);
+    if (c->sred >= 0) sred_part_lines(e, c, res, dev);
     launch_lines(e, ci, c, res, mk_buf_cstr(&kname), mk_buf_cstr(&call));
+    if (c->sred >= 0)
+      rc = sred_finish_lines(e, c, res, mk_buf_cstr(&fname), mk_buf_cstr(&fcall), dev, err);
   }
   mk_buf_free(&kname);
   mk_buf_free(&sname);
+  mk_buf_free(&fname);
+  mk_buf_free(&fsig);
+  mk_buf_free(&fcall);
   mk_buf_free(&sig0);
   mk_buf_free(&call0);
   mk_buf_free(&sig);
@@ -972,5 +1183,22 @@ bool bi_conv_igemm_promising(bi_plan *p, int s) {
   find_chain(p, s, &ci, &c);
   /* A chain that keeps something full-size from memory, or a short reduction
    * dim, where cuDNN's tiles are least efficient (problem 25: C*K*K = 144). */
-  return c.anchor >= 0 || c.norm >= 0 || captured_k(p, &ci) <= 288;
+  return c.anchor >= 0 || c.norm >= 0 || c.sred >= 0 || captured_k(p, &ci) <= 288;
+}
+
+bool bi_conv_chain_covers(bi_plan *p, int s) {
+  const mk_node *n = &p->g->nodes[p->st[s].nodes[0]];
+  conv_info ci;
+  if (p->st[s].kind != BI_TORCH || !conv_parse(p->g, n, &ci)) return false;
+  conv_chain c;
+  find_chain(p, s, &ci, &c);
+  if (c.last <= s || c.last != p->nst - 1) return false;
+  /* What the chain leaves out must be stages it runs on their own before it. */
+  for (int t = s + 1; t <= c.last; t++) {
+    bool in_chain = t == c.ew || t == c.norm || t == c.norm_epi || t == c.anchor || t == c.sred ||
+                    (c.anchor >= 0 && t == p->st[c.anchor].epi) || (c.sred >= 0 && t == p->st[c.sred].epi);
+    for (int i = 0; i < c.nindep && !in_chain; i++) in_chain = t == c.indep[i];
+    if (!in_chain) return false;
+  }
+  return true;
 }

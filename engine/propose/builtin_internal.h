@@ -268,6 +268,10 @@ bool bi_group_norm_info(const mk_graph *g, const mk_node *n, bi_gn_info *out);
  * the GEMM's reduction dim (input channels x taps) is short. Otherwise its
  * variants are proposed after the cuDNN ones. */
 bool bi_conv_igemm_promising(bi_plan *p, int s);
+/* True if stage s is a convolution whose implicit GEMM carries every later
+ * stage of the plan (and there is one): the whole subkernel is one kernel
+ * (plus a statistics pass for a norm), nothing in between reaches memory. */
+bool bi_conv_chain_covers(bi_plan *p, int s);
 /* True if node n is a convolution bi_emit_conv_igemm computes. */
 bool bi_conv_igemm_supported(const mk_graph *g, const mk_node *n);
 /* A reduction or softmax node as the reduce emitter reads it. */

@@ -341,6 +341,15 @@ static int cmp_variant(const void *a, const void *b) {
   return x->base - y->base;
 }
 
+bool mk_builtin_fuses(const mk_graph *g, const mk_subkernel *sk) {
+  bi_plan p;
+  mk_errmsg ignored = {{0}};
+  if (g == NULL || sk == NULL || bi_plan_build(g, sk, &p, &ignored)) return false;
+  bool fused = p.nst >= 2 && bi_conv_chain_covers(&p, 0);
+  bi_plan_free(&p);
+  return fused;
+}
+
 int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk_errmsg *err) {
   if (req == NULL || req->graph == NULL || req->subkernel == NULL || out == NULL)
     return mk_errf(err, MK_EINVAL, "no subkernel given");

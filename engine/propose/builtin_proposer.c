@@ -18,6 +18,14 @@ static int builtin_propose(void *self, const mk_propose_request *req, mk_propose
   return 0;
 }
 
+/* Only the Triton generator has the implicit-GEMM chains. */
+static bool builtin_fuses(void *self, const mk_graph *g, const mk_subkernel *sk,
+                          mk_kernel_backend backend) {
+  (void)self;
+  return backend != MK_KBACKEND_CUDA && mk_builtin_fuses(g, sk);
+}
+
 mk_proposer mk_builtin_proposer(void) {
-  return (mk_proposer){.self = NULL, .name = "builtin", .propose = builtin_propose};
+  return (mk_proposer){.self = NULL, .name = "builtin", .propose = builtin_propose,
+                       .fuses = builtin_fuses};
 }

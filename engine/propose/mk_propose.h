@@ -89,6 +89,13 @@ typedef struct mk_proposer {
   void *self;
   const char *name;
   int (*propose)(void *self, const mk_propose_request *req, mk_propose_cb cb, void *data);
+  /* Optional (NULL: no opinion). True if this proposer writes subkernel sk
+   * as one fused kernel whose intermediate values never reach memory. The
+   * search merges neighbours whose union it fuses before its beams start
+   * (docs/design.md, "Fusion across layer boundaries"): waiting for the
+   * merge phase leaves it no time on heavy programs. Synchronous, cheap.
+   * `backend`: the kernel language(s) the search asks for. */
+  bool (*fuses)(void *self, const mk_graph *g, const mk_subkernel *sk, mk_kernel_backend backend);
 } mk_proposer;
 
 /* The builtin generator wrapped as an mk_proposer (synchronous underneath:
@@ -99,6 +106,11 @@ mk_proposer mk_builtin_proposer(void);
  * Appends 0..max_candidates candidates; returns MK_EUNSUPPORTED (with a
  * reason) when it cannot write any kernel for this subkernel. */
 int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk_errmsg *err);
+/* The builtin generator's mk_proposer.fuses: a convolution (implicit GEMM)
+ * whose kernel carries every later stage of the subkernel (its elementwise
+ * stages, a group or batch norm, a channel reduction or pool, and what
+ * follows that on the tile). */
+bool mk_builtin_fuses(const mk_graph *g, const mk_subkernel *sk);
 
 /* Builtin CUDA C++ generator (engine/propose/builtin_cuda_*.c): the same
  * stage plan written as CUDA C++ candidates (docs/candidates.md, "CUDA C++

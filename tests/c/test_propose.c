@@ -490,6 +490,19 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   MK_CHECK(strstr(src, "pooled = tl.max(win, axis=1)") != NULL);
   MK_CHECK(strstr(src, "ws29 = (w29.stride(1), w29.stride(0), *w29.stride()[2:])") != NULL);
   MK_CHECK(strstr(src, "P29 = (1 * (K29[0] - 1) - 1, 1 * (K29[1] - 1) - 1, )") != NULL);
+  /* ... and the spatial mean after them: tiles of one image, a partial per
+   * tile and channel, a finishing kernel; nothing but the mean is stored */
+  MK_CHECK(strstr(src, "n = tl.zeros((BLOCK_M,), dtype=tl.int64) + tl.program_id(2)") != NULL);
+  MK_CHECK(strstr(src, "red = tl.where((rq < QS)[:, None] & n_mask[None, :], v31, 0.0)") != NULL);
+  MK_CHECK(strstr(src, "tl.store(part_ptr + at, red, mask=n_mask)") != NULL);
+  MK_CHECK(strstr(src, "acc = acc / COUNT") != NULL);
+  MK_CHECK(strstr(src, "[(G0_29, G1_29, NB29)]") != NULL);
+  MK_CHECK(strstr(src, "rshape29 = (NB29, OC29, 1, 1, )") != NULL);
+  MK_CHECK_INT(count_of(src, "tl.store("), ==, 2); /* the partial, the mean */
+  {
+    FILE *dump = fopen("/tmp/mk_sred_dump.py", "w");
+    if (dump) fputs(src, dump), fclose(dump);
+  }
   free(src);
   free(name);
   /* the conv output is returned too: stored, and the pool is its own kernel */
@@ -507,6 +520,43 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   MK_CHECK(strstr(src, "tl.store(conv_out_ptr + offs, acc, mask=mask2)") != NULL);
   free(src);
   free(name);
+  mk_graph_free(g);
+}
+
+/* The proposer's fusion hint (mk_proposer.fuses): a convolution whose
+ * implicit GEMM carries every later stage of the subkernel, and nothing else. */
+MK_TEST(propose, builtin_fuses_whole_convolution_chains) {
+  mk_graph *g = load("propose", "conv_pixel_reductions.json");
+  MK_REQUIRE(g != NULL);
+  struct { int nodes[4], n; bool fused; } cases[] = {
+      {{0, 1, 2, 3}, 4, true},   /* conv -> avg pool -> sigmoid -> sum over channels and pixels */
+      {{4, 5, 6}, 3, true},      /* conv -> relu -> spatial mean */
+      {{7, 8, 9}, 3, true},      /* conv -> amax (keepdim) -> tanh */
+      {{10, 11}, 2, true},       /* conv3d -> mean over three dims */
+      {{12, 13, 14}, 3, true},   /* conv -> pool (returned too) -> mean */
+      {{0}, 1, false},           /* a lone convolution: nothing to fuse */
+      {{13, 14}, 2, false},      /* no convolution */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    mk_subkernel sk;
+    mk_errmsg err = {{0}};
+    MK_REQUIRE(mk_subkernel_from_nodes(g, cases[i].nodes, cases[i].n, &sk, &err) == 0);
+    if (mk_builtin_fuses(g, &sk) != cases[i].fused) fprintf(stderr, "    case %zu\n", i);
+    MK_CHECK(mk_builtin_fuses(g, &sk) == cases[i].fused);
+    mk_subkernel_free(&sk);
+  }
+  mk_graph_free(g);
+  /* the conv output returned beside its pool: the pool is its own kernel */
+  g = load("propose", "conv_tails.json");
+  MK_REQUIRE(g != NULL);
+  mk_subkernel sk;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){17, 18, 19}, 3, &sk, &err) == 0);
+  MK_CHECK(!mk_builtin_fuses(g, &sk));
+  mk_subkernel_free(&sk);
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){13, 14, 15, 16}, 4, &sk, &err) == 0);
+  MK_CHECK(mk_builtin_fuses(g, &sk));
+  mk_subkernel_free(&sk);
   mk_graph_free(g);
 }
 
