@@ -74,17 +74,19 @@ static void md_subkernels(mk_buf *b, const mk_bench_results *r) {
 /* How often the decomposition moves won, and how many programs are CUDA-graph
  * variants: merges and splits are kept only when measured faster. */
 static void md_moves(mk_buf *b, const mk_bench_results *r) {
-  int mt = 0, mw = 0, st = 0, sw = 0, graphs = 0;
+  int mt = 0, mw = 0, st = 0, sw = 0, graphs = 0, fused = 0;
   for (int i = 0; i < r->nrecords; i++) {
     const mk_bench_record *rec = &r->records[i];
+    fused += rec->fused;
     mt += rec->merges_tried, mw += rec->merges_won;
     st += rec->splits_tried, sw += rec->splits_won;
     graphs += rec->cuda_graph;
   }
-  if (mt + st + graphs == 0) return;
-  mk_buf_printf(b, "\nSearch moves: merges kept %d of %d tried, splits kept %d of %d tried; "
+  if (mt + st + graphs + fused == 0) return;
+  mk_buf_printf(b, "\nSearch moves: %d merge%s made at the start (one fused kernel covers the union), "
+                   "merges kept %d of %d tried, splits kept %d of %d tried; "
                    "%d problem%s emitted as the CUDA-graph variant of the composition.\n",
-                mw, mt, sw, st, graphs, graphs == 1 ? "" : "s");
+                fused, fused == 1 ? "" : "s", mw, mt, sw, st, graphs, graphs == 1 ? "" : "s");
 }
 
 /* "Subkernels by backend: 3 CUDA C++, 5 Triton, 4 PyTorch (of 12)." */

@@ -111,6 +111,7 @@ cJSON *mk_bench_record_to_json(const mk_bench_record *rec) {
   cJSON_AddNumberToObject(moves, "merges_won", rec->merges_won);
   cJSON_AddNumberToObject(moves, "splits_tried", rec->splits_tried);
   cJSON_AddNumberToObject(moves, "splits_won", rec->splits_won);
+  cJSON_AddNumberToObject(moves, "fused_at_start", rec->fused);
   cJSON_AddBoolToObject(o, "cuda_graph", rec->cuda_graph);
   cJSON_AddNumberToObject(o, "tokens_in", (double)rec->tokens_in);
   cJSON_AddNumberToObject(o, "tokens_out", (double)rec->tokens_out);
@@ -169,6 +170,7 @@ int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg
   out->merges_won = (int)mk_json_num(moves, "merges_won", 0);
   out->splits_tried = (int)mk_json_num(moves, "splits_tried", 0);
   out->splits_won = (int)mk_json_num(moves, "splits_won", 0);
+  out->fused = (int)mk_json_num(moves, "fused_at_start", 0);
   out->cuda_graph = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "cuda_graph"));
   out->tokens_in = (long)mk_json_num(json, "tokens_in", 0);
   out->tokens_out = (long)mk_json_num(json, "tokens_out", 0);

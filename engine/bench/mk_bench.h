@@ -64,6 +64,7 @@ typedef struct mk_bench_record {
   /* the search's decomposition moves (judged by time; tried / kept) and whether the
    * ModelNew is the composition replayed as a CUDA graph */
   int merges_tried, merges_won, splits_tried, splits_won;
+  int fused; /* subkernels merged before the search because one kernel fuses them */
   bool cuda_graph;
   long tokens_in, tokens_out;
   double cost_usd;

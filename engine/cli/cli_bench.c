@@ -211,6 +211,7 @@ static void fill_record(mk_bench_record *rec, const problem *p, int status,
   rec->merges_won = m->moves.merges_won;
   rec->splits_tried = m->moves.splits_tried;
   rec->splits_won = m->moves.splits_won;
+  rec->fused = m->moves.fused;
   rec->cuda_graph = m->moves.cuda_graph;
   rec->ours_ms = m->ours_ms;
   rec->gpu_fraction = m->gpu_fraction;

@@ -91,6 +91,9 @@ typedef struct mk_evaluator {
    * now on (0: the evaluator's own). The CPU plan sets it per job. */
   void (*limit)(void *self, double seconds);
   bool timed; /* false on CPU: no timings, choices say "untimed" */
+  /* How many evaluations run at once (the workers behind it); 0: one. The
+   * search keeps that many plus one in flight under a wall-time slice. */
+  int parallel;
 } mk_evaluator;
 
 typedef struct mk_search_config {
@@ -162,6 +165,7 @@ typedef struct mk_search_result {
   char *final_report;              /* owned */
   int proposals, verified, failed, merges, splits, reverted;
   int merges_tried, splits_tried;  /* merges/splits judged (merges, splits: those kept) */
+  int fused;  /* merges made before the beams: the proposer fuses the union (mk_proposer.fuses) */
   double cost;                     /* the proposals' cost (mk_candidate.cost, summed) */
   double wall_s;
   /* CUDA-graph variant (PH_GRAPH): cuda_graph when modelnew_path is it;

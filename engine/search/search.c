@@ -70,6 +70,19 @@ struct mk_search {
   double ev_limit;              /* the evaluator's limit as last set (set_limit) */
   int cpu_requests;             /* proposal requests for the current subkernel (the beam's steps) */
 
+  /* Under a wall-time limit on a timed evaluator, a subkernel's proposals
+   * wait here and are evaluated a few at a time (slice_pump), so its time
+   * slice ends the NEW step too once one candidate is judged: problem 10 on
+   * an H100 evaluated eight candidates of a 2 GB convolution for 288 s of a
+   * 150 s budget, and no other subkernel got any. */
+  struct slice_item {
+    mk_candidate cand;
+    const mk_subkernel *sk;
+    int sk_index;
+    mk_subkernel_state *st;
+  } *sq;
+  int sq_n, sq_cap, sq_pos, sq_inflight;
+
   int final_round;
   char *graph_path;    /* the CUDA-graph variant being verified (PH_GRAPH), owned */
   mk_search_result *res;
@@ -230,6 +243,7 @@ typedef struct eval_req {
   int subkernel;
   double t_submit;
   double limit_s;      /* the CPU plan's limit for this job, 0 = the evaluator's own */
+  bool queued;         /* submitted by slice_pump */
 } eval_req;
 
 static void cpu_measure(mk_search *s, const eval_req *req, mk_variant *v);
@@ -240,6 +254,9 @@ static void advance(mk_search *s);
 static void batch_done(mk_search *s) {
   if (--s->pending == 0 && !s->submitting) advance(s);
 }
+
+static void slice_pump(mk_search *s);
+static bool slice_spent(const mk_search *s);
 
 static void on_evaluated(void *data, const mk_eval_result *r) {
   eval_req *req = data;
@@ -270,16 +287,24 @@ static void on_evaluated(void *data, const mk_eval_result *r) {
     mk_search_event ev = {.kind = MK_SEARCH_VARIANT, .subkernel = req->subkernel, .variant = v};
     s->on_event(s->data, &ev);
   }
+  bool queued = req->queued;
   free(req);
+  if (queued) {
+    s->sq_inflight--;
+    slice_pump(s); /* before batch_done: the batch stays open while the queue has work */
+  }
   batch_done(s);
 }
 
 /* Evaluates variant `vi` of state `st` for subkernel `sk`. */
-static void submit_eval(mk_search *s, const mk_subkernel *sk, int sk_index, mk_subkernel_state *st,
-                        int vi) {
+static void submit_eval_as(mk_search *s, const mk_subkernel *sk, int sk_index, mk_subkernel_state *st,
+                           int vi, bool queued) {
   eval_req *req = malloc(sizeof *req);
-  if (req == NULL) return;
-  *req = (eval_req){s, st, vi, sk_index, mk_now_s(), s->ev_limit};
+  if (req == NULL) {
+    if (queued) s->sq_inflight--;
+    return;
+  }
+  *req = (eval_req){s, st, vi, sk_index, mk_now_s(), s->ev_limit, queued};
   s->pending++;
   if (s->cancelled) { /* nothing new starts after a cancel */
     mk_eval_result r = {.status = MK_EVAL_CANCELLED, .time_ms = -1};
@@ -293,6 +318,75 @@ static void submit_eval(mk_search *s, const mk_subkernel *sk, int sk_index, mk_s
     snprintf(r.reason, sizeof r.reason, "could not submit: %s", mk_strerror(rc));
     on_evaluated(req, &r);
   }
+}
+
+static void submit_eval(mk_search *s, const mk_subkernel *sk, int sk_index, mk_subkernel_state *st,
+                        int vi) {
+  submit_eval_as(s, sk, sk_index, st, vi, false);
+}
+
+/* Frees the proposals still waiting in the slice queue, saying how many. */
+static void slice_drop(mk_search *s, const char *why) {
+  int dropped = s->sq_n - s->sq_pos;
+  for (int i = s->sq_pos; i < s->sq_n; i++) mk_candidate_free(&s->sq[i].cand);
+  if (dropped > 0) {
+    cJSON *f = cJSON_CreateObject();
+    cJSON_AddNumberToObject(f, "subkernel", s->sq[s->sq_pos].sk_index);
+    cJSON_AddNumberToObject(f, "dropped", dropped);
+    cJSON_AddStringToObject(f, "reason", why);
+    log_event(s, "not_evaluated", f);
+  }
+  s->sq_n = s->sq_pos = 0;
+}
+
+/* Submits waiting proposals while fewer than the evaluator's parallelism
+ * plus one are in flight (one more keeps a worker fed), until the slice or
+ * the whole budget is spent; a subkernel gets at least one candidate judged. */
+static void slice_pump(mk_search *s) {
+  int depth = (s->ev.parallel > 0 ? s->ev.parallel : 1) + 1;
+  while (s->sq_pos < s->sq_n && s->sq_inflight < depth) {
+    struct slice_item *it = &s->sq[s->sq_pos];
+    if (!budget_left(s)) {
+      slice_drop(s, "budget spent");
+      return;
+    }
+    if (slice_spent(s) && it->st->nvariants > 1) {
+      slice_drop(s, "the subkernel's share of the wall-time budget is spent");
+      return;
+    }
+    s->sq_pos++;
+    s->res->proposals++;
+    s->res->cost += it->cand.cost;
+    it->st->proposals++;
+    if (state_add(it->st, it->cand) == NULL) {
+      mk_candidate_free(&it->cand);
+      continue;
+    }
+    s->sq_inflight++;
+    submit_eval_as(s, it->sk, it->sk_index, it->st, it->st->nvariants - 1, true);
+  }
+  if (s->sq_pos == s->sq_n) s->sq_n = s->sq_pos = 0;
+}
+
+/* Queues a proposal for slice_pump; false when out of memory (not queued). */
+static bool slice_push(mk_search *s, const mk_subkernel *sk, int sk_index, mk_subkernel_state *st,
+                       mk_candidate c) {
+  if (s->sq_n == s->sq_cap) {
+    int cap = s->sq_cap ? 2 * s->sq_cap : 16;
+    struct slice_item *n = realloc(s->sq, sizeof *n * (size_t)cap);
+    if (n == NULL) return false;
+    s->sq = n;
+    s->sq_cap = cap;
+  }
+  s->sq[s->sq_n++] = (struct slice_item){c, sk, sk_index, st};
+  return true;
+}
+
+/* True if a proposal with this source already waits in the slice queue. */
+static bool queued_already(const mk_search *s, const mk_candidate *c) {
+  for (int i = s->sq_pos; i < s->sq_n; i++)
+    if (s->sq[i].cand.source && c->source && strcmp(s->sq[i].cand.source, c->source) == 0) return true;
+  return false;
 }
 
 typedef struct propose_req {
@@ -330,12 +424,16 @@ static void on_proposed(void *data, int status, mk_candidate_list *cands, const 
   for (int i = 0; cands && i < cands->n; i++) {
     mk_candidate c = cands->items[i];
     cands->items[i] = (mk_candidate){0};
-    if (i >= pr->limit || !budget_left(s) || is_duplicate(pr->st, &c)) {
+    if (i >= pr->limit || !budget_left(s) || is_duplicate(pr->st, &c) || queued_already(s, &c)) {
       mk_candidate_free(&c);
       continue;
     }
     if (pr->queue) {
       if (mk_candidate_list_push(&s->cpu_queue, c)) mk_candidate_free(&c);
+      continue;
+    }
+    if (s->ph == PH_SUBKERNEL && s->slice_s > 0) {
+      if (!slice_push(s, pr->sk, pr->sk_index, pr->st, c)) mk_candidate_free(&c);
       continue;
     }
     s->res->proposals++;
@@ -349,6 +447,7 @@ static void on_proposed(void *data, int status, mk_candidate_list *cands, const 
   }
   if (cands) mk_candidate_list_free(cands);
   free(pr);
+  slice_pump(s);
   batch_done(s);
 }
 
@@ -1277,6 +1376,8 @@ static void finish(mk_search *s) {
   void *data = s->data;
   trial_reset(s);
   mk_candidate_list_free(&s->cpu_queue);
+  for (int i = s->sq_pos; i < s->sq_n; i++) mk_candidate_free(&s->sq[i].cand);
+  free(s->sq);
   free(s->rep);
   free(s->order);
   free(s->source);
@@ -1325,6 +1426,61 @@ static void advance(mk_search *s) {
     finish(s);
     return;
   }
+}
+
+/* True if subkernel i (orig: its index in the caller's partition, -1 for
+ * one merged here) has no prior variants of its own: merging it loses nothing. */
+static bool prior_is_bare(const mk_search_config *cfg, int orig) {
+  if (orig < 0 || cfg->prior == NULL || orig >= cfg->nprior) return true;
+  const mk_subkernel_state *p = &cfg->prior[orig];
+  return p->nvariants <= 1 && p->chosen == 0;
+}
+
+/* Merges neighbours whose union the proposer writes as one fused kernel
+ * (mk_proposer.fuses), before anything is timed: the merge phase comes after
+ * every beam and, on a heavy program, after the wall budget (problem 10 on an
+ * H100: its convolution's beam took the whole budget and no merge was tried).
+ * The merged subkernel still gets the unfused variants (cuDNN, then a kernel
+ * per stage) from the proposer, so nothing is lost, and a split may undo it.
+ * Subkernels with prior variants of their own (a user's earlier evolve) stay.
+ * orig[i]: subkernel i's index in the caller's partition, -1 when merged. */
+static int premerge_fused(mk_search *s, const mk_search_config *cfg, int *orig) {
+  int merged = 0;
+  for (int i = 0; i < s->part.nsubkernels; i++) orig[i] = i;
+  if (s->prop.fuses == NULL || !cfg->try_merge || cfg->only_subkernel >= 0) return 0;
+  for (int i = 0; i + 1 < s->part.nsubkernels;) {
+    mk_partition trial = {0};
+    bool ok = prior_is_bare(cfg, orig[i]) && prior_is_bare(cfg, orig[i + 1]) &&
+              mk_partition_copy(&s->part, &trial) == 0 && mk_partition_merge(s->g, &trial, i, NULL) == 0 &&
+              s->prop.fuses(s->prop.self, s->g, &trial.subkernels[i], cfg->backend);
+    if (!ok) {
+      mk_partition_free(&trial);
+      i++;
+      continue;
+    }
+    cJSON *f = cJSON_CreateObject();
+    cJSON_AddStringToObject(f, "first", s->part.subkernels[i].name);
+    cJSON_AddStringToObject(f, "second", s->part.subkernels[i + 1].name);
+    cJSON_AddStringToObject(f, "merged", trial.subkernels[i].name);
+    log_event(s, "fused", f);
+    mk_partition_free(&s->part);
+    s->part = trial;
+    orig[i] = -1;
+    for (int k = i + 1; k < s->part.nsubkernels; k++) orig[k] = orig[k + 1];
+    merged++; /* and try the next neighbour onto the same subkernel */
+  }
+  return merged;
+}
+
+/* The caller's prior states renumbered after premerge_fused: a shallow copy
+ * per subkernel, empty for a merged one. NULL when nothing was merged. */
+static mk_subkernel_state *renumber_prior(const mk_search_config *cfg, const int *orig, int n) {
+  if (cfg->prior == NULL) return NULL;
+  mk_subkernel_state *pr = calloc((size_t)n + 1, sizeof *pr);
+  if (pr == NULL) return NULL;
+  for (int i = 0; i < n; i++)
+    if (orig[i] >= 0 && orig[i] < cfg->nprior) pr[i] = cfg->prior[orig[i]];
+  return pr;
 }
 
 static void log_twins(mk_search *s) {
@@ -1384,8 +1540,16 @@ int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *
   cJSON_AddNumberToObject(f, "seed", (double)cfg->seed);
   log_event(s, "start", f);
   s->ph = PH_REFERENCES;
+  int *orig = malloc(sizeof *orig * ((size_t)n + 1));
+  mk_subkernel_state *renumbered = NULL;
+  if (orig && (s->res->fused = premerge_fused(s, cfg, orig)) > 0) {
+    n = s->part.nsubkernels;
+    renumbered = renumber_prior(cfg, orig, n);
+  }
+  free(orig);
   emit_progress(s, "timing the PyTorch reference");
-  s->cfg.prior = cfg->prior;
+  s->cfg.prior = renumbered ? renumbered : s->res->fused > 0 ? NULL : cfg->prior;
+  s->cfg.nprior = renumbered ? n : cfg->nprior;
   s->rep = malloc(sizeof *s->rep * ((size_t)n + 1));
   if (s->rep && (cfg->only_subkernel >= 0 || mk_partition_twins(g, &s->part, s->rep))) {
     free(s->rep); /* searching one subkernel, or no memory: no sharing */
@@ -1395,6 +1559,7 @@ int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *
   s->submitting = true; /* references may complete synchronously: finish start first */
   for (int i = 0; i < n; i++) adopt_prior_or_reference(s, i);
   s->cfg.prior = NULL;
+  free(renumbered);
   s->submitting = false;
   s->pending++;
   batch_done(s);

@@ -108,6 +108,7 @@ typedef struct mk_session_subkernel {
  * ModelNew is the CUDA-graph variant of the composition. */
 typedef struct mk_session_moves {
   int merges_tried, merges_won, splits_tried, splits_won;
+  int fused; /* merges made before the beams, where one fused kernel covers the union */
   bool cuda_graph;
 } mk_session_moves;
 

@@ -785,7 +785,7 @@ static void adopt_result(module_state *m, mk_search_result *r) {
   r->modelnew_path = NULL;
   m->moves = (mk_session_moves){.merges_tried = r->merges_tried, .merges_won = r->merges,
                                 .splits_tried = r->splits_tried, .splits_won = r->splits,
-                                .cuda_graph = r->cuda_graph};
+                                .fused = r->fused, .cuda_graph = r->cuda_graph};
   if (r->final.status == MK_EVAL_OK) {
     m->ours_ms = r->final.time_ms;
     m->eager_ms = r->final.ref_eager_ms;

@@ -417,7 +417,8 @@ mk_evaluator session_runtime_evaluator(mk_session *s, module_state *m) {
   m->eval = (session_eval_ctx){s, m, 0};
   return (mk_evaluator){.self = &m->eval, .evaluate = evaluate,
                         .evaluate_composition = evaluate_composition, .cancel = cancel_all,
-                        .limit = set_limit, .timed = s->rt->gpu};
+                        .limit = set_limit, .timed = s->rt->gpu,
+                        .parallel = mk_worker_pool_gpus(s->rt->pool)};
 }
 
 /* ---- proposers ----------------------------------------------------------------- */

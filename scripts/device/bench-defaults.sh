@@ -31,7 +31,8 @@ for p in ${BENCH_PROBLEMS:-$([ "$level" = 3 ] && echo "$default_l3" || echo "$de
   probs+=("$(ls "$KB"/level$level/${p}_*.py)")
 done
 start=$(date +%s)
-timeout "${BENCH_SECONDS:-500}" "$MK" bench "${probs[@]}" -o "$out" --gpus 1 \
+# The run logs (run.jsonl: every evaluation with its time and reason) come back too.
+timeout "${BENCH_SECONDS:-500}" "$MK" bench "${probs[@]}" -o "$out" --gpus 1 --workdir "$out/work" \
   --kb-root "$KB/kbeval" 2>&1 | tail -45 | tee "$OUT/bench-tail.txt"
 echo "wall_s=$(( $(date +%s) - start ))" | tee -a "$OUT/bench-tail.txt"
 tar czf "$OUT/$name.tgz" -C /tmp "$name"

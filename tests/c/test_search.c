@@ -49,7 +49,20 @@ typedef struct fake_prop {
   const char *const *names;
   int nnames;
   bool fresh; /* every request (OPTIMISE too) gets new candidates */
+  bool fuse;     /* give mk_proposer.fuses: yes to subkernels holding fuse_node and another */
+  int fuse_node;
+  int fuses_asked;
 } fake_prop;
+
+static bool fake_fuses(void *self, const mk_graph *g, const mk_subkernel *sk, mk_kernel_backend backend) {
+  (void)g;
+  (void)backend;
+  fake_prop *fp = self;
+  fp->fuses_asked++;
+  for (int i = 0; i < sk->nnodes; i++)
+    if (sk->nodes[i] == fp->fuse_node) return sk->nnodes > 1;
+  return false;
+}
 
 static int fake_propose(void *self, const mk_propose_request *req, mk_propose_cb cb, void *data) {
   fake_prop *fp = self;
@@ -145,7 +158,8 @@ static int run_search(fake_prop *fp, fake_eval *fe, mk_search_config *cfg, outco
     mk_graph_free(g);
     return -1;
   }
-  mk_proposer prop = {.self = fp, .name = "fake", .propose = fake_propose};
+  mk_proposer prop = {.self = fp, .name = "fake", .propose = fake_propose,
+                      .fuses = fp->fuse ? fake_fuses : NULL};
   mk_evaluator ev = {.self = fe, .evaluate = fake_evaluate,
                      .evaluate_composition = fake_evaluate_composition, .timed = fe->timed};
   int rc = mk_search_start(g, &p, SOURCE, cfg, prop, ev, NULL, on_done, o, NULL, &err);
@@ -1046,6 +1060,72 @@ MK_TEST(search, wall_budget_is_shared_by_the_subkernels) {
   }
   mk_search_result_free(o.res);
   mk_graph_free(g);
+}
+
+/* The slice ends the NEW step too: a subkernel's proposals are evaluated a
+ * few at a time, and those left when its share of the wall budget is spent
+ * are dropped (logged), so the next subkernel still gets candidates. */
+MK_TEST(search, wall_slice_stops_the_first_proposals_too) {
+  const char *names[] = {"ok_1.0", "ok_1.1", "ok_1.2", "ok_1.3", "ok_1.4", "ok_1.5", "ok_1.6", "ok_1.7"};
+  fake_prop fp = {.names = names, .nnames = 8};
+  fake_eval fe = {.ref_ms = 4.0, .timed = true, .delay_s = 0.1};
+  mk_search_config cfg;
+  config(&cfg);
+  cfg.gpu_seconds = 1.0;
+  cfg.depth = 0;
+  char path[] = "/tmp/mk_search_slog_XXXXXX";
+  int fd = mkstemp(path);
+  MK_REQUIRE(fd >= 0);
+  close(fd);
+  cfg.log = fopen(path, "w");
+  outcome o = {0};
+  mk_graph *g = NULL;
+  MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
+  fclose(cfg.log);
+  MK_REQUIRE(o.res != NULL);
+  MK_REQUIRE(o.res->partition.nsubkernels == 2);
+  for (int i = 0; i < 2; i++) {
+    MK_CHECK_INT(o.res->states[i].proposals, >, 0);
+    MK_CHECK_INT(o.res->states[i].proposals, <, 8);
+  }
+  char *log = NULL;
+  size_t n = 0;
+  MK_REQUIRE(mk_read_file(path, 1 << 20, &log, &n) == 0);
+  MK_CHECK(strstr(log, "\"event\":\"not_evaluated\"") != NULL);
+  free(log);
+  remove(path);
+  mk_search_result_free(o.res);
+  mk_graph_free(g);
+}
+
+/* Neighbours whose union the proposer fuses into one kernel are merged before
+ * the beams (the merge phase comes too late under a wall budget); merges off,
+ * nothing is merged. */
+MK_TEST(search, fused_neighbours_merge_before_the_beams) {
+  const char *names[] = {"ok_1.0"};
+  for (int merge = 0; merge < 2; merge++) {
+    fake_prop fp = {.names = names, .nnames = 1, .fuse = true, .fuse_node = 0};
+    fake_eval fe = {.ref_ms = 4.0, .timed = true};
+    mk_search_config cfg;
+    config(&cfg);
+    cfg.try_merge = merge;
+    outcome o = {0};
+    mk_graph *g = NULL;
+    MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
+    MK_REQUIRE(o.res != NULL);
+    if (merge) {
+      MK_CHECK_INT(o.res->fused, ==, 1);
+      MK_CHECK_INT(o.res->partition.nsubkernels, ==, 1); /* relu + linear/mul/sum */
+      MK_CHECK_INT(o.res->partition.subkernels[0].nnodes, ==, 4);
+      MK_CHECK_INT(o.res->states[0].chosen, >, 0);
+    } else {
+      MK_CHECK_INT(o.res->fused, ==, 0);
+      MK_CHECK_INT(fp.fuses_asked, ==, 0);
+      MK_CHECK_INT(o.res->partition.nsubkernels, ==, 2);
+    }
+    mk_search_result_free(o.res);
+    mk_graph_free(g);
+  }
 }
 
 /* On a GPU an unset --time-budget is the device's budget (gpu_seconds): past it no
