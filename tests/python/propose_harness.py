@@ -114,7 +114,16 @@ def check(sk_dir: Path, sk: dict[str, Any], cand: str, device: str) -> str | Non
     ref_in = [t.clone() for t in base]
     cand_in = [t.clone() for t in base]
     want = as_tuple(ref.run(*ref_in))
-    got = as_tuple(mod.run(*cand_in))
+    # Under the worker's op guard, as the verifier runs it: a candidate computing
+    # through torch ops it does not declare (MK_USES_TORCH) is rejected there.
+    from mkworker.guards import OpRecorder
+
+    rec = OpRecorder(getattr(mod, "MK_USES_TORCH", ()), sk_dir / cand)
+    with torch.no_grad(), rec.recording():
+        got = as_tuple(mod.run(*cand_in))
+    why = rec.reason()
+    if why:
+        return f"the worker's guard rejects it: it {why}"
     if len(want) != len(got):
         return f"{len(got)} outputs, reference has {len(want)}"
     for i, (a, b) in enumerate(zip(want, got, strict=True)):
