@@ -43,12 +43,18 @@ typedef struct igemm_cfg {
 } igemm_cfg;
 /* "tf32r" / "tf32t": the inputs rounded to TF32 (to nearest / by truncation)
  * before the products, where the reference's convolution runs cuDNN with TF32:
- * with the reference's rounding (scripts/device/tf32_rounding_probe.py) the
- * products are the reference's, so the result agrees with it to float32
- * accumulation order, where another rounding differs by the reference's own
- * TF32 error (5.4e-4 on problem 25, over KernelBench's 1e-4). */
+ * with the reference's rounding the products are the reference's, so the
+ * result agrees with it to float32 accumulation order, where another rounding
+ * differs by the reference's own TF32 error (5.4e-4 on problem 25, over
+ * KernelBench's 1e-4). On an H100 (scripts/device/tf32_rounding_probe.py)
+ * cuDNN's TF32 result was 5e-6 from round-to-nearest inputs and 2.4e-3 from
+ * truncated ones, and on problems 10 and 25 "tf32r" passed the plain
+ * comparison where "tf32t" needed the TF32-aware one. Truncation is what the
+ * tensor cores do to float32 inputs anyway ("tf32" with ROUND 0), so tf32t
+ * (ROUND 1) is not listed. A 64-wide channel block halves the loop's
+ * iterations where the input has many channels. */
 static const igemm_cfg igemm_gpu[] = {{128, 64, 32, 4, 3, "tf32", 2, 0},
-                                      {128, 64, 32, 4, 3, "tf32", 1, 0},
+                                      {128, 64, 64, 4, 3, "tf32", 2, 1},
                                       {64, 128, 32, 4, 3, "tf32", 2, 1},
                                       {128, 128, 32, 8, 3, "tf32", 2, 1},
                                       {128, 64, 32, 4, 3, "tf32", 0, 2},
