@@ -208,3 +208,34 @@ def test_level1_sample_replays_exactly(name):
 def test_level3_sample_replays_exactly(name):
     path = next(p for p in kernelbench_files(3) if p.name == name)
     assert_replay_exact(str(path))
+
+
+def test_make_inputs_draws_once_per_worker_and_leaves_the_generators_as_a_draw_would(
+        tmp_path: Path) -> None:
+    src = tmp_path / "p.py"
+    src.write_text(
+        "import torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x, y):\n"
+        "        return x + y\n"
+        "def get_inputs():\n"
+        "    x = torch.rand(4, 3)\n"
+        "    return [x, x, 7]\n"
+        "def get_init_inputs():\n"
+        "    return []\n")
+    path = str(src)
+    replay._INPUTS.clear()
+    first = replay.make_inputs(path, seed=5)
+    after_draw = torch.rand(3)
+    second = replay.make_inputs(path, seed=5)
+    after_hit = torch.rand(3)
+    assert torch.equal(first[0], second[0]) and second[2] == 7
+    assert first[0].data_ptr() != second[0].data_ptr()  # a copy: the caller may write it
+    assert second[0] is second[1]  # a tensor given twice stays one tensor
+    assert torch.equal(after_draw, after_hit)  # the generators as a fresh draw leaves them
+    first[0].add_(1.0)
+    assert torch.equal(replay.make_inputs(path, seed=5)[0], second[0])  # kept intact
+    assert not torch.equal(replay.make_inputs(path, seed=6)[0], second[0])
+    # An edited file is drawn again.
+    src.write_text(src.read_text().replace("torch.rand(4, 3)", "torch.zeros(4, 3) ") + "\n")
+    assert torch.equal(replay.make_inputs(path, seed=5)[0], torch.zeros(4, 3))

@@ -303,6 +303,7 @@ def _classify(exc: BaseException, cand_file: str | None, device: torch.device,
                                   f"{first[0] if first else ''}", line, tb)
     elif isinstance(exc, torch.OutOfMemoryError | MemoryError):
         out.error_kind = "oom"
+        _replay().drop_inputs()  # the kept inputs give their memory back first
         if device.type == "cuda":
             torch.cuda.empty_cache()
         out.fail("runtime_error", f"out of memory: {str(exc).splitlines()[0] if str(exc) else ''}",
