@@ -1447,7 +1447,9 @@ static bool prior_is_bare(const mk_search_config *cfg, int orig) {
 static int premerge_fused(mk_search *s, const mk_search_config *cfg, int *orig) {
   int merged = 0;
   for (int i = 0; i < s->part.nsubkernels; i++) orig[i] = i;
-  if (s->prop.fuses == NULL || !cfg->try_merge || cfg->only_subkernel >= 0) return 0;
+  /* Merges are a timed move (try_next_merge): on the CPU, where the implicit
+   * GEMM comes last anyway, the decomposition stays as the user sees it. */
+  if (s->prop.fuses == NULL || !cfg->try_merge || cfg->only_subkernel >= 0 || !s->ev.timed) return 0;
   for (int i = 0; i + 1 < s->part.nsubkernels;) {
     mk_partition trial = {0};
     bool ok = prior_is_bare(cfg, orig[i]) && prior_is_bare(cfg, orig[i + 1]) &&
