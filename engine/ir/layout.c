@@ -19,11 +19,22 @@ static bool is_activation(const mk_value *v) {
          is_float(v->dtype);
 }
 
-/* A 2-d/3-d convolution (plain or transposed) whose activation is v. */
+/* A convolution over at most this many input channels stays in PyTorch's
+ * layout: cuDNN's channels_last kernels pad so few channels, and on an H100
+ * problem 85's 8-channel conv + group norm chain ran 1.77 ms in NCHW against
+ * 2.93 ms for its fastest channels_last variant and 3.98 ms for the
+ * channels_last reference, while problem 25's 16-channel conv still ran 1.4x
+ * faster in channels_last (docs/bench/conv-fused-h100); on the H200 the 3- and
+ * 8-channel problems 50, 60 and 90 chose their NCHW cuDNN variant
+ * (docs/bench/conv-layout-h200). */
+#define FEW_CHANNELS 8
+
+/* A 2-d/3-d convolution (plain or transposed) whose activation is v, with
+ * more than FEW_CHANNELS input channels (known at capture). */
 static bool is_conv_reading(const mk_graph *g, const mk_node *n, int v) {
   if (n->category != MK_OP_CONV || n->ninputs < 1 || n->inputs[0] != v) return false;
-  int rank = g->values[v].rank;
-  return rank == 4 || rank == 5;
+  const mk_value *val = &g->values[v];
+  return (val->rank == 4 || val->rank == 5) && val->shape[1] > FEW_CHANNELS;
 }
 
 /* A 2-d/3-d convolution (its output is the convolution's). */

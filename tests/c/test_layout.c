@@ -58,6 +58,23 @@ MK_TEST(layout, conv_net_plans_channels_last_up_to_the_view) {
   mk_graph_free(g);
 }
 
+/* A convolution over 8 input channels or fewer stays in PyTorch's layout
+ * (cuDNN's channels_last kernels pad them): programs whose convolutions all
+ * read few channels (conv_tails: 5, conv_pixel_reductions: 3 and 2) plan
+ * nothing, where the same structures over more channels (conv_layouts) do. */
+MK_TEST(layout, few_channel_convolutions_keep_the_default_layout) {
+  const char *fixtures[] = {"conv_tails.json", "conv_pixel_reductions.json"};
+  for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
+    mk_graph *g = load("propose", fixtures[i]);
+    MK_REQUIRE(g != NULL);
+    unsigned char *lay = calloc((size_t)g->nvalues, 1), *conv = calloc((size_t)g->nvalues, 1);
+    MK_CHECK_INT(mk_layout_plan(g, lay, conv), ==, 0);
+    free(lay);
+    free(conv);
+    mk_graph_free(g);
+  }
+}
+
 MK_TEST(layout, conv3d_and_layer_readers) {
   /* conv_layouts: a conv3d tail plans channels_last_3d; a value returned and
    * also read by a layout-keeping op stays channels_last. */
