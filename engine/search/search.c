@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 typedef enum {
@@ -296,6 +297,26 @@ static void on_evaluated(void *data, const mk_eval_result *r) {
   batch_done(s);
 }
 
+/* Keeps a generated candidate's source as <workdir>/candidates/<subkernel>.<variant>.py,
+ * so a run's kernels can be read, rerun or profiled after it (bench brings the
+ * workdir back from a GPU machine). Best effort: a failure costs nothing. */
+static void keep_source(const mk_search *s, const mk_subkernel *sk, const mk_candidate *c) {
+  if (c->source == NULL || s->cfg.workdir == NULL) return;
+  mk_buf path;
+  mk_buf_init(&path, 256);
+  mk_buf_printf(&path, "%s/candidates", s->cfg.workdir);
+  (void)mkdir(mk_buf_cstr(&path), 0755);
+  mk_buf_printf(&path, "/%s.", sk->name ? sk->name : "subkernel");
+  for (const char *q = c->name ? c->name : "candidate"; *q; q++) {
+    char ch = *q;
+    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+    mk_buf_printf(&path, "%c", ok ? ch : '_');
+  }
+  mk_buf_puts(&path, ".py");
+  if (!path.err) (void)mk_write_file(mk_buf_cstr(&path), c->source, strlen(c->source));
+  mk_buf_free(&path);
+}
+
 /* Evaluates variant `vi` of state `st` for subkernel `sk`. */
 static void submit_eval_as(mk_search *s, const mk_subkernel *sk, int sk_index, mk_subkernel_state *st,
                            int vi, bool queued) {
@@ -305,6 +326,7 @@ static void submit_eval_as(mk_search *s, const mk_subkernel *sk, int sk_index, m
     return;
   }
   *req = (eval_req){s, st, vi, sk_index, mk_now_s(), s->ev_limit, queued};
+  if (vi > 0) keep_source(s, sk, &st->variants[vi].cand);
   s->pending++;
   if (s->cancelled) { /* nothing new starts after a cancel */
     mk_eval_result r = {.status = MK_EVAL_CANCELLED, .time_ms = -1};

@@ -181,6 +181,9 @@ MK_TEST(search, picks_fastest_verified_variant) {
   fake_eval fe = {.ref_ms = 4.0, .timed = true};
   mk_search_config cfg;
   config(&cfg);
+  char work[] = "/tmp/mk_search_work_XXXXXX";
+  MK_REQUIRE(mkdtemp(work) != NULL);
+  cfg.workdir = work;
   outcome o = {0};
   mk_graph *g = NULL;
   MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
@@ -193,6 +196,13 @@ MK_TEST(search, picks_fastest_verified_variant) {
   }
   MK_CHECK(o.res->failed > 0);
   MK_CHECK(o.res->modelnew_path != NULL);
+  /* every evaluated candidate's source is kept in the workdir */
+  char path[700];
+  snprintf(path, sizeof path, "%s/candidates/%s.ok_0_5.py", work, o.res->partition.subkernels[0].name);
+  MK_CHECK(access(path, R_OK) == 0);
+  char rm[800];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", work);
+  MK_CHECK(system(rm) == 0);
   mk_search_result_free(o.res);
   mk_graph_free(g);
 }
