@@ -783,6 +783,13 @@ static void tile_lines(bi_emit *e, const conv_chain *c, int res) {
      * default; with TF32 turned off this variant fails the plain comparison
      * and another stands). Candidates may not read torch.backends (audit). */
     mk_buf_printf(b, "    tf32_%d = x%d.is_cuda\n", res, res);
+  if (cfg->conv_round == 3) {
+    /* Rounded once here (same strides), so the loop feeds its loads straight
+     * to the tensor cores. */
+    mk_buf_printf(b, "    if tf32_%d:\n        x%d = _mk_tf32_round(x%d)\n        w%d = _mk_tf32_round(w%d)\n", res,
+                  res, res, res, res);
+    e->need_tf32_round = true;
+  }
   /* The channel block: a dot needs K >= 16. */
   mk_buf_printf(b, "    BK%d = max(16, min(%d, triton.next_power_of_2(C%d)))\n", res, cfg->conv_bk, res);
 }

@@ -179,6 +179,7 @@ typedef struct bi_emit {
   bool need_cl_helpers;   /* _mk_cl_view and _mk_cl_order are used */
   bool need_gn_affine;    /* _mk_gn_affine is used (builtin_conv.c) */
   bool need_bn_affine;    /* _mk_bn_affine is used (builtin_conv.c) */
+  bool need_tf32_round;   /* _mk_tf32_round is used (builtin_conv.c, "tf32p") */
   /* Last stage an implicit-GEMM convolution computed with its chain; the
    * stages up to it are not emitted again (-1: none). */
   int chain_end;

@@ -38,7 +38,8 @@ typedef struct igemm_cfg {
   int bm, bn, bk, warps, stages;
   const char *prec;
   int round;  /* inputs rounded to TF32 first as the reference does: 0 no, 1 truncated
-                 ("tf32t"), 2 to nearest ("tf32r") */
+                 ("tf32t"), 2 to nearest ("tf32r") in the loop, 3 to nearest once
+                 before it, by the launcher ("tf32p") */
   int dist;
 } igemm_cfg;
 /* "tf32r" / "tf32t": the inputs rounded to TF32 (to nearest / by truncation)
@@ -52,8 +53,12 @@ typedef struct igemm_cfg {
  * comparison where "tf32t" needed the TF32-aware one. Truncation is what the
  * tensor cores do to float32 inputs anyway ("tf32" with ROUND 0), so tf32t
  * (ROUND 1) is not listed. A 64-wide channel block halves the loop's
- * iterations where the input has many channels. */
+ * iterations where the input has many channels. "tf32p" rounds input and
+ * weight once, in the launcher (a pass over the input), so the loop feeds
+ * the loads straight to the tensor cores: which costs less depends on the
+ * shapes, and the verifier times both. */
 static const igemm_cfg igemm_gpu[] = {{128, 64, 32, 4, 3, "tf32", 2, 0},
+                                      {128, 64, 32, 4, 3, "tf32", 3, 1},
                                       {128, 64, 64, 4, 3, "tf32", 2, 1},
                                       {64, 128, 32, 4, 3, "tf32", 2, 1},
                                       {128, 128, 32, 8, 3, "tf32", 2, 1},
@@ -135,7 +140,7 @@ static int variant_name(const cfg_tables *t, const variant *v, bool has_base, bo
   mk_buf_puts(out, "triton");
   if (has_conv && c.conv_igemm)
     mk_buf_printf(out, "_igemm%dx%dx%d_w%d_s%d_%s%s", c.conv_bm, c.conv_bn, c.conv_bk, c.conv_warps,
-                  c.conv_stages, c.conv_precision, c.conv_round == 1 ? "t" : c.conv_round == 2 ? "r" : "");
+                  c.conv_stages, c.conv_precision, c.conv_round == 1 ? "t" : c.conv_round == 2 ? "r" : c.conv_round == 3 ? "p" : "");
   else if (has_conv) mk_buf_puts(out, c.channels_last ? "_convcl" : "_conv");
   if (has_gemm) {
     if (c.gemm_torch) mk_buf_puts(out, "_cublas");
@@ -318,6 +323,26 @@ static const char bn_affine_helper[] =
     "            HAS_B=bias is not None, HAS_RUN=rm is not None and rv is not None, BLOCK=256)\n"
     "    return scale, shift\n";
 
+/* The "tf32p" implicit GEMMs (builtin_conv.c): input and weight rounded to
+ * TF32 once, to nearest with ties away (cuDNN's rounding of its TF32
+ * inputs), into tensors of the same strides; the tensor cores' truncation of
+ * the result is then exact. */
+static const char tf32_round_helper[] =
+    "\n\n@triton.jit\n"
+    "def _mk_tf32_round_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
+    "    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)\n"
+    "    m = i < n\n"
+    "    v = tl.load(x_ptr + i, mask=m, other=0.0)\n"
+    "    v = ((v.to(tl.int32, bitcast=True) + 4096) & -8192).to(tl.float32, bitcast=True)\n"
+    "    tl.store(y_ptr + i, v, mask=m)\n"
+    "\n\ndef _mk_tf32_round(t):\n"
+    "    \"\"\"t (dense: contiguous in some memory format) rounded to TF32, to nearest.\"\"\"\n"
+    "    y = torch.empty_like(t)\n"
+    "    n = t.numel()\n"
+    "    if n > 0:\n"
+    "        _mk_tf32_round_kernel[(triton.cdiv(n, 1024),)](t, y, n, BLOCK=1024)\n"
+    "    return y\n";
+
 /* Elementwise stages run in channels_last memory order (builtin_ew.c). */
 static const char cl_helpers[] =
     "\n\ndef _mk_cl_order(shape):\n"
@@ -374,6 +399,7 @@ static int emit_module(const bi_plan *p, const bi_config *c, const char *vname, 
     if (e.need_channel_bias) mk_buf_puts(&mod, channel_bias_helper);
     if (e.need_gn_affine) mk_buf_puts(&mod, gn_affine_helper);
     if (e.need_bn_affine) mk_buf_puts(&mod, bn_affine_helper);
+    if (e.need_tf32_round) mk_buf_puts(&mod, tf32_round_helper);
     if (e.need_pool) mk_buf_puts(&mod, bi_pool_helper());
     mk_buf_puts(&mod, "\n\n");
     bi_emit_run_signature(p->g, sk, &mod);

@@ -326,15 +326,31 @@ MK_TEST(propose, lone_conv_gets_channels_last_variant) {
   MK_CHECK_INT(mk_builtin_propose(&req, &l, &err), ==, 0);
   /* the implicit GEMM first, channels_last next; then, since it has a bias,
    * the default layout with the bias added by its own kernel (the eager
-   * numerics, without cuDNN's pass); then the other implicit-GEMM tiles */
-  MK_CHECK_INT(l.n, ==, 8);
-  if (l.n == 8) {
+   * numerics, without cuDNN's pass); then the other implicit-GEMM tiles, the
+   * one rounding its operands once in the launcher ("tf32p") first */
+  MK_CHECK_INT(l.n, ==, 9);
+  if (l.n == 9) {
     MK_CHECK_STR(l.items[0].name, "triton_igemm128x64x32_w4_s3_tf32r");
     MK_CHECK(strstr(l.items[0].source, "MK_USES_TORCH") == NULL);
     MK_CHECK(strstr(l.items[0].source, "acc += tl.load(bias_ptr + rn, mask=n_mask, other=0.0)") != NULL);
     MK_CHECK(strstr(l.items[0].source, "tl.store(conv_out_ptr + offs, acc, mask=mask2)") != NULL);
-    MK_CHECK_STR(l.items[6].name, "triton_igemm128x64x32_w4_s3_tf32x3");
-    MK_CHECK_STR(l.items[7].name, "triton_igemm128x64x32_w4_s3_tf32");
+    MK_CHECK(strstr(l.items[0].source, "_mk_tf32_round") == NULL);
+    const char *pre = NULL;
+    for (int i = 0; i < l.n; i++)
+      if (l.items[i].name && strcmp(l.items[i].name, "triton_igemm128x64x32_w4_s3_tf32p") == 0)
+        pre = l.items[i].source;
+    MK_REQUIRE(pre != NULL);
+    /* rounded once, on the GPU only (float32 on the CPU), and not again in the loop */
+    char pw[256];
+    int x = n->outputs[0];
+    snprintf(pw, sizeof pw, "    if tf32_%d:\n        x%d = _mk_tf32_round(x%d)\n        w%d = _mk_tf32_round(w%d)\n",
+             x, x, x, x, x);
+    MK_CHECK(strstr(pre, pw) != NULL);
+    snprintf(pw, sizeof pw, "ROUND=3 if tf32_%d else 0", x);
+    MK_CHECK(strstr(pre, pw) != NULL);
+    MK_CHECK(strstr(pre, "def _mk_tf32_round_kernel(") != NULL);
+    MK_CHECK_STR(l.items[7].name, "triton_igemm128x64x32_w4_s3_tf32x3");
+    MK_CHECK_STR(l.items[8].name, "triton_igemm128x64x32_w4_s3_tf32");
     mk_candidate_free(&l.items[0]);
     l.items[0] = l.items[1]; /* the cuDNN ones at 0 and 1 below */
     l.items[1] = l.items[2];

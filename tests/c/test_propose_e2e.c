@@ -277,6 +277,58 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
   run_fixture("conv_net.json", 2);
 }
 
+/* The "tf32p" implicit GEMM rounds input and weight once, in its launcher,
+ * on the GPU only: its rounding helper, run here directly under the
+ * interpreter, rounds to nearest with ties away and keeps the strides. */
+MK_TEST(propose_e2e, tf32_rounding_helper_rounds_to_nearest) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  mk_graph *g = load_fixture("conv_chain.json");
+  MK_REQUIRE(g != NULL);
+  int conv = -1;
+  for (int i = 0; i < g->nnodes && conv < 0; i++)
+    if (strstr(g->nodes[i].op, "conv2d")) conv = i;
+  MK_REQUIRE(conv >= 0);
+  mk_subkernel sk;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_subkernel_from_nodes(g, &conv, 1, &sk, &err) == 0);
+  mk_candidate_list l = {0};
+  mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
+  MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
+  const char *src = NULL;
+  for (int i = 0; i < l.n; i++)
+    if (strstr(l.items[i].name, "_tf32p")) src = l.items[i].source;
+  MK_REQUIRE(src != NULL);
+  char dir[] = "/tmp/mk_tf32p_XXXXXX";
+  MK_REQUIRE(mkdtemp(dir) != NULL);
+  MK_REQUIRE(write_text(dir, "cand.py", src) == 0);
+  mk_buf cmd;
+  mk_buf_init(&cmd, 4096);
+  mk_buf_printf(&cmd, "TRITON_INTERPRET=1 '%s' '%s/tests/python/tf32_round_check.py' '%s/cand.py' 2>&1",
+                MK_DEFAULT_PYTHON, mk_test_repo_dir(), dir);
+  FILE *f = popen(mk_buf_cstr(&cmd), "r");
+  MK_REQUIRE(f != NULL);
+  char line[4096] = "";
+  char *got = fgets(line, sizeof line, f);
+  int status = pclose(f);
+  if (status != 0 || got == NULL || strcmp(line, "ok\n") != 0) fprintf(stderr, "    %s", line);
+  MK_CHECK_INT(status, ==, 0);
+  MK_CHECK_STR(line, "ok\n");
+  if (status == 0) { /* kept to read on a failure */
+    mk_buf_reset(&cmd);
+    mk_buf_printf(&cmd, "rm -rf '%s'", dir);
+    MK_CHECK(system(mk_buf_cstr(&cmd)) == 0);
+  } else {
+    fprintf(stderr, "    candidate and check kept in %s\n", dir);
+  }
+  mk_buf_free(&cmd);
+  mk_candidate_list_free(&l);
+  mk_subkernel_free(&sk);
+  mk_graph_free(g);
+}
+
 MK_TEST(propose_e2e, norms_match_reference) {
   if (!python_ready()) {
     mk_test_skip("no Python with torch and triton");
