@@ -564,46 +564,32 @@ static void offs_lines(const conv_info *ci, bool store_conv, mk_buf *k) {
   if (store_conv) mk_buf_puts(k, "    tl.store(conv_out_ptr + offs, acc, mask=mask2)\n");
 }
 
-/* True if the pool anchor's own output is stored: read outside the chain, or
- * the chain ends with it (no epilogue, no pixel reduction after it). */
-static bool anchor_stored(const bi_plan *p, const conv_chain *c) {
-  int av = p->g->nodes[p->st[c->anchor].nodes[0]].outputs[0];
-  return bi_value_escapes(p, c->anchor, av) || (p->st[c->anchor].epi < 0 && c->sred < 0);
-}
+/* A sum/mean/max/min's identity, its tl reduction ("sum", "max", "min") and
+ * how two partials combine. */
+typedef struct reduce_text {
+  const char *ident, *fn, *combine;
+} reduce_text;
 
-/* The pool anchor's output (when stored) and its epilogue, at offsets poffs. */
-static int pool_epi_lines(bi_emit *e, const conv_chain *c, mk_buf *k, mk_errmsg *err) {
-  const bi_plan *p = e->p;
-  if (c->sred < 0) return bi_epi_body(e, c->anchor, "pooled", "poffs", "pmask", 4, k, err);
-  int av = p->g->nodes[p->st[c->anchor].nodes[0]].outputs[0];
-  if (anchor_stored(p, c)) {
-    mk_buf_puts(k, "    tl.store(");
-    bi_run_name(p, av, k);
-    mk_buf_puts(k, "_ptr + poffs, pooled, mask=pmask)\n");
-  }
-  int epi = p->st[c->anchor].epi;
-  if (epi < 0) return k->err;
-  bi_ew_bind bind = {.value = av, .var = "pooled"};
-  return bi_ew_body(e, epi, "epi_", "poffs", "pmask", bind, true, 4, k, err);
+static reduce_text reduce_text_of(const char *op) {
+  if (!strcmp(op, "max")) return (reduce_text){"float(\"-inf\")", "max", "tl.maximum(acc, v)"};
+  if (!strcmp(op, "min")) return (reduce_text){"float(\"inf\")", "min", "tl.minimum(acc, v)"};
+  return (reduce_text){"0.0", "sum", "acc + v"};
 }
 
 /* The pixel reduction's partial: the tile's valid rows (and, when the
  * channels are reduced too, its channels) reduced, stored at
  * part[n, program_id(0), channel] or part[n, program_id(0) * num_programs(1) + program_id(1)]. */
 static void sred_partial_lines(const conv_chain *c, const char *val, const char *rmask, mk_buf *k) {
-  const char *op = c->si.op;
-  bool is_max = !strcmp(op, "max"), is_min = !strcmp(op, "min");
-  const char *ident = is_max ? "float(\"-inf\")" : is_min ? "float(\"inf\")" : "0.0";
-  const char *fn = is_max ? "max" : is_min ? "min" : "sum";
+  reduce_text r = reduce_text_of(c->si.op);
   mk_buf_printf(k, "    # the reduction over the pixels%s: this tile's partial, finished by the next kernel\n"
                    "    red = tl.where(%s[:, None] & n_mask[None, :], %s, %s)\n"
                    "    red = tl.%s(red, axis=0)\n",
-                c->si.lo == 1 ? " and channels" : "", rmask, val, ident, fn);
+                c->si.lo == 1 ? " and channels" : "", rmask, val, r.ident, r.fn);
   if (c->si.lo == 1)
     mk_buf_printf(k, "    red = tl.%s(red, axis=0)\n"
                      "    at = (tl.program_id(2).to(tl.int64) * tl.num_programs(0) + tl.program_id(0)) * "
                      "tl.num_programs(1) + tl.program_id(1)\n"
-                     "    tl.store(part_ptr + at, red)\n", fn);
+                     "    tl.store(part_ptr + at, red)\n", r.fn);
   else
     mk_buf_puts(k, "    at = (tl.program_id(2).to(tl.int64) * tl.num_programs(0) + tl.program_id(0)) * OC + rn\n"
                    "    tl.store(part_ptr + at, red, mask=n_mask)\n");
@@ -647,13 +633,11 @@ static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool
     return k->err;
   }
   if (c->reduce) {
-    const char *op = c->ri.op;
-    bool is_max = !strcmp(op, "max"), is_min = !strcmp(op, "min");
-    const char *ident = is_max ? "float(\"-inf\")" : is_min ? "float(\"inf\")" : "0.0";
+    reduce_text r = reduce_text_of(c->ri.op);
     mk_buf_printf(k, "    # the reduction over channels: the tile holds every channel\n"
-                     "    red = tl.where(mask2, %s, %s)\n", val, ident);
-    mk_buf_printf(k, "    red = tl.%s(red, axis=1)\n", is_max ? "max" : is_min ? "min" : "sum");
-    if (!strcmp(op, "mean")) mk_buf_puts(k, "    red = red / OC\n");
+                     "    red = tl.where(mask2, %s, %s)\n", val, r.ident);
+    mk_buf_printf(k, "    red = tl.%s(red, axis=1)\n", r.fn);
+    if (!strcmp(c->ri.op, "mean")) mk_buf_puts(k, "    red = red / OC\n");
     /* The reduced output (N, 1, *O) or (N, *O) is flat in the pixel index. */
     return bi_epi_body(e, c->anchor, "red", "pix", "m_mask", 4, k, err);
   }
@@ -670,7 +654,7 @@ static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool
   else
     mk_buf_puts(k, "\n    pmask = (rq < NB * QS)[:, None] & n_mask[None, :]\n"
                    "    poffs = ((rq // QS) * OC * QS + rq % QS)[:, None] + (rn * QS)[None, :]\n");
-  int rc = pool_epi_lines(e, c, k, err);
+  int rc = bi_epi_body(e, c->anchor, "pooled", "poffs", "pmask", 4, k, err);
   if (rc || c->sred < 0) return rc;
   int epi = p->st[c->anchor].epi;
   char pv[32];
@@ -985,34 +969,12 @@ static int chain_params(bi_emit *e, const conv_info *ci, const conv_chain *c, bo
     bi_ew_bind nb = {.value = gout, .var = "vn"};
     if (c->norm_epi >= 0) rc = bi_ew_params(e, c->norm_epi, "nepi_", cshape, nb, sig, call, err);
   }
-  if (!rc && c->anchor >= 0 && c->sred < 0) rc = bi_epi_params(e, c->anchor, oshape, sig, call, err);
-  if (!rc && c->anchor >= 0 && c->sred >= 0) {
-    int av = p->g->nodes[p->st[c->anchor].nodes[0]].outputs[0], epi = p->st[c->anchor].epi;
-    if (anchor_stored(p, c)) {
-      bi_run_name(p, av, sig);
-      mk_buf_puts(sig, "_ptr, ");
-      bi_run_name(p, av, call);
-      mk_buf_puts(call, ", ");
-    }
-    bi_ew_bind ab = {.value = av, .var = "pooled"};
-    if (epi >= 0) rc = bi_ew_params(e, epi, "epi_", oshape, ab, sig, call, err);
-  }
+  if (!rc && c->anchor >= 0) rc = bi_epi_params(e, c->anchor, oshape, sig, call, err);
   if (!rc && c->sred >= 0) {
     mk_buf_puts(sig, "part_ptr, ");
     mk_buf_printf(call, "part%d, ", res);
   }
   return rc;
-}
-
-/* Launcher lines allocating the pool anchor's stored output and its epilogue's. */
-static int anchor_allocs(bi_emit *e, const conv_chain *c, const char *oshape, const char *dev,
-                         mk_errmsg *err) {
-  const bi_plan *p = e->p;
-  if (c->sred < 0) return bi_epi_alloc(e, c->anchor, oshape, dev, e->body, err);
-  if (c->reduce) return 0;
-  if (anchor_stored(p, c)) alloc_line(e, p->g->nodes[p->st[c->anchor].nodes[0]].outputs[0], oshape, dev);
-  int epi = p->st[c->anchor].epi;
-  return epi >= 0 ? bi_ew_alloc_lines(e, epi, oshape, dev, e->body, err) : e->body->err;
 }
 
 /* The pixel reduction's finishing kernel: each output (sample, or sample and
@@ -1021,8 +983,6 @@ static int anchor_allocs(bi_emit *e, const conv_chain *c, const char *oshape, co
 static int finish_kernel(bi_emit *e, const conv_chain *c, const char *kname, const char *sig,
                          mk_errmsg *err) {
   mk_buf *k = e->kernels;
-  const char *op = c->si.op;
-  const char *comb = !strcmp(op, "max") ? "tl.maximum(acc, v)" : !strcmp(op, "min") ? "tl.minimum(acc, v)" : "acc + v";
   mk_buf_printf(k, "\n\n@triton.jit\ndef %s(part_ptr, %sNOUT, T, R, COUNT, BLOCK: tl.constexpr):\n", kname, sig);
   bi_stage_comment(e->p, c->sred, 4, k);
   mk_buf_printf(k, "    # part[n, t, r]: T partials per output (n, r)\n"
@@ -1032,8 +992,8 @@ static int finish_kernel(bi_emit *e, const conv_chain *c, const char *kname, con
                    "    acc = tl.load(part_ptr + base, mask=mask, other=0.0)\n"
                    "    for t in range(1, T):\n"
                    "        v = tl.load(part_ptr + base + t * R, mask=mask, other=0.0)\n"
-                   "        acc = %s\n", comb);
-  if (!strcmp(op, "mean")) mk_buf_puts(k, "    acc = acc / COUNT\n");
+                   "        acc = %s\n", reduce_text_of(c->si.op).combine);
+  if (!strcmp(c->si.op, "mean")) mk_buf_puts(k, "    acc = acc / COUNT\n");
   return bi_epi_body(e, c->sred, "acc", "idx", "mask", 4, k, err);
 }
 
@@ -1131,7 +1091,7 @@ static int emit_chain(bi_emit *e, int s, const conv_info *ci, const conv_chain *
     for (int t = s; t <= c->last; t++) bi_stage_comment(p, t, 4, b);
     geometry_lines(e, ci, c, res);
     chain_allocs(e, ci, c, store_conv, cshape, dev);
-    if (c->anchor >= 0) rc = anchor_allocs(e, c, oshape, dev, err);
+    if (c->anchor >= 0) rc = bi_epi_alloc(e, c->anchor, oshape, dev, b, err);
   }
   if (!rc) {
     tile_lines(e, c, res);

@@ -6,6 +6,10 @@
 
 #include <string.h>
 
+/* The anchor's own value is stored when it escapes: read outside the anchor
+ * and its epilogue, or a subkernel output (without an epilogue it is one of
+ * those, unless a chain that fuses its reader computes it: builtin_conv.c's
+ * pixel reductions read a pool's value in registers). */
 int bi_epi_alloc(bi_emit *e, int s, const char *out_shape_var, const char *like, mk_buf *out,
                  mk_errmsg *err) {
   const bi_plan *p = e->p;
@@ -15,7 +19,7 @@ int bi_epi_alloc(bi_emit *e, int s, const char *out_shape_var, const char *like,
   const mk_value *v = &p->g->values[av];
   const char *dt = bi_torch_dtype(v->dtype);
   if (dt == NULL) return mk_errf(err, MK_EUNSUPPORTED, "anchor output has an unknown dtype");
-  if (st->epi < 0 || bi_value_escapes(p, s, av)) {
+  if (bi_value_escapes(p, s, av)) {
     mk_buf_indent(out, 4);
     bi_run_name(p, av, out);
     mk_buf_printf(out, " = torch.empty(%s, device=%s, dtype=torch.%s)\n", out_shape_var, like, dt);
@@ -29,7 +33,7 @@ int bi_epi_params(bi_emit *e, int s, const char *out_shape_var, mk_buf *sig, mk_
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
   int av = p->g->nodes[st->nodes[0]].outputs[0];
-  if (st->epi < 0 || bi_value_escapes(p, s, av)) {
+  if (bi_value_escapes(p, s, av)) {
     bi_run_name(p, av, sig);
     mk_buf_puts(sig, "_ptr, ");
     bi_run_name(p, av, call);
@@ -45,7 +49,7 @@ int bi_epi_body(bi_emit *e, int s, const char *var, const char *offs, const char
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
   int av = p->g->nodes[st->nodes[0]].outputs[0];
-  if (st->epi < 0 || bi_value_escapes(p, s, av)) {
+  if (bi_value_escapes(p, s, av)) {
     mk_buf_indent(out, indent);
     mk_buf_puts(out, "tl.store(");
     bi_run_name(p, av, out);
