@@ -297,16 +297,15 @@ static void on_evaluated(void *data, const mk_eval_result *r) {
   batch_done(s);
 }
 
-/* Keeps a generated candidate's source as <workdir>/candidates/<subkernel>.<variant>.py,
- * so a run's kernels can be read, rerun or profiled after it (bench brings the
- * workdir back from a GPU machine). Best effort: a failure costs nothing. */
+/* Keeps a generated candidate's source as <workdir>/candidates/<subkernel>.<variant>.py
+ * (the folder is made at start), so a run's kernels can be read, rerun or
+ * profiled after it (bench brings the workdir back from a GPU machine). Best
+ * effort: a failure costs nothing. */
 static void keep_source(const mk_search *s, const mk_subkernel *sk, const mk_candidate *c) {
   if (c->source == NULL || s->cfg.workdir == NULL) return;
   mk_buf path;
   mk_buf_init(&path, 256);
-  mk_buf_printf(&path, "%s/candidates", s->cfg.workdir);
-  (void)mkdir(mk_buf_cstr(&path), 0755);
-  mk_buf_printf(&path, "/%s.", sk->name ? sk->name : "subkernel");
+  mk_buf_printf(&path, "%s/candidates/%s.", s->cfg.workdir, sk->name ? sk->name : "subkernel");
   for (const char *q = c->name ? c->name : "candidate"; *q; q++) {
     char ch = *q;
     bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
@@ -1537,6 +1536,9 @@ int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *
   s->source = mk_strdup(module_source);
   s->workdir = mk_strdup(cfg->workdir ? cfg->workdir : ".");
   s->cfg.workdir = s->workdir;
+  char *kept = mk_strdup_printf("%s/candidates", s->workdir);
+  if (kept) (void)mkdir(kept, 0755); /* keep_source's folder; best effort */
+  free(kept);
   s->cfg.prior = NULL; /* borrowed only during start (copied below) */
   if (!evaluator.timed) s->cpu_budget = cfg->max_seconds >= 0 ? cfg->max_seconds : cfg->cpu_seconds;
   s->res = calloc(1, sizeof *s->res);
