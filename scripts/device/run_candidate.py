@@ -15,23 +15,13 @@ ms (CUDA events over N calls after 3 warm-ups), and eager's beside it.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import inspect
-import statistics
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import torch
-
-
-def load(path: str, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"cannot load {path}")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from profile_whole import load, median_ms  # beside this script
 
 
 def arguments(run: Callable[..., Any], inputs: list[Any], model: torch.nn.Module) -> list[Any]:
@@ -48,20 +38,6 @@ def arguments(run: Callable[..., Any], inputs: list[Any], model: torch.nn.Module
             raise SystemExit(f"{name}: not a forward input or a Model tensor; this candidate's "
                              "subkernel reads values the program computes before it")
     return out
-
-
-def median_ms(fn: Callable[[], Any], reps: int) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def main() -> int:
