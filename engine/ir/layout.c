@@ -29,12 +29,19 @@ static bool is_activation(const mk_value *v) {
  * (docs/bench/conv-layout-h200). */
 #define FEW_CHANNELS 8
 
+bool mk_layout_few_channels(const mk_graph *g, const mk_node *n) {
+  if (n->category != MK_OP_CONV || n->ninputs < 1 || n->inputs[0] < 0 || n->inputs[0] >= g->nvalues)
+    return false;
+  const mk_value *val = &g->values[n->inputs[0]];
+  return (val->rank == 4 || val->rank == 5) && val->shape[1] <= FEW_CHANNELS;
+}
+
 /* A 2-d/3-d convolution (plain or transposed) whose activation is v, with
  * more than FEW_CHANNELS input channels (known at capture). */
 static bool is_conv_reading(const mk_graph *g, const mk_node *n, int v) {
   if (n->category != MK_OP_CONV || n->ninputs < 1 || n->inputs[0] != v) return false;
   const mk_value *val = &g->values[v];
-  return (val->rank == 4 || val->rank == 5) && val->shape[1] > FEW_CHANNELS;
+  return (val->rank == 4 || val->rank == 5) && !mk_layout_few_channels(g, n);
 }
 
 /* A 2-d/3-d convolution (its output is the convolution's). */

@@ -42,6 +42,11 @@ typedef enum mk_layout_conv {
  * channels_last values (0: the plan changes nothing), or MK_EINVAL. */
 int mk_layout_plan(const mk_graph *g, unsigned char *layout, unsigned char *conv);
 
+/* True if n is a 2-d/3-d convolution over few input channels (8 or fewer,
+ * known at capture): it stays in PyTorch's layout, and cuDNN runs it in
+ * float32 rather than TF32 (the builtin proposer tries 3xTF32 early). */
+bool mk_layout_few_channels(const mk_graph *g, const mk_node *n);
+
 /* The Python suffix that applies conversion c to a value of this rank
  * (".contiguous(memory_format=torch.channels_last)", ...), or "" for KEEP. */
 const char *mk_layout_suffix(mk_layout_conv c, int rank);

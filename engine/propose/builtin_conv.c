@@ -412,13 +412,29 @@ static void phase_pixels(const char *idx, bool per_image, int nd, mk_buf *k) {
   for (int d = 0; d < nd; d++) mk_buf_printf(k, "    o%d = u%d * S%d + base%d\n", d, d, d, d);
 }
 
+/* Kernel lines: the program ids pm, pn, pz and the tile's rows `rows`.
+ * Offsets are 32-bit unless a tensor the kernel indexes passes 2**31
+ * elements (IDX64, set by the launcher): on an H100 64-bit row math cost
+ * problem 35's pooled GEMM 20% and problem 65's 30%
+ * (scripts/device/igemm_probe.py). */
+static void index_lines(const char *rows, mk_buf *k) {
+  mk_buf_printf(k, "    pm = tl.program_id(0)\n"
+                   "    pn = tl.program_id(1)\n"
+                   "    pz = tl.program_id(2)\n"
+                   "    if IDX64:  # offsets past 2**31 elements\n"
+                   "        pm = pm.to(tl.int64)\n"
+                   "        pn = pn.to(tl.int64)\n"
+                   "        pz = pz.to(tl.int64)\n"
+                   "    %s = pm * BLOCK_M + tl.arange(0, BLOCK_M)\n", rows);
+}
+
 /* With a pixel reduction after the chain each program's rows are pixels of
  * one image, program_id(2) (n is still a vector: the norm's affine indexes by it). */
 static void pixel_lines(const conv_chain *c, int nd, mk_buf *k) {
   bool per_image = c->sred >= 0;
-  mk_buf_puts(k, "    rm = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)\n");
+  index_lines("rm", k);
   if (c->phased) {
-    phase_lines("tl.program_id(2)", nd, k);
+    phase_lines("pz", nd, k);
     phase_pixels("rm", false, nd, k);
     return;
   }
@@ -428,7 +444,7 @@ static void pixel_lines(const conv_chain *c, int nd, mk_buf *k) {
   prod(k, sz, 0, nd);
   mk_buf_puts(k, pooled ? " * TAPS\n    q = rm // TAPS\n    tap = rm % TAPS\n" : "\n");
   if (per_image) {
-    mk_buf_puts(k, "    n = tl.zeros((BLOCK_M,), dtype=tl.int64) + tl.program_id(2)\n");
+    mk_buf_puts(k, "    n = tl.zeros_like(rm) + pz\n");
   } else {
     mk_buf_printf(k, "    n = %s // (", pooled ? "q" : "rm");
     prod(k, sz, 0, nd);
@@ -464,7 +480,7 @@ static void round_dot_lines(mk_buf *k) {
  * each reading input (o + P - k) / S (exact in the phase). */
 static void phased_gemm_lines(const conv_info *ci, mk_buf *k) {
   int nd = ci->nd;
-  mk_buf_puts(k, "    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+  mk_buf_puts(k, "    rn = pn * BLOCK_N + tl.arange(0, BLOCK_N)\n"
                  "    n_mask = rn < OC\n");
   for (int d = 0; d < nd; d++)
     mk_buf_printf(k, "    nk%d = tl.maximum((K%d - r%d + S%d - 1) // S%d, 0)\n", d, d, d, d, d);
@@ -502,7 +518,7 @@ static void gemm_lines(const conv_info *ci, mk_buf *k) {
     round_dot_lines(k);
     return;
   }
-  mk_buf_puts(k, "    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+  mk_buf_puts(k, "    rn = pn * BLOCK_N + tl.arange(0, BLOCK_N)\n"
                  "    n_mask = rn < OC\n");
   for (int d = 0; d < nd; d++) mk_buf_printf(k, "    i%d0 = o%d * S%d - P%d\n", d, d, d, d);
   mk_buf_puts(k, "    xbase = n * sxn");
@@ -645,12 +661,12 @@ static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool
                    "    win = tl.reshape(%s, (BLOCK_M // TAPS, TAPS, BLOCK_N))\n", val);
   if (c->pi.is_max) mk_buf_puts(k, "    pooled = tl.max(win, axis=1)\n");
   else mk_buf_puts(k, "    pooled = tl.sum(win, axis=1) / TAPS\n");
-  mk_buf_puts(k, "    rq = tl.program_id(0).to(tl.int64) * (BLOCK_M // TAPS) + tl.arange(0, BLOCK_M // TAPS)\n"
+  mk_buf_puts(k, "    rq = pm * (BLOCK_M // TAPS) + tl.arange(0, BLOCK_M // TAPS)\n"
                  "    QS = ");
   prod(k, "Q", 0, ci->nd);
   if (c->sred >= 0) /* rows of one image */
     mk_buf_puts(k, "\n    pmask = (rq < QS)[:, None] & n_mask[None, :]\n"
-                   "    poffs = (tl.program_id(2).to(tl.int64) * OC * QS + rq)[:, None] + (rn * QS)[None, :]\n");
+                   "    poffs = (pz * OC * QS + rq)[:, None] + (rn * QS)[None, :]\n");
   else
     mk_buf_puts(k, "\n    pmask = (rq < NB * QS)[:, None] & n_mask[None, :]\n"
                    "    poffs = ((rq // QS) * OC * QS + rq % QS)[:, None] + (rn * QS)[None, :]\n");
@@ -672,11 +688,28 @@ static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c,
    * for inputs the layout plan gives channels_last and for the weight, which
    * ModelNew keeps channels_last (MK_CHANNELS_LAST). */
   const char *fmt = nd == 3 ? "torch.channels_last_3d" : "torch.channels_last";
-  mk_buf_printf(b, "    x%d = ", res);
-  bi_run_name(p, ci->in, b);
-  mk_buf_printf(b, ".contiguous(memory_format=%s)\n    w%d = ", fmt, res);
-  bi_run_name(p, ci->w, b);
-  mk_buf_printf(b, ".contiguous(memory_format=%s)\n", fmt);
+  if (e->cfg->conv_round) {
+    /* On a GPU the reference's convolution runs cuDNN with TF32 (PyTorch's
+     * default; with TF32 turned off this variant fails the plain comparison
+     * and another stands). Candidates may not read torch.backends (audit). */
+    mk_buf_printf(b, "    tf32_%d = ", res);
+    bi_run_name(p, ci->in, b);
+    mk_buf_puts(b, ".is_cuda\n");
+  }
+  const int vals[2] = {ci->in, ci->w};
+  for (int i = 0; i < 2; i++) {
+    mk_buf_printf(b, "    %c%d = ", i ? 'w' : 'x', res);
+    if (e->cfg->conv_round == 3) {
+      /* Rounded once, in the pass that makes the channels_last copy, so the
+       * loop feeds its loads straight to the tensor cores. */
+      mk_buf_puts(b, "_mk_tf32_round(");
+      bi_run_name(p, vals[i], b);
+      mk_buf_printf(b, ", %s) if tf32_%d else ", fmt, res);
+      e->need_tf32_round = true;
+    }
+    bi_run_name(p, vals[i], b);
+    mk_buf_printf(b, ".contiguous(memory_format=%s)\n", fmt);
+  }
   bi_want_cl_param(e, ci->w);
   mk_buf_printf(b, "    NB%d, C%d = x%d.shape[:2]\n", res, res, res);
   mk_buf_printf(b, "    I%d = x%d.shape[2:]\n", res, res);
@@ -707,6 +740,9 @@ static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c,
   mk_buf_printf(b, "    if min(O%d) < 1:\n"
                    "        raise ValueError(\"convolution output is empty\")\n", res);
   mk_buf_printf(b, "    cshape%d = (NB%d, OC%d, *O%d)\n", res, res, res, res);
+  /* 64-bit offsets only where a tensor the kernel indexes (none is larger
+   * than the input or the full-size output) nears 2**31 elements. */
+  mk_buf_printf(b, "    big%d = max(x%d.numel(), math.prod(cshape%d)) >= 2**31 - 2**20\n", res, res, res);
   if (c->anchor >= 0 && !c->reduce) {
     mk_buf_printf(b, "    Q%d = (", res);
     for (int d = 0; d < nd; d++) mk_buf_printf(b, "O%d[%d] // %lld, ", res, d, c->pi.k[d]);
@@ -747,7 +783,7 @@ static void signature(const char *kname, const char *sig, int nd, mk_buf *k) {
   for (int d = 0; d < nd; d++) mk_buf_printf(k, "K%d: tl.constexpr, PK%d: tl.constexpr, ", d, d);
   /* TAPS = PK0 * PK1 (* PK2), given as a constexpr: shapes need one. */
   mk_buf_puts(k, "KT: tl.constexpr, TAPS: tl.constexpr,\n        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, "
-                 "PREC: tl.constexpr, ROUND: tl.constexpr):\n");
+                 "PREC: tl.constexpr, ROUND: tl.constexpr,\n        IDX64: tl.constexpr):\n");
 }
 
 /* Launcher lines choosing the tile's channel sizes and the precision flag. */
@@ -761,18 +797,6 @@ static void tile_lines(bi_emit *e, const conv_chain *c, int res) {
     mk_buf_printf(b, "    BN%d = max(16, triton.next_power_of_2(OC%d))\n", res, res);
   } else {
     mk_buf_printf(b, "    BN%d = max(16, min(%d, triton.next_power_of_2(OC%d)))\n", res, cfg->conv_bn, res);
-  }
-  if (cfg->conv_round)
-    /* On a GPU the reference's convolution runs cuDNN with TF32 (PyTorch's
-     * default; with TF32 turned off this variant fails the plain comparison
-     * and another stands). Candidates may not read torch.backends (audit). */
-    mk_buf_printf(b, "    tf32_%d = x%d.is_cuda\n", res, res);
-  if (cfg->conv_round == 3) {
-    /* Rounded once here (same strides), so the loop feeds its loads straight
-     * to the tensor cores. */
-    mk_buf_printf(b, "    if tf32_%d:\n        x%d = _mk_tf32_round(x%d)\n        w%d = _mk_tf32_round(w%d)\n", res,
-                  res, res, res, res);
-    e->need_tf32_round = true;
   }
   /* The channel block: a dot needs K >= 16. */
   mk_buf_printf(b, "    BK%d = max(16, min(%d, triton.next_power_of_2(C%d)))\n", res, cfg->conv_bk, res);
@@ -807,7 +831,7 @@ static void launch_call(bi_emit *e, const conv_info *ci, const conv_chain *c, in
   else
     mk_buf_printf(b, "BLOCK_M=%d, BLOCK_N=BN%d, BLOCK_K=BK%d,\n            PREC=\"%s\", ROUND=0, ",
                   cfg->conv_bm, res, res, cfg->conv_precision);
-  mk_buf_printf(b, "num_warps=%d, num_stages=%d)\n", cfg->conv_warps, cfg->conv_stages);
+  mk_buf_printf(b, "IDX64=big%d, num_warps=%d, num_stages=%d)\n", res, cfg->conv_warps, cfg->conv_stages);
 }
 
 static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, int res,
@@ -838,16 +862,16 @@ static int stats_kernel(bi_emit *e, const conv_info *ci, const conv_chain *c, in
   int nd = ci->nd;
   signature(kname, sig, nd, k);
   for (int t = s; t <= c->norm; t++) bi_stage_comment(p, t, 4, k);
-  mk_buf_puts(k, "    rl = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)\n");
+  index_lines("rl", k);
   if (ci->phased) {
     /* program_id(2) = n * phases + phase */
     mk_buf_puts(k, "    PH = ");
     prod(k, "S", 0, nd);
-    mk_buf_puts(k, "\n    n = tl.program_id(2).to(tl.int64) // PH\n");
-    phase_lines("tl.program_id(2) % PH", nd, k);
+    mk_buf_puts(k, "\n    n = pz // PH\n");
+    phase_lines("pz % PH", nd, k);
     phase_pixels("rl", true, nd, k);
   } else {
-    mk_buf_puts(k, "    n = tl.program_id(2).to(tl.int64)\n"
+    mk_buf_puts(k, "    n = pz\n"
                    "    m_mask = rl < ");
     prod(k, "O", 0, nd);
     mk_buf_puts(k, "\n");

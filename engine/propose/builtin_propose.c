@@ -52,18 +52,24 @@ typedef struct igemm_cfg {
  * truncated ones, and on problems 10 and 25 "tf32r" passed the plain
  * comparison where "tf32t" needed the TF32-aware one. Truncation is what the
  * tensor cores do to float32 inputs anyway ("tf32" with ROUND 0), so tf32t
- * (ROUND 1) is not listed. A 64-wide channel block halves the loop's
- * iterations where the input has many channels. "tf32p" rounds input and
- * weight once, in the launcher (a pass over the input), so the loop feeds
- * the loads straight to the tensor cores: which costs less depends on the
- * shapes, and the verifier times both. */
-static const igemm_cfg igemm_gpu[] = {{128, 64, 32, 4, 3, "tf32", 2, 0},
-                                      {128, 64, 32, 4, 3, "tf32", 3, 1},
-                                      {128, 64, 64, 4, 3, "tf32", 2, 1},
-                                      {64, 128, 32, 4, 3, "tf32", 2, 1},
-                                      {128, 128, 32, 8, 3, "tf32", 2, 1},
-                                      {128, 64, 32, 4, 3, "tf32", 0, 2},
-                                      {128, 64, 32, 4, 3, "tf32x3", 0, 2}};
+ * (ROUND 1) is not listed. "tf32p" rounds input and weight once, in the
+ * launcher, in the same pass that writes the channels_last copy the GEMM
+ * reads, so the loop feeds its loads straight to the tensor cores: on an
+ * H100 (scripts/device/igemm_probe.py, problem 35's and 65's convolutions
+ * with their pools) it ran 1.2x (35) and 1.6x (65) faster than rounding in
+ * the loop, so it comes first and "tf32r" after it. A 64-wide channel block
+ * was slower on both (fewer programs in flight), so it comes last. With
+ * few input channels (mk_layout_few_channels) cuDNN's reference convolution
+ * is not TF32 (problem 85: every TF32 variant, cuDNN's own channels_last
+ * included, differed by 2e-3 after its group norm), and such a GEMM is
+ * short: 3xTF32 comes right after tf32p there. */
+static const igemm_cfg igemm_gpu[] = {{128, 64, 32, 4, 3, "tf32", 3, 0},
+                                      {64, 128, 32, 4, 4, "tf32", 3, 1},
+                                      {128, 128, 32, 8, 3, "tf32", 3, 1},
+                                      {128, 64, 32, 4, 3, "tf32", 2, 1},
+                                      {128, 64, 64, 4, 3, "tf32", 3, 2},
+                                      {128, 64, 32, 4, 3, "tf32x3", 0, 2},
+                                      {128, 64, 32, 4, 3, "tf32", 0, 2}};
 /* The interpreter: one configuration, after the cuDNN variants (its cost per
  * program makes a full-size convolution slow to verify on the CPU). */
 static const igemm_cfg igemm_cpu[] = {{64, 64, 64, 4, 1, "ieee", 0, 2}};
@@ -325,22 +331,41 @@ static const char bn_affine_helper[] =
 
 /* The "tf32p" implicit GEMMs (builtin_conv.c): input and weight rounded to
  * TF32 once, to nearest with ties away (cuDNN's rounding of its TF32
- * inputs), into tensors of the same strides; the tensor cores' truncation of
- * the result is then exact. */
+ * inputs), so the tensor cores' truncation of the result is exact. The same
+ * pass writes the channels_last copy the GEMM reads: on problem 35 (H100) a
+ * separate layout conversion and rounding pass cost 0.7 ms of 3.8. Tiles of
+ * [pixels x channels]: loaded along the input's own fastest dim, stored along
+ * the channels. */
 static const char tf32_round_helper[] =
     "\n\n@triton.jit\n"
-    "def _mk_tf32_round_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
-    "    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)\n"
-    "    m = i < n\n"
-    "    v = tl.load(x_ptr + i, mask=m, other=0.0)\n"
+    "def _mk_tf32_round_kernel(x_ptr, y_ptr, C, P, TP, sxn, sxc, sxp,\n"
+    "                          BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):\n"
+    "    # program_id(0) = sample * TP + pixel tile\n"
+    "    n = tl.program_id(0).to(tl.int64) // TP\n"
+    "    rp = (tl.program_id(0).to(tl.int64) % TP) * BLOCK_P + tl.arange(0, BLOCK_P)\n"
+    "    rc = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)\n"
+    "    m = (rp < P)[:, None] & (rc < C)[None, :]\n"
+    "    v = tl.load(x_ptr + n * sxn + (rp * sxp)[:, None] + (rc * sxc)[None, :], mask=m, other=0.0)\n"
     "    v = ((v.to(tl.int32, bitcast=True) + 4096) & -8192).to(tl.float32, bitcast=True)\n"
-    "    tl.store(y_ptr + i, v, mask=m)\n"
-    "\n\ndef _mk_tf32_round(t):\n"
-    "    \"\"\"t (dense: contiguous in some memory format) rounded to TF32, to nearest.\"\"\"\n"
-    "    y = torch.empty_like(t)\n"
-    "    n = t.numel()\n"
-    "    if n > 0:\n"
-    "        _mk_tf32_round_kernel[(triton.cdiv(n, 1024),)](t, y, n, BLOCK=1024)\n"
+    "    # y is (N, P, C) in memory: channels_last\n"
+    "    tl.store(y_ptr + n * P * C + (rp * C)[:, None] + rc[None, :], v, mask=m)\n"
+    "\n\ndef _mk_tf32_round(t, fmt):\n"
+    "    \"\"\"t rounded to TF32 (to nearest, ties away) into a new tensor in memory format fmt.\"\"\"\n"
+    "    y = torch.empty_like(t, memory_format=fmt)\n"
+    "    if y.numel() == 0:\n"
+    "        return y\n"
+    "    nb, c = t.shape[:2]\n"
+    "    p = y.numel() // (nb * c)\n"
+    "    try:  # (N, C, pixels): the spatial dims merge in NCHW and channels_last tensors\n"
+    "        sxn, sxc, sxp = t.view(nb, c, p).stride()\n"
+    "    except RuntimeError:\n"
+    "        t = t.contiguous(memory_format=fmt)\n"
+    "        sxn, sxc, sxp = t.view(nb, c, p).stride()\n"
+    "    bc = min(64, triton.next_power_of_2(c))\n"
+    "    bp = max(32, 4096 // bc)\n"
+    "    tp = triton.cdiv(p, bp)\n"
+    "    _mk_tf32_round_kernel[(nb * tp, triton.cdiv(c, bc))](\n"
+    "        t, y, c, p, tp, sxn, sxc, sxp, BLOCK_P=bp, BLOCK_C=bc)\n"
     "    return y\n";
 
 /* Elementwise stages run in channels_last memory order (builtin_ew.c). */
@@ -441,6 +466,8 @@ static int cmp_variant(const void *a, const void *b) {
   /* Implicit-GEMM convolutions, then channels_last ones first: with the tail
    * fused, or the bias folded and the tail run in memory order, they are the
    * likelier winners (docs/builtin-proposer.md). */
+  /* Among implicit GEMMs of one distance, the table's order. */
+  if (x->cl >= 2 && y->cl >= 2 && x->cl != y->cl) return x->cl - y->cl;
   if (x->cl != y->cl) return y->cl - x->cl;
   if (x->split != y->split) return x->split - y->split;
   return x->base - y->base;
@@ -472,6 +499,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   bool conv_bias = false; /* a convolution with a bias tensor */
   bool has_igemm = false; /* a convolution the implicit-GEMM kernel computes */
   bool igemm_first = false; /* ... whose implicit GEMM is likely to beat cuDNN */
+  bool few_channels = false; /* ... with few input channels: cuDNN's is float32 */
   for (int s = 0; s < p.nst; s++) {
     bi_kind k = p.st[s].kind;
     has_base |= k == BI_EW || k == BI_REDUCE || k == BI_SOFTMAX || k == BI_NORM || k == BI_POOL;
@@ -485,6 +513,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
       if (bi_conv_igemm_supported(req->graph, &req->graph->nodes[p.st[s].nodes[0]])) {
         has_igemm = true;
         igemm_first |= bi_conv_igemm_promising(&p, s);
+        few_channels |= mk_layout_few_channels(req->graph, &req->graph->nodes[p.st[s].nodes[0]]);
       }
     }
     has_kernel |= k != BI_VIEW && k != BI_TORCH;
@@ -526,7 +555,12 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
            * the CPU try them after the other layouts. */
           int sd = tb.ew == ew_cpu && norm_splits[sp] > 0 ? 1 : 0;
           /* Where cuDNN is likely faster, the implicit GEMMs come after its variants. */
-          int cd = c >= 2 ? tb.igemm[c - 2].dist + (igemm_first ? 0 : 2) : 0;
+          int cd = 0;
+          if (c >= 2) {
+            const igemm_cfg *ic = &tb.igemm[c - 2];
+            bool exact = few_channels && strcmp(ic->prec, "tf32x3") == 0;
+            cd = (exact ? 0 : ic->dist) + (igemm_first ? 0 : 2);
+          }
           vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .dist = b + gd + sd + cd};
         }
   nv = i;

@@ -221,13 +221,13 @@ MK_TEST(propose, elementwise_broadcast_loads_by_pattern) {
   mk_propose_request req = {.graph = g, .subkernel = sk};
   MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
   /* The implicit-GEMM convolution comes first (TF32 rounded to nearest, as
-   * cuDNN rounds the reference's), then the channels_last cuDNN variant, then
-   * the default layout. */
+   * cuDNN rounds the reference's, once before the loop), then the
+   * channels_last cuDNN variant, then the default layout. */
   MK_REQUIRE(l.n >= 3);
-  MK_CHECK(strncmp(l.items[0].name, "triton_igemm128x64x32_w4_s3_tf32r_", 34) == 0);
+  MK_CHECK(strncmp(l.items[0].name, "triton_igemm128x64x32_w4_s3_tf32p_", 34) == 0);
   MK_CHECK(strncmp(l.items[1].name, "triton_convcl_", 14) == 0);
   MK_CHECK(strncmp(l.items[2].name, "triton_conv_", 12) == 0);
-  MK_CHECK(strstr(l.items[0].source, "ROUND=2 if tf32_6 else 0") != NULL);
+  MK_CHECK(strstr(l.items[0].source, "ROUND=3 if tf32_6 else 0") != NULL);
   const char *src = l.items[2].source;
   /* The [8, 1, 1] bias is read per channel: ((offs // (D2 * D3)) % (D1)) * stride. */
   MK_CHECK(strstr(src, "bias = tl.load(bias_ptr + ((offs // (D2 * D3)) % (D1)) * bias_stride1") != NULL);
@@ -324,31 +324,37 @@ MK_TEST(propose, lone_conv_gets_channels_last_variant) {
   mk_errmsg err = {{0}};
   mk_propose_request req = {.graph = g, .subkernel = &sk};
   MK_CHECK_INT(mk_builtin_propose(&req, &l, &err), ==, 0);
-  /* the implicit GEMM first, channels_last next; then, since it has a bias,
-   * the default layout with the bias added by its own kernel (the eager
-   * numerics, without cuDNN's pass); then the other implicit-GEMM tiles, the
-   * one rounding its operands once in the launcher ("tf32p") first */
+  /* the implicit GEMM rounding its operands once in the launcher ("tf32p")
+   * first, channels_last next; then, since it has a bias, the default layout
+   * with the bias added by its own kernel (the eager numerics, without
+   * cuDNN's pass); then the other implicit-GEMM tiles and roundings */
   MK_CHECK_INT(l.n, ==, 9);
   if (l.n == 9) {
-    MK_CHECK_STR(l.items[0].name, "triton_igemm128x64x32_w4_s3_tf32r");
-    MK_CHECK(strstr(l.items[0].source, "MK_USES_TORCH") == NULL);
-    MK_CHECK(strstr(l.items[0].source, "acc += tl.load(bias_ptr + rn, mask=n_mask, other=0.0)") != NULL);
-    MK_CHECK(strstr(l.items[0].source, "tl.store(conv_out_ptr + offs, acc, mask=mask2)") != NULL);
-    MK_CHECK(strstr(l.items[0].source, "_mk_tf32_round") == NULL);
-    const char *pre = NULL;
-    for (int i = 0; i < l.n; i++)
-      if (l.items[i].name && strcmp(l.items[i].name, "triton_igemm128x64x32_w4_s3_tf32p") == 0)
-        pre = l.items[i].source;
-    MK_REQUIRE(pre != NULL);
-    /* rounded once, on the GPU only (float32 on the CPU), and not again in the loop */
+    const char *pre = l.items[0].source;
+    MK_CHECK_STR(l.items[0].name, "triton_igemm128x64x32_w4_s3_tf32p");
+    MK_CHECK(strstr(pre, "MK_USES_TORCH") == NULL);
+    MK_CHECK(strstr(pre, "acc += tl.load(bias_ptr + rn, mask=n_mask, other=0.0)") != NULL);
+    MK_CHECK(strstr(pre, "tl.store(conv_out_ptr + offs, acc, mask=mask2)") != NULL);
+    /* rounded once, on the GPU only (float32 on the CPU), in the pass that
+     * makes the channels_last copy, and not again in the loop */
     char pw[256];
     int x = n->outputs[0];
-    snprintf(pw, sizeof pw, "    if tf32_%d:\n        x%d = _mk_tf32_round(x%d)\n        w%d = _mk_tf32_round(w%d)\n",
-             x, x, x, x, x);
+    snprintf(pw, sizeof pw, "    x%d = _mk_tf32_round(x0, torch.channels_last) if tf32_%d else "
+             "x0.contiguous(memory_format=torch.channels_last)\n", x, x);
     MK_CHECK(strstr(pre, pw) != NULL);
     snprintf(pw, sizeof pw, "ROUND=3 if tf32_%d else 0", x);
     MK_CHECK(strstr(pre, pw) != NULL);
     MK_CHECK(strstr(pre, "def _mk_tf32_round_kernel(") != NULL);
+    /* 32-bit offsets unless a tensor nears 2**31 elements */
+    snprintf(pw, sizeof pw, "big%d = max(x%d.numel(), math.prod(cshape%d)) >= 2**31 - 2**20", x, x, x);
+    MK_CHECK(strstr(pre, pw) != NULL);
+    MK_CHECK(strstr(pre, "    if IDX64:  # offsets past 2**31 elements\n        pm = pm.to(tl.int64)\n") != NULL);
+    const char *in_loop = NULL;
+    for (int i = 0; i < l.n; i++)
+      if (l.items[i].name && strcmp(l.items[i].name, "triton_igemm128x64x32_w4_s3_tf32r") == 0)
+        in_loop = l.items[i].source;
+    MK_REQUIRE(in_loop != NULL);
+    MK_CHECK(strstr(in_loop, "_mk_tf32_round") == NULL);
     MK_CHECK_STR(l.items[7].name, "triton_igemm128x64x32_w4_s3_tf32x3");
     MK_CHECK_STR(l.items[8].name, "triton_igemm128x64x32_w4_s3_tf32");
     mk_candidate_free(&l.items[0]);
@@ -475,15 +481,16 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   /* conv -> min(dim=1) -> tanh */
   src = first_candidate(g, (int[]){0, 1, 2}, 3, &name);
   MK_REQUIRE(src != NULL);
-  MK_CHECK(strncmp(name, "triton_igemm128x64x32_w4_s3_tf32r", 33) == 0);
+  MK_CHECK(strncmp(name, "triton_igemm128x64x32_w4_s3_tf32p", 33) == 0);
   MK_CHECK(strstr(src, "red = tl.min(red, axis=1)") != NULL);
   MK_CHECK(strstr(src, "tl.tanh") != NULL || strstr(src, "tanh") != NULL);
-  MK_CHECK_INT(count_of(src, "tl.store("), ==, 1);
+  MK_CHECK_INT(count_of(src, "tl.store("), ==, 2); /* the reduced result; the rounding pass's copy */
   MK_CHECK(strstr(src, "+ pix, v18, mask=m_mask)") != NULL);
   MK_CHECK(strstr(src, "BN15 = max(16, triton.next_power_of_2(OC15))") != NULL);
   MK_CHECK(strstr(src, "MK_USES_TORCH") == NULL);
   /* channels innermost for the loads; ModelNew keeps the weight so */
-  MK_CHECK(strstr(src, "w15 = c_min_weight.contiguous(memory_format=torch.channels_last)") != NULL);
+  MK_CHECK(strstr(src, "w15 = _mk_tf32_round(c_min_weight, torch.channels_last) if tf32_15 else "
+                       "c_min_weight.contiguous(memory_format=torch.channels_last)") != NULL);
   MK_CHECK(strstr(src, "MK_CHANNELS_LAST = (\"c_min.weight\", )") != NULL);
   free(src);
   free(name);
@@ -492,7 +499,7 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   MK_REQUIRE(src != NULL);
   MK_CHECK(strstr(src, "pooled = tl.sum(win, axis=1) / TAPS") != NULL);
   MK_CHECK(strstr(src, "PK0=2, K1=K25[1], PK1=2") != NULL);
-  MK_CHECK_INT(count_of(src, "tl.store("), ==, 1);
+  MK_CHECK_INT(count_of(src, "tl.store("), ==, 2); /* and the rounding pass's */
   MK_CHECK(strstr(src, "+ poffs, v28, mask=pmask)") != NULL);
   free(src);
   free(name);
@@ -505,13 +512,13 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   MK_CHECK(strstr(src, "P29 = (1 * (K29[0] - 1) - 1, 1 * (K29[1] - 1) - 1, )") != NULL);
   /* ... and the spatial mean after them: tiles of one image, a partial per
    * tile and channel, a finishing kernel; nothing but the mean is stored */
-  MK_CHECK(strstr(src, "n = tl.zeros((BLOCK_M,), dtype=tl.int64) + tl.program_id(2)") != NULL);
+  MK_CHECK(strstr(src, "n = tl.zeros_like(rm) + pz") != NULL);
   MK_CHECK(strstr(src, "red = tl.where((rq < QS)[:, None] & n_mask[None, :], v31, 0.0)") != NULL);
   MK_CHECK(strstr(src, "tl.store(part_ptr + at, red, mask=n_mask)") != NULL);
   MK_CHECK(strstr(src, "acc = acc / COUNT") != NULL);
   MK_CHECK(strstr(src, "[(G0_29, G1_29, NB29)]") != NULL);
   MK_CHECK(strstr(src, "rshape29 = (NB29, OC29, 1, 1, )") != NULL);
-  MK_CHECK_INT(count_of(src, "tl.store("), ==, 2); /* the partial, the mean */
+  MK_CHECK_INT(count_of(src, "tl.store("), ==, 3); /* the partial, the mean, the rounding pass's */
   free(src);
   free(name);
   /* the conv output is returned too: stored, and the pool is its own kernel */
@@ -581,15 +588,16 @@ MK_TEST(propose, implicit_gemm_conv_carries_a_group_norm) {
   char *src = first_candidate(g, (int[]){0, 1, 2, 3, 4}, 5, &name);
   MK_REQUIRE(src != NULL);
   MK_CHECK(strncmp(name, "triton_igemm", 12) == 0);
-  /* statistics, their combination (float64, in Triton: no torch ops), the conv again */
-  MK_CHECK_INT(count_of(src, "@triton.jit"), ==, 3);
+  /* statistics, their combination (float64, in Triton: no torch ops), the
+   * conv again; and the TF32 rounding of its operands */
+  MK_CHECK_INT(count_of(src, "@triton.jit"), ==, 4);
   MK_CHECK(strstr(src, "def _gnstats_conv2d_kernel1(") != NULL);
   MK_CHECK(strstr(src, "def _mk_gn_affine_kernel(") != NULL);
   MK_CHECK(strstr(src, "gn_scale13, gn_shift13 = _mk_gn_affine(part13, 4, 1e-05, gn1_weight, gn1_bias)") != NULL);
   MK_CHECK(strstr(src, "pooled = tl.max(win, axis=1)") != NULL);
   /* three partials per tile and channel, a scale and shift per (sample,
    * channel), then the pooled, clamped output: nothing full-size */
-  MK_CHECK_INT(count_of(src, "tl.store("), ==, 6);
+  MK_CHECK_INT(count_of(src, "tl.store("), ==, 7); /* and the rounding pass's */
   MK_CHECK(strstr(src, "+ poffs, v17, mask=pmask)") != NULL);
   free(src);
   free(name);
@@ -633,10 +641,43 @@ MK_TEST(propose, implicit_gemm_conv_carries_a_batch_norm) {
   MK_REQUIRE(src != NULL);
   MK_CHECK(strstr(src, "_gnstats") == NULL);
   MK_CHECK(strstr(src, "part41 = None") != NULL);
-  MK_CHECK_INT(count_of(src, "@triton.jit"), ==, 2); /* the affine from the running statistics, the conv */
+  /* the affine from the running statistics, the conv, the rounding of its operands */
+  MK_CHECK_INT(count_of(src, "@triton.jit"), ==, 3);
   free(src);
   free(name);
   mk_graph_free(g);
+}
+
+/* Over few input channels (6 here) cuDNN's reference convolution is float32,
+ * not TF32: the 3xTF32 implicit GEMM comes right after the first one, where
+ * over more channels (conv_chain's 9) it comes after the other TF32 tiles. */
+MK_TEST(propose, few_channel_convolutions_try_3xtf32_early) {
+  const struct { const char *fixture; int nodes[5], n, x3_at; } cases[] = {
+      {"conv_norm_tails.json", {0, 1, 2, 3, 4}, 5, 1},
+      {"conv_chain.json", {0}, 1, 5},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    mk_graph *g = load("propose", cases[c].fixture);
+    MK_REQUIRE(g != NULL);
+    mk_subkernel sk;
+    mk_errmsg err = {{0}};
+    MK_REQUIRE(mk_subkernel_from_nodes(g, cases[c].nodes, cases[c].n, &sk, &err) == 0);
+    mk_candidate_list l = {0};
+    mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
+    MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
+    int igemm = 0, x3_at = -1;
+    for (int i = 0; i < l.n; i++) {
+      if (strncmp(l.items[i].name, "triton_igemm", 12) != 0) continue;
+      if (igemm == 0) MK_CHECK(strstr(l.items[i].name, "_tf32p") != NULL);
+      if (strstr(l.items[i].name, "_tf32x3")) x3_at = igemm;
+      igemm++;
+    }
+    if (x3_at != cases[c].x3_at) fprintf(stderr, "    %s: 3xTF32 is implicit GEMM %d\n", cases[c].fixture, x3_at);
+    MK_CHECK_INT(x3_at, ==, cases[c].x3_at);
+    mk_candidate_list_free(&l);
+    mk_subkernel_free(&sk);
+    mk_graph_free(g);
+  }
 }
 
 /* A transposed convolution with a stride runs by output phases (the grid's
@@ -660,7 +701,7 @@ MK_TEST(propose, strided_transposed_conv_runs_by_phases) {
   src = first_candidate(g, (int[]){3, 4, 5, 6, 7}, 5, &name);
   MK_REQUIRE(src != NULL);
   MK_CHECK(strstr(src, "phase_lines") == NULL);
-  MK_CHECK(strstr(src, "n = tl.program_id(2).to(tl.int64) // PH") != NULL);
+  MK_CHECK(strstr(src, "n = pz // PH") != NULL);
   MK_CHECK(strstr(src, "_mk_gn_affine(part23, 2, 1e-05, gn_weight, gn_bias)") != NULL);
   free(src);
   free(name);

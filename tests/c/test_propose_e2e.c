@@ -279,7 +279,8 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
 
 /* The "tf32p" implicit GEMM rounds input and weight once, in its launcher,
  * on the GPU only: its rounding helper, run here directly under the
- * interpreter, rounds to nearest with ties away and keeps the strides. */
+ * interpreter, rounds to nearest with ties away into a channels_last copy,
+ * from NCHW, channels_last, 3-d and non-dense inputs. */
 MK_TEST(propose_e2e, tf32_rounding_helper_rounds_to_nearest) {
   if (!python_ready()) {
     mk_test_skip("no Python with torch and triton");
