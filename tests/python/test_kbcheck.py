@@ -197,3 +197,18 @@ def test_the_worker_answers_kernelbench_check(tmp_path: Path) -> None:
     assert finals[3]["ok"] is False and finals[3]["error"]["kind"] == "bad_request"
     assert finals[4]["ok"] is False and "'trials'" in finals[4]["error"]["message"]
     assert "noise" not in proc.stdout
+
+
+def test_the_worker_gives_its_cached_memory_back_first(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """KernelBench's process allocates its own GPU memory: the worker drops its
+    kept inputs (and torch's cached blocks) before starting it."""
+    from mkworker import replay
+
+    order: list[str] = []
+    monkeypatch.setattr(replay, "drop_inputs", lambda: order.append("dropped"))
+    monkeypatch.setattr(kbcheck, "run_isolated",
+                        lambda params: order.append("evaluated") or kbcheck.empty_result())
+    ref, new = _files(tmp_path, GOOD_NEW)
+    kbcheck.kernelbench_check(_params(ref, new), lambda what, frac: None)
+    assert order == ["dropped", "evaluated"]
