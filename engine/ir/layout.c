@@ -158,7 +158,10 @@ static void plan_value(const mk_graph *g, int v, unsigned char *layout, unsigned
   bool convertible = may_convert(g, val);
   if (connected && convertible && all_readers_keep_layout(g, v)) {
     layout[v] = MK_LAYOUT_CHANNELS_LAST;
-    if (conv) conv[v] = MK_LAYOUT_TO_CL;
+    /* A value no op reads (a program output) is returned as its producer
+     * made it: converting it would be a pass over the output for nothing
+     * (problem 35's pooled output, 260 MB, on every call). */
+    if (conv && val->nusers > 0) conv[v] = MK_LAYOUT_TO_CL;
   } else if (conv && from_cl && convertible && read_by_view(g, v)) {
     conv[v] = MK_LAYOUT_TO_CONTIG; /* `.view` fails on most channels_last strides */
   }

@@ -16,6 +16,8 @@
  *
  * The plan is applied as conversions right after a value is produced (a
  * no-op when it already has the layout): `mk_layout_conversion` says which.
+ * A value no op reads (a program output) is never converted: it is returned
+ * as its producer made it.
  * The composition applies them at the program's entry and after every
  * subkernel, the verifier to every subkernel's inputs and inside its
  * reference replay, and the builtin generator reads planned inputs in their

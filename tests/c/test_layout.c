@@ -150,3 +150,27 @@ MK_TEST(layout, conversions_are_written_as_python) {
   free(conv);
   mk_graph_free(g);
 }
+
+/* A value no op reads (a program output) keeps the layout its producer gave
+ * it: planned channels_last where PyTorch would keep it so, but never
+ * converted, which would be a pass over the output for nothing. */
+MK_TEST(layout, program_outputs_are_not_converted) {
+  const char *fixtures[] = {"conv_layouts.json", "conv_chain.json", "conv_tails.json"};
+  int planned_cl = 0;
+  for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
+    mk_graph *g = load("propose", fixtures[f]);
+    MK_REQUIRE(g != NULL);
+    unsigned char *lay = calloc((size_t)g->nvalues, 1), *conv = calloc((size_t)g->nvalues, 1);
+    MK_REQUIRE(lay != NULL && conv != NULL);
+    mk_layout_plan(g, lay, conv);
+    for (int v = 0; v < g->nvalues; v++) {
+      if (g->values[v].kind != MK_VALUE_NODE || g->values[v].nusers > 0) continue;
+      MK_CHECK_INT(conv[v], ==, MK_LAYOUT_KEEP);
+      planned_cl += lay[v] == MK_LAYOUT_CHANNELS_LAST;
+    }
+    free(lay);
+    free(conv);
+    mk_graph_free(g);
+  }
+  MK_CHECK(planned_cl > 0); /* some were channels_last: the rule was exercised */
+}
