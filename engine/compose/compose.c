@@ -347,6 +347,55 @@ static const char keep_cl_helper[] =
     "        if fmt is not None:\n"
     "            p.data = p.data.contiguous(memory_format=fmt)\n";
 
+/* ---- conversions the chosen kernels make unneeded ------------------------- */
+
+/* True if the candidate's `MK_ANY_LAYOUT_INPUTS = (0, 2, )` line lists run()'s
+ * parameter `index`: it reads that input in any memory layout, converting it
+ * itself in a pass it makes anyway (docs/candidates.md). */
+static bool takes_any_layout(const char *source, int index) {
+  static const char key[] = "MK_ANY_LAYOUT_INPUTS = (";
+  for (const char *p = source; p && *p;) {
+    const char *e = line_end(p);
+    if (strncmp(p, key, sizeof key - 1) == 0) {
+      for (const char *q = p + sizeof key - 1; q < e && *q != ')';) {
+        if (*q < '0' || *q > '9') {
+          q++;
+          continue;
+        }
+        long v = 0;
+        while (q < e && *q >= '0' && *q <= '9' && v < 100000) v = v * 10 + (*q++ - '0');
+        if (v == index) return true;
+      }
+    }
+    p = *e ? e + 1 : e;
+  }
+  return false;
+}
+
+/* True if the plan's conversion of v is for nothing: v is read, and only by
+ * subkernels whose chosen candidates take it in any layout (an implicit-GEMM
+ * convolution makes its own channels_last copy, TF32-rounded, in one pass:
+ * converting first doubles that pass). */
+static bool conversion_unneeded(const mk_partition *p, const mk_candidate *const *chosen, int v) {
+  bool read = false;
+  for (int s = 0; s < p->nsubkernels; s++) {
+    const mk_subkernel *sk = &p->subkernels[s];
+    for (int i = 0; i < sk->ninputs; i++) {
+      if (sk->inputs[i] != v) continue;
+      const mk_candidate *c = chosen ? chosen[s] : NULL;
+      if (is_reference(c) || !takes_any_layout(c->source, i)) return false;
+      read = true;
+    }
+  }
+  return read;
+}
+
+static void drop_unneeded_conversions(const mk_graph *g, const mk_partition *p,
+                                      const mk_candidate *const *chosen, unsigned char *conv) {
+  for (int v = 0; v < g->nvalues; v++)
+    if (conv[v] == MK_LAYOUT_TO_CL && conversion_unneeded(p, chosen, v)) conv[v] = MK_LAYOUT_KEEP;
+}
+
 /* ---- forward ------------------------------------------------------------ */
 
 /* `v = v.contiguous(...)` for value vid when the layout plan converts it. */
@@ -529,6 +578,7 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
     free(section_of);
     return mk_errf(err, MK_ENOMEM, "compose: out of memory");
   }
+  drop_unneeded_conversions(g, p, chosen, nc.conv);
   mk_buf imports, sections;
   mk_buf_init(&imports, 0);
   mk_buf_init(&sections, 0);

@@ -1137,6 +1137,19 @@ static int emit_chain(bi_emit *e, int s, const conv_info *ci, const conv_chain *
   return rc;
 }
 
+/* True if conv node n is the subkernel's only reader of its input v: the
+ * launcher makes its own channels_last copy of v (`.contiguous` or the
+ * TF32-rounding pass) and reads only that, so v may come in any layout. */
+static bool only_the_conv_reads(const bi_plan *p, const mk_node *n, int v) {
+  const mk_value *val = &p->g->values[v];
+  if (val->kind != MK_VALUE_INPUT && val->kind != MK_VALUE_NODE) return false;
+  for (int u = 0; u < val->nusers; u++) {
+    int nid = val->users[u];
+    if (nid >= 0 && nid < p->g->nnodes && p->stage_of[nid] >= 0 && &p->g->nodes[nid] != n) return false;
+  }
+  return true;
+}
+
 int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err) {
   /* The plan is the proposer's own (mk_builtin_propose): the chain's bounds
    * are set on it while its kernel is written, so that values read only
@@ -1153,6 +1166,8 @@ int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err) {
   p->chain_hi = c.last;
   int rc = emit_chain(e, s, &ci, &c, err);
   p->chain_lo = p->chain_hi = -1;
+  if (!rc && only_the_conv_reads(p, n, ci.in) && e->nany_layout < (int)(sizeof e->any_layout / sizeof e->any_layout[0]))
+    e->any_layout[e->nany_layout++] = ci.in;
   if (!rc) e->chain_end = c.last;
   if (!rc && (e->kernels->err || e->body->err)) rc = mk_errf(err, MK_ERANGE, "generated code too large");
   return rc;

@@ -186,6 +186,12 @@ typedef struct bi_emit {
   /* run(...) parameters the module wants in channels_last (conv weights):
    * listed in MK_CHANNELS_LAST so ModelNew converts them once. */
   mk_buf *cl_params;
+  /* Values of the subkernel's inputs the module reads in any memory layout
+   * (it makes its own copy in the layout it reads): listed by run()
+   * position in MK_ANY_LAYOUT_INPUTS, so ModelNew does not convert them
+   * first. */
+  int any_layout[8];
+  int nany_layout;
 } bi_emit;
 
 /* True if value v is one this module makes in channels_last. */

@@ -386,6 +386,22 @@ static int emit_stage(bi_emit *e, int s, mk_errmsg *err) {
   return f ? f->emit(e, s, err) : mk_errf(err, MK_EINVAL, "unknown stage kind");
 }
 
+/* `MK_ANY_LAYOUT_INPUTS = (0, )`: run()'s parameters that may come in any
+ * memory layout (docs/candidates.md). */
+static void any_layout_line(const bi_emit *e, mk_buf *mod) {
+  if (e->nany_layout == 0) return;
+  mk_buf_puts(mod, "# Inputs (by position) this module reads in any memory layout: ModelNew need not convert them.\n"
+                   "MK_ANY_LAYOUT_INPUTS = (");
+  const mk_subkernel *sk = e->p->sk;
+  for (int i = 0; i < sk->ninputs; i++)
+    for (int k = 0; k < e->nany_layout; k++)
+      if (sk->inputs[i] == e->any_layout[k]) {
+        mk_buf_printf(mod, "%d, ", i);
+        break;
+      }
+  mk_buf_puts(mod, ")\n");
+}
+
 /* Emits one module for configuration c. */
 static int emit_module(const bi_plan *p, const bi_config *c, const char *vname, char **out,
                        mk_errmsg *err) {
@@ -418,6 +434,7 @@ static int emit_module(const bi_plan *p, const bi_config *c, const char *vname, 
     if (clp.len)
       mk_buf_printf(&mod, "# Parameters ModelNew keeps in channels_last (converted once, not per call).\n"
                           "MK_CHANNELS_LAST = (%s)\n", mk_buf_cstr(&clp));
+    any_layout_line(&e, &mod);
     mk_buf_puts(&mod, mk_buf_cstr(&kernels));
     if (e.need_bcast) mk_buf_puts(&mod, bcast_helper);
     if (e.need_cl_helpers) mk_buf_puts(&mod, cl_helpers);

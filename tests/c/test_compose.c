@@ -217,9 +217,10 @@ MK_TEST(compose, header_says_how_to_run_without_a_gpu) {
  * ModelNew converts them once in __init__, and the composition (Triton
  * interpreter on the CPU) still matches the Model. */
 /* A propose fixture composed: every subkernel PyTorch, or the builtin's first
- * variant of each (builtin). *py receives the ModelNew text (caller frees);
+ * variant of each (builtin), or its first variant whose name starts with
+ * `prefer` where there is one. *py receives the ModelNew text (caller frees);
  * returns 0 when it composed. */
-static int compose_fixture(const char *name, bool builtin, char **py) {
+static int compose_fixture(const char *name, bool builtin, const char *prefer, char **py) {
   char path[1024], json_path[1024];
   snprintf(path, sizeof path, "%s/tests/fixtures/propose/%s.py", mk_test_repo_dir(), name);
   snprintf(json_path, sizeof json_path, "%s/tests/fixtures/propose/%s.json", mk_test_repo_dir(), name);
@@ -239,6 +240,11 @@ static int compose_fixture(const char *name, bool builtin, char **py) {
     mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[s], .device = "cpu"};
     if (mk_builtin_propose(&req, &lists[s], &err) == 0 && lists[s].n > 0)
       chosen[s] = &lists[s].items[0]; /* the channels_last variant comes first */
+    for (int i = 0; prefer && chosen[s] && i < lists[s].n; i++)
+      if (strncmp(lists[s].items[i].name, prefer, strlen(prefer)) == 0) {
+        chosen[s] = &lists[s].items[i];
+        break;
+      }
   }
   mk_buf out;
   mk_buf_init(&out, 0);
@@ -283,7 +289,7 @@ static void run_composed(const char *py, const char *checks) {
 
 MK_TEST(compose, channels_last_weights_converted_once) {
   char *py = NULL;
-  MK_REQUIRE(compose_fixture("conv_chain", true, &py) == 0);
+  MK_REQUIRE(compose_fixture("conv_chain", true, NULL, &py) == 0);
   MK_CHECK(strstr(py, "_mk_keep_channels_last(self, (\"conv.weight\", \"convt.weight\", ))") != NULL);
   MK_CHECK(strstr(py, "def _mk_keep_channels_last(module, names):") != NULL);
   run_composed(py, "cl=torch.channels_last;"
@@ -300,7 +306,7 @@ MK_TEST(compose, channels_last_weights_converted_once) {
  * builtin's first variant of each; both run under the interpreter and match the Model. */
 static void check_planned_composition(bool builtin) {
   char *py = NULL;
-  MK_REQUIRE(compose_fixture("conv_net", builtin, &py) == 0);
+  MK_REQUIRE(compose_fixture("conv_net", builtin, NULL, &py) == 0);
   MK_CHECK(strstr(py, "        x0 = x0.contiguous(memory_format=torch.channels_last)\n") != NULL);
   MK_CHECK(strstr(py, ".contiguous()\n") != NULL); /* before the view */
   if (!builtin) {
@@ -321,3 +327,21 @@ static void check_planned_composition(bool builtin) {
 MK_TEST(compose, layout_plan_with_pytorch_subkernels) { check_planned_composition(false); }
 
 MK_TEST(compose, layout_plan_with_builtin_subkernels) { check_planned_composition(true); }
+
+/* An implicit-GEMM convolution makes its own channels_last copy of its input
+ * (MK_ANY_LAYOUT_INPUTS): the program's entry does not convert that input
+ * first, and the composition still matches the Model. */
+MK_TEST(compose, inputs_a_kernel_converts_itself_are_not_converted_first) {
+  char *py = NULL;
+  MK_REQUIRE(compose_fixture("conv_chain", true, "triton_igemm", &py) == 0);
+  MK_CHECK(strstr(py, "MK_ANY_LAYOUT_INPUTS = (0, )") != NULL);
+  MK_CHECK(strstr(py, "        x0 = x0.contiguous(memory_format=torch.channels_last)\n") == NULL);
+  run_composed(py, "ra=a(*x);rb=b(*x);"
+                   "assert torch.allclose(ra,rb,rtol=1e-4,atol=1e-4),(ra-rb).abs().max()");
+  free(py);
+  /* with the cuDNN variant, which declares nothing, the entry converts */
+  MK_REQUIRE(compose_fixture("conv_chain", true, "triton_conv", &py) == 0);
+  MK_CHECK(strstr(py, "MK_ANY_LAYOUT_INPUTS") == NULL);
+  MK_CHECK(strstr(py, "        x0 = x0.contiguous(memory_format=torch.channels_last)\n") != NULL);
+  free(py);
+}
