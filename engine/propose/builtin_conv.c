@@ -476,73 +476,32 @@ static void round_dot_lines(mk_buf *k) {
                  "        acc = tl.dot(a, b, acc, input_precision=PREC)\n");
 }
 
-/* The phased main loop: only the taps k = r + j * S of the program's phase,
- * each reading input (o + P - k) / S (exact in the phase). */
-static void phased_gemm_lines(const conv_info *ci, mk_buf *k) {
-  int nd = ci->nd;
-  mk_buf_puts(k, "    rn = pn * BLOCK_N + tl.arange(0, BLOCK_N)\n"
-                 "    n_mask = rn < OC\n");
-  for (int d = 0; d < nd; d++)
-    mk_buf_printf(k, "    nk%d = tl.maximum((K%d - r%d + S%d - 1) // S%d, 0)\n", d, d, d, d, d);
-  mk_buf_puts(k, "    NCB = tl.cdiv(C, BLOCK_K)\n"
-                 "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
-                 "    for it in range(0, ");
-  prod(k, "nk", 0, nd);
-  mk_buf_puts(k, " * NCB):\n"
-                 "        kt = it // NCB\n"
-                 "        cs = (it % NCB) * BLOCK_K + tl.arange(0, BLOCK_K)\n"
-                 "        c_ok = cs < C\n");
-  for (int d = nd - 1; d >= 0; d--) {
-    if (d > 0) mk_buf_printf(k, "        j%d = kt %% nk%d\n        kt = kt // nk%d\n", d, d, d);
-    else mk_buf_printf(k, "        j%d = kt\n", d);
+/* Appends `text` with `extra` more spaces before each of its lines. */
+static void append_indented(mk_buf *k, const char *text, int extra) {
+  for (const char *p = text; *p;) {
+    const char *e = strchr(p, '\n');
+    size_t n = e ? (size_t)(e - p) + 1 : strlen(p);
+    if (n > 1) mk_buf_indent(k, extra);
+    mk_buf_append(k, p, n);
+    p += n;
   }
-  mk_buf_puts(k, "        row_ok = m_mask\n        xrow = n * sxn\n");
-  for (int d = 0; d < nd; d++)
-    mk_buf_printf(k, "        k%d = r%d + j%d * S%d\n"
-                     "        i%d = (o%d + P%d - k%d) // S%d\n"
-                     "        row_ok = row_ok & (i%d >= 0) & (i%d < I%d)\n"
-                     "        xrow = xrow + i%d * sx%d\n", d, d, d, d, d, d, d, d, d, d, d, d, d, d);
-  mk_buf_puts(k, "        a = tl.load(x_ptr + xrow[:, None] + (cs * sxc)[None, :],\n"
-                 "                    mask=row_ok[:, None] & c_ok[None, :], other=0.0)\n"
-                 "        wtap = 0");
-  for (int d = 0; d < nd; d++) mk_buf_printf(k, " + k%d * sw%d", d, d);
-  mk_buf_puts(k, "\n");
 }
 
-static void gemm_lines(const conv_info *ci, mk_buf *k) {
-  int nd = ci->nd;
-  if (ci->phased) {
-    phased_gemm_lines(ci, k);
-    mk_buf_puts(k, "        b = tl.load(w_ptr + rn[None, :] * swo + (cs * swc + wtap)[:, None],\n"
-                   "                    mask=c_ok[:, None] & n_mask[None, :], other=0.0)\n");
-    round_dot_lines(k);
-    return;
-  }
-  mk_buf_puts(k, "    rn = pn * BLOCK_N + tl.arange(0, BLOCK_N)\n"
-                 "    n_mask = rn < OC\n");
-  for (int d = 0; d < nd; d++) mk_buf_printf(k, "    i%d0 = o%d * S%d - P%d\n", d, d, d, d);
-  mk_buf_puts(k, "    xbase = n * sxn");
-  for (int d = 0; d < nd; d++) mk_buf_printf(k, " + i%d0 * sx%d", d, d);
-  mk_buf_puts(k, "\n    NCB = tl.cdiv(C, BLOCK_K)\n"
-                 "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
-                 "    for it in range(0, KT * NCB):\n"
-                 "        kt = it // NCB\n"
-                 "        cs = (it % NCB) * BLOCK_K + tl.arange(0, BLOCK_K)\n"
-                 "        c_ok = cs < C\n");
-  /* tap = (k0 * K1 + k1) * K2 + k2: the last dim fastest. */
+/* "r0 + j0 * S0"-style lines of the tap index kt (a scalar, or a [BLOCK_K]
+ * vector when packed) split into per-dim indices <var><d> of sizes
+ * <size><d>, the last dim fastest. */
+static void split_taps(const char *var, const char *size, int nd, mk_buf *k) {
   for (int d = nd - 1; d >= 0; d--) {
-    if (d > 0) mk_buf_printf(k, "        k%d = kt %% K%d\n        kt = kt // K%d\n", d, d, d);
-    else mk_buf_printf(k, "        k%d = kt\n", d);
+    if (d > 0) mk_buf_printf(k, "        %s%d = kt %% %s%d\n        kt = kt // %s%d\n", var, d, size, d, size, d);
+    else mk_buf_printf(k, "        %s%d = kt\n", var, d);
   }
-  mk_buf_puts(k, "        row_ok = m_mask\n");
-  for (int d = 0; d < nd; d++)
-    mk_buf_printf(k, "        i%d = i%d0 + k%d * DL%d\n"
-                     "        row_ok = row_ok & (i%d >= 0) & (i%d < I%d)\n", d, d, d, d, d, d, d);
-  mk_buf_puts(k, "        xrow = xbase");
-  for (int d = 0; d < nd; d++) mk_buf_printf(k, " + k%d * DL%d * sx%d", d, d, d);
-  mk_buf_puts(k, "\n        a = tl.load(x_ptr + xrow[:, None] + (cs * sxc)[None, :],\n"
-                 "                    mask=row_ok[:, None] & c_ok[None, :], other=0.0)\n");
-  if (ci->transposed) {
+}
+
+/* The weight's tap offset wtap (a stride-1 transposed convolution reads the
+ * weight (C, OC, *K) flipped). */
+static void wtap_line(const conv_info *ci, mk_buf *k) {
+  int nd = ci->nd;
+  if (ci->transposed && !ci->phased) {
     mk_buf_puts(k, "        # a stride-1 transposed convolution: the weight (C, OC, *K) flipped\n"
                    "        wtap = 0");
     for (int d = 0; d < nd; d++) mk_buf_printf(k, " + (K%d - 1 - k%d) * sw%d", d, d, d);
@@ -550,7 +509,99 @@ static void gemm_lines(const conv_info *ci, mk_buf *k) {
     mk_buf_puts(k, "        wtap = 0");
     for (int d = 0; d < nd; d++) mk_buf_printf(k, " + k%d * sw%d", d, d);
   }
-  mk_buf_puts(k, "\n        b = tl.load(w_ptr + rn[None, :] * swo + (cs * swc + wtap)[:, None],\n"
+  mk_buf_puts(k, "\n");
+}
+
+/* One iteration over a (tap, channel block) pair: the tap's offsets are per
+ * row and the loads run along the channels. The phased loop walks only the
+ * taps k = r + j * S of the program's phase, each reading input
+ * (o + P - k) / S = v - j (exact in the phase). */
+static void block_body(const conv_info *ci, mk_buf *k) {
+  int nd = ci->nd;
+  mk_buf_puts(k, "        kt = it // NCB\n"
+                 "        cs = (it % NCB) * BLOCK_K + tl.arange(0, BLOCK_K)\n"
+                 "        c_ok = cs < C\n");
+  split_taps(ci->phased ? "j" : "k", ci->phased ? "nk" : "K", nd, k);
+  mk_buf_puts(k, "        row_ok = m_mask\n        xrow = xbase\n");
+  for (int d = 0; d < nd; d++) {
+    if (ci->phased)
+      mk_buf_printf(k, "        k%d = r%d + j%d * S%d\n        i%d = v%d - j%d\n", d, d, d, d, d, d, d);
+    else mk_buf_printf(k, "        i%d = i%d0 + k%d * DL%d\n", d, d, d, d);
+    mk_buf_printf(k, "        row_ok = row_ok & (i%d >= 0) & (i%d < I%d)\n", d, d, d);
+    if (ci->phased) mk_buf_printf(k, "        xrow = xrow - j%d * sx%d\n", d, d);
+    else mk_buf_printf(k, "        xrow = xrow + k%d * DL%d * sx%d\n", d, d, d);
+  }
+  mk_buf_puts(k, "        a = tl.load(x_ptr + xrow[:, None] + (cs * sxc)[None, :],\n"
+                 "                    mask=row_ok[:, None] & c_ok[None, :], other=0.0)\n");
+  wtap_line(ci, k);
+}
+
+/* One iteration over BLOCK_K (tap, channel) pairs, the channel fastest: for
+ * fewer input channels than a dot's K (PACK), where a channel block would be
+ * mostly padding (3 channels: 13 of 16 products wasted). Offsets along K are
+ * a [BLOCK_K] vector added to the row's base; the bounds are per element. */
+static void packed_body(const conv_info *ci, mk_buf *k) {
+  int nd = ci->nd;
+  mk_buf_puts(k, "        kk = it * BLOCK_K + tl.arange(0, BLOCK_K)\n"
+                 "        c_ok = kk < NTAP * C\n"
+                 "        cs = kk % C\n"
+                 "        kt = kk // C\n");
+  split_taps(ci->phased ? "j" : "k", ci->phased ? "nk" : "K", nd, k);
+  mk_buf_puts(k, "        ok = m_mask[:, None] & c_ok[None, :]\n        kofs = cs * sxc\n");
+  for (int d = 0; d < nd; d++) {
+    if (ci->phased)
+      mk_buf_printf(k, "        k%d = r%d + j%d * S%d\n        i%d = v%d[:, None] - j%d[None, :]\n", d, d, d, d,
+                    d, d, d);
+    else mk_buf_printf(k, "        i%d = i%d0[:, None] + (k%d * DL%d)[None, :]\n", d, d, d, d);
+    mk_buf_printf(k, "        ok = ok & (i%d >= 0) & (i%d < I%d)\n", d, d, d);
+    if (ci->phased) mk_buf_printf(k, "        kofs = kofs - j%d * sx%d\n", d, d);
+    else mk_buf_printf(k, "        kofs = kofs + k%d * DL%d * sx%d\n", d, d, d);
+  }
+  mk_buf_puts(k, "        a = tl.load(x_ptr + xbase[:, None] + kofs[None, :], mask=ok, other=0.0)\n");
+  wtap_line(ci, k);
+}
+
+/* The implicit GEMM main loop: acc[BLOCK_M, BLOCK_N] = the convolution, in
+ * one loop (so Triton pipelines it even when the channels fit one block)
+ * over (tap, channel block) pairs, or over packed (tap, channel) pairs when
+ * the launcher says PACK. */
+static void gemm_lines(const conv_info *ci, mk_buf *k) {
+  int nd = ci->nd;
+  mk_buf_puts(k, "    rn = pn * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+                 "    n_mask = rn < OC\n");
+  if (ci->phased) {
+    for (int d = 0; d < nd; d++)
+      mk_buf_printf(k, "    nk%d = tl.maximum((K%d - r%d + S%d - 1) // S%d, 0)\n"
+                       "    v%d = (o%d + P%d - r%d) // S%d  # the input of tap r (exact in the phase)\n",
+                    d, d, d, d, d, d, d, d, d, d);
+    mk_buf_puts(k, "    NTAP = ");
+    prod(k, "nk", 0, nd);
+    mk_buf_puts(k, "\n    xbase = n * sxn");
+    for (int d = 0; d < nd; d++) mk_buf_printf(k, " + v%d * sx%d", d, d);
+  } else {
+    for (int d = 0; d < nd; d++) mk_buf_printf(k, "    i%d0 = o%d * S%d - P%d\n", d, d, d, d);
+    mk_buf_puts(k, "    NTAP = KT\n    xbase = n * sxn");
+    for (int d = 0; d < nd; d++) mk_buf_printf(k, " + i%d0 * sx%d", d, d);
+  }
+  mk_buf_puts(k, "\n    NCB = tl.cdiv(C, BLOCK_K)\n"
+                 "    if PACK:\n"
+                 "        NIT = tl.cdiv(NTAP * C, BLOCK_K)\n"
+                 "    else:\n"
+                 "        NIT = NTAP * NCB\n"
+                 "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
+                 "    for it in range(0, NIT):\n"
+                 "        if PACK:\n");
+  mk_buf body;
+  mk_buf_init(&body, 0);
+  packed_body(ci, &body);
+  append_indented(k, mk_buf_cstr(&body), 4);
+  mk_buf_reset(&body);
+  mk_buf_puts(k, "        else:\n");
+  block_body(ci, &body);
+  append_indented(k, mk_buf_cstr(&body), 4);
+  if (body.err) k->err = body.err;
+  mk_buf_free(&body);
+  mk_buf_puts(k, "        b = tl.load(w_ptr + rn[None, :] * swo + (cs * swc + wtap)[:, None],\n"
                  "                    mask=c_ok[:, None] & n_mask[None, :], other=0.0)\n");
   round_dot_lines(k);
 }
@@ -783,7 +834,7 @@ static void signature(const char *kname, const char *sig, int nd, mk_buf *k) {
   for (int d = 0; d < nd; d++) mk_buf_printf(k, "K%d: tl.constexpr, PK%d: tl.constexpr, ", d, d);
   /* TAPS = PK0 * PK1 (* PK2), given as a constexpr: shapes need one. */
   mk_buf_puts(k, "KT: tl.constexpr, TAPS: tl.constexpr,\n        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, "
-                 "PREC: tl.constexpr, ROUND: tl.constexpr,\n        IDX64: tl.constexpr):\n");
+                 "PREC: tl.constexpr, ROUND: tl.constexpr,\n        IDX64: tl.constexpr, PACK: tl.constexpr):\n");
 }
 
 /* Launcher lines choosing the tile's channel sizes and the precision flag. */
@@ -798,8 +849,11 @@ static void tile_lines(bi_emit *e, const conv_chain *c, int res) {
   } else {
     mk_buf_printf(b, "    BN%d = max(16, min(%d, triton.next_power_of_2(OC%d)))\n", res, cfg->conv_bn, res);
   }
-  /* The channel block: a dot needs K >= 16. */
-  mk_buf_printf(b, "    BK%d = max(16, min(%d, triton.next_power_of_2(C%d)))\n", res, cfg->conv_bk, res);
+  /* The channel block: a dot needs K >= 16. Fewer channels than that: the
+   * loop runs over packed (tap, channel) pairs instead. */
+  mk_buf_printf(b, "    pack%d = C%d < 16\n"
+                   "    BK%d = %d if pack%d else max(16, min(%d, triton.next_power_of_2(C%d)))\n",
+                res, res, res, cfg->conv_bk, res, cfg->conv_bk, res);
 }
 
 /* One launch: `grid` and the chain's arguments, then the geometry in
@@ -831,7 +885,8 @@ static void launch_call(bi_emit *e, const conv_info *ci, const conv_chain *c, in
   else
     mk_buf_printf(b, "BLOCK_M=%d, BLOCK_N=BN%d, BLOCK_K=BK%d,\n            PREC=\"%s\", ROUND=0, ",
                   cfg->conv_bm, res, res, cfg->conv_precision);
-  mk_buf_printf(b, "IDX64=big%d, num_warps=%d, num_stages=%d)\n", res, cfg->conv_warps, cfg->conv_stages);
+  mk_buf_printf(b, "IDX64=big%d, PACK=pack%d, num_warps=%d, num_stages=%d)\n", res, res, cfg->conv_warps,
+                cfg->conv_stages);
 }
 
 static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, int res,

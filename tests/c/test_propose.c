@@ -691,7 +691,9 @@ MK_TEST(propose, strided_transposed_conv_runs_by_phases) {
   char *src = first_candidate(g, (int[]){0, 1, 2}, 3, &name);
   MK_REQUIRE(src != NULL);
   MK_CHECK(strncmp(name, "triton_igemm", 12) == 0);
-  MK_CHECK(strstr(src, "i0 = (o0 + P0 - k0) // S0") != NULL);
+  MK_CHECK(strstr(src, "v0 = (o0 + P0 - r0) // S0") != NULL); /* input (o + P - k) / S = v - j */
+  MK_CHECK(strstr(src, "i0 = v0 - j0") != NULL);
+  MK_CHECK(strstr(src, "i0 = v0[:, None] - j0[None, :]") != NULL); /* packed (tap, channel) pairs */
   MK_CHECK(strstr(src, "(K0 - 1 - k0)") == NULL);
   MK_CHECK(strstr(src, "triton.cdiv(OC20, BN20), math.prod(S20))") != NULL);
   /* torch's transposed output size, output padding included */

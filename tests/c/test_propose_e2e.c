@@ -273,6 +273,9 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
    * finishing kernel): with and without a pool, over channels too, 2-d and 3-d. */
   run_fixture("conv_pixel_reductions.json", 0);
   run_fixture_as("conv_pixel_reductions.json", 1, true);
+  /* Over 16 channels: a channel block per tap (fewer channels pack taps). */
+  run_fixture("conv_wide_tails.json", 0);
+  run_fixture_as("conv_wide_tails.json", 1, true);
   /* A small net under the layout plan: channels_last between subkernels. */
   run_fixture("conv_net.json", 2);
 }
