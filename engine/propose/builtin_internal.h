@@ -149,6 +149,7 @@ typedef struct bi_config {
   bool conv_igemm;
   int conv_bm, conv_bn, conv_bk, conv_warps, conv_stages;
   const char *conv_precision; /* "tf32", "tf32x3" or "ieee" */
+  bool conv_pack;             /* packs taps into K blocks below 16 input channels */
   int conv_round;             /* inputs rounded to TF32 as the reference does:
                                  0 no, 1 truncation, 2 to nearest */
   int norm_split;   /* norms: programs per row (0: one program loops over its row;
@@ -280,6 +281,9 @@ bool bi_conv_igemm_promising(bi_plan *p, int s);
  * (plus a statistics pass for a norm), nothing in between reaches memory. */
 bool bi_conv_chain_covers(bi_plan *p, int s);
 /* True if node n is a convolution bi_emit_conv_igemm computes. */
+/* True if n is a convolution the implicit GEMM computes over fewer input
+ * channels (at capture) than a dot's K (16): its packed variant applies. */
+bool bi_conv_narrow(const mk_graph *g, const mk_node *n);
 bool bi_conv_igemm_supported(const mk_graph *g, const mk_node *n);
 /* A reduction or softmax node as the reduce emitter reads it. */
 typedef struct bi_reduce_info {

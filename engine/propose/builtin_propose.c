@@ -41,6 +41,7 @@ typedef struct igemm_cfg {
                  ("tf32t"), 2 to nearest ("tf32r") in the loop, 3 to nearest once
                  before it, by the launcher ("tf32p") */
   int dist;
+  bool pack; /* below 16 input channels, several taps per K block ("_packed") */
 } igemm_cfg;
 /* "tf32r" / "tf32t": the inputs rounded to TF32 (to nearest / by truncation)
  * before the products, where the reference's convolution runs cuDNN with TF32:
@@ -63,16 +64,17 @@ typedef struct igemm_cfg {
  * is not TF32 (problem 85: every TF32 variant, cuDNN's own channels_last
  * included, differed by 2e-3 after its group norm), and such a GEMM is
  * short: 3xTF32 comes right after tf32p there. */
-static const igemm_cfg igemm_gpu[] = {{128, 64, 32, 4, 3, "tf32", 3, 0},
-                                      {64, 128, 32, 4, 4, "tf32", 3, 1},
-                                      {128, 128, 32, 8, 3, "tf32", 3, 1},
-                                      {128, 64, 32, 4, 3, "tf32", 2, 1},
-                                      {128, 64, 64, 4, 3, "tf32", 3, 2},
-                                      {128, 64, 32, 4, 3, "tf32x3", 0, 2},
-                                      {128, 64, 32, 4, 3, "tf32", 0, 2}};
+static const igemm_cfg igemm_gpu[] = {{128, 64, 32, 4, 3, "tf32", 3, 0, false},
+                                      {128, 64, 32, 4, 3, "tf32", 3, 1, true},
+                                      {64, 128, 32, 4, 4, "tf32", 3, 1, false},
+                                      {128, 128, 32, 8, 3, "tf32", 3, 1, false},
+                                      {128, 64, 32, 4, 3, "tf32", 2, 1, false},
+                                      {128, 64, 64, 4, 3, "tf32", 3, 2, false},
+                                      {128, 64, 32, 4, 3, "tf32x3", 0, 2, false},
+                                      {128, 64, 32, 4, 3, "tf32", 0, 2, false}};
 /* The interpreter: one configuration, after the cuDNN variants (its cost per
  * program makes a full-size convolution slow to verify on the CPU). */
-static const igemm_cfg igemm_cpu[] = {{64, 64, 64, 4, 1, "ieee", 0, 2}};
+static const igemm_cfg igemm_cpu[] = {{64, 64, 64, 4, 1, "ieee", 0, 2, false}};
 
 static const char *const precisions[] = {"tf32x3", "ieee"};
 /* The interpreter computes tf32x3 as three float32 dots: ieee, one dot, is the
@@ -135,6 +137,7 @@ static void make_config(const cfg_tables *t, const variant *v, bi_config *c) {
     c->conv_stages = ic->stages;
     c->conv_precision = ic->prec;
     c->conv_round = ic->round;
+    c->conv_pack = ic->pack;
   }
   c->norm_split = norm_splits[v->split];
 }
@@ -145,8 +148,9 @@ static int variant_name(const cfg_tables *t, const variant *v, bool has_base, bo
   make_config(t, v, &c);
   mk_buf_puts(out, "triton");
   if (has_conv && c.conv_igemm)
-    mk_buf_printf(out, "_igemm%dx%dx%d_w%d_s%d_%s%s", c.conv_bm, c.conv_bn, c.conv_bk, c.conv_warps,
-                  c.conv_stages, c.conv_precision, c.conv_round == 1 ? "t" : c.conv_round == 2 ? "r" : c.conv_round == 3 ? "p" : "");
+    mk_buf_printf(out, "_igemm%dx%dx%d_w%d_s%d_%s%s%s", c.conv_bm, c.conv_bn, c.conv_bk, c.conv_warps,
+                  c.conv_stages, c.conv_precision, c.conv_round == 1 ? "t" : c.conv_round == 2 ? "r" : c.conv_round == 3 ? "p" : "",
+                  c.conv_pack ? "_packed" : "");
   else if (has_conv) mk_buf_puts(out, c.channels_last ? "_convcl" : "_conv");
   if (has_gemm) {
     if (c.gemm_torch) mk_buf_puts(out, "_cublas");
@@ -517,6 +521,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   bool has_igemm = false; /* a convolution the implicit-GEMM kernel computes */
   bool igemm_first = false; /* ... whose implicit GEMM is likely to beat cuDNN */
   bool few_channels = false; /* ... with few input channels: cuDNN's is float32 */
+  bool narrow = false;       /* ... with fewer input channels than a dot's K */
   for (int s = 0; s < p.nst; s++) {
     bi_kind k = p.st[s].kind;
     has_base |= k == BI_EW || k == BI_REDUCE || k == BI_SOFTMAX || k == BI_NORM || k == BI_POOL;
@@ -531,6 +536,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
         has_igemm = true;
         igemm_first |= bi_conv_igemm_promising(&p, s);
         few_channels |= mk_layout_few_channels(req->graph, &req->graph->nodes[p.st[s].nodes[0]]);
+        narrow |= bi_conv_narrow(req->graph, &req->graph->nodes[p.st[s].nodes[0]]);
       }
     }
     has_kernel |= k != BI_VIEW && k != BI_TORCH;
@@ -573,6 +579,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
           int sd = tb.ew == ew_cpu && norm_splits[sp] > 0 ? 1 : 0;
           /* Where cuDNN is likely faster, the implicit GEMMs come after its variants. */
           int cd = 0;
+          if (c >= 2 && tb.igemm[c - 2].pack && !narrow) continue; /* packs nothing */
           if (c >= 2) {
             const igemm_cfg *ic = &tb.igemm[c - 2];
             bool exact = few_channels && strcmp(ic->prec, "tf32x3") == 0;
