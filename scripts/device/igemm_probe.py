@@ -231,7 +231,8 @@ def main() -> int:
         print(f"{name:58s} {ms:8.3f} ms {flops / ms / 1e9:6.1f} TFLOP/s rel {err:.1e}", flush=True)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"shape": vars(a), "rows": rows}, f, indent=1)
+            json.dump({"shape": {k: v for k, v in vars(a).items() if k != "json"}, "rows": rows}, f,
+                      indent=1)
     return 0
 
 
