@@ -501,9 +501,9 @@ static void append_indented(mk_buf *k, const char *text, int extra) {
   }
 }
 
-/* "r0 + j0 * S0"-style lines of the tap index kt (a scalar, or a [BLOCK_K]
- * vector when packed) split into per-dim indices <var><d> of sizes
- * <size><d>, the last dim fastest. */
+/* Kernel lines splitting the tap index kt (a scalar, or a [BLOCK_K] vector
+ * when packed) into per-dim tap indices <var><d> of sizes <size><d>, the
+ * last dim fastest. */
 static void split_taps(const char *var, const char *size, int nd, mk_buf *k) {
   for (int d = nd - 1; d >= 0; d--) {
     if (d > 0) mk_buf_printf(k, "        %s%d = kt %% %s%d\n        kt = kt // %s%d\n", var, d, size, d, size, d);
