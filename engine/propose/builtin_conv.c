@@ -140,6 +140,10 @@ typedef struct conv_chain {
    * them and runs the reduction's epilogue. -1: none. */
   int sred;
   bi_reduce_info si;
+  /* The full-size values the chain stores are written in channels_last
+   * (chain_stores_cl): rows of whole channels, coalesced even where a
+   * phased convolution's rows are strided pixels, and no conversion after. */
+  bool cl_out;
 } conv_chain;
 
 /* True if a node of the subkernel outside stages [first, last] reads v, or v
@@ -368,12 +372,18 @@ static void find_chain(bi_plan *p, int s, const conv_info *ci, conv_chain *c) {
  * S<d> stride, P<d> padding, DL<d> dilation, Q<d> pooled sizes, constexprs
  * K<d> kernel and PK<d> pool window. */
 
-/* `name = torch.empty(shape, device, dtype)` for a value the chain stores. */
-static void alloc_line(bi_emit *e, int v, const char *shape, const char *dev) {
+/* `name = torch.empty(shape, device, dtype)` for a full-size value the chain
+ * stores, in channels_last when the chain writes that layout. */
+static void alloc_line(bi_emit *e, const conv_chain *c, int v, const char *shape, const char *dev) {
   mk_buf *b = e->body;
   mk_buf_indent(b, 4);
   bi_run_name(e->p, v, b);
-  mk_buf_printf(b, " = torch.empty(%s, device=%s, dtype=torch.float32)\n", shape, dev);
+  mk_buf_printf(b, " = torch.empty(%s, device=%s, dtype=torch.float32", shape, dev);
+  if (c->cl_out) {
+    mk_buf_printf(b, ", memory_format=%s", c->nd == 3 ? "torch.channels_last_3d" : "torch.channels_last");
+    bi_add_cl_value(e, v); /* later stages of the module read it so */
+  }
+  mk_buf_puts(b, ")\n");
 }
 
 /* "X0 * X1 * X2" over dims lo..nd-1 ("1" when empty). */
@@ -627,7 +637,7 @@ static void gemm_lines(const conv_info *ci, mk_buf *k) {
 /* Kernel lines after the GEMM: the bias, the tile's mask and its flat
  * offsets in the (N, OC, *O) output, and the conv output's store when it
  * escapes. */
-static void offs_lines(const conv_info *ci, bool store_conv, mk_buf *k) {
+static void offs_lines(const conv_info *ci, const conv_chain *c, bool store_conv, mk_buf *k) {
   int nd = ci->nd;
   if (ci->bias >= 0)
     mk_buf_puts(k, "    acc += tl.load(bias_ptr + rn, mask=n_mask, other=0.0)[None, :]\n");
@@ -646,7 +656,9 @@ static void offs_lines(const conv_info *ci, bool store_conv, mk_buf *k) {
     }
   }
   mk_buf_puts(k, "\n    offs = (pix + n * (OC - 1) * SP)[:, None] + (rn * SP)[None, :]\n");
-  if (store_conv) mk_buf_puts(k, "    tl.store(conv_out_ptr + offs, acc, mask=mask2)\n");
+  if (c->cl_out) mk_buf_puts(k, "    soffs = (pix * OC)[:, None] + rn[None, :]  # where the stores go: channels_last\n");
+  if (store_conv)
+    mk_buf_printf(k, "    tl.store(conv_out_ptr + %s, acc, mask=mask2)\n", c->cl_out ? "soffs" : "offs");
 }
 
 /* A sum/mean/max/min's identity, its tl reduction ("sum", "max", "min") and
@@ -685,12 +697,13 @@ static void sred_partial_lines(const conv_chain *c, const char *val, const char 
 static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool store_conv,
                       mk_buf *k, mk_errmsg *err) {
   const bi_plan *p = e->p;
-  offs_lines(ci, store_conv, k);
+  offs_lines(ci, c, store_conv, k);
   const char *val = "acc";
   char vname[32];
+  const char *soffs = c->cl_out ? "soffs" : NULL;
   if (c->ew >= 0) {
     mk_buf_puts(k, "    # fused elementwise stage\n");
-    bi_ew_bind bind = {.value = ci->out, .var = "acc"};
+    bi_ew_bind bind = {.value = ci->out, .var = "acc", .store_offs = soffs};
     int rc = bi_ew_body(e, c->ew, "ew_", "offs", "mask2", bind, true, 4, k, err);
     if (rc) return rc;
     snprintf(vname, sizeof vname, "v%d", bi_stage_result(p, c->ew));
@@ -702,11 +715,12 @@ static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool
                      "    aff = n[:, None] * OC + rn[None, :]\n"
                      "    vn = %s * tl.load(gn_scale_ptr + aff, mask=mask2, other=0.0) + "
                      "tl.load(gn_shift_ptr + aff, mask=mask2, other=0.0)\n", val);
-    if (bi_value_escapes(p, c->norm, gout)) mk_buf_puts(k, "    tl.store(gn_out_ptr + offs, vn, mask=mask2)\n");
+    if (bi_value_escapes(p, c->norm, gout))
+      mk_buf_printf(k, "    tl.store(gn_out_ptr + %s, vn, mask=mask2)\n", soffs ? soffs : "offs");
     val = "vn";
     if (c->norm_epi >= 0) {
       mk_buf_puts(k, "    # the norm's elementwise epilogue\n");
-      bi_ew_bind nb = {.value = gout, .var = "vn"};
+      bi_ew_bind nb = {.value = gout, .var = "vn", .store_offs = soffs};
       int rc = bi_ew_body(e, c->norm_epi, "nepi_", "offs", "mask2", nb, true, 4, k, err);
       if (rc) return rc;
       snprintf(vname, sizeof vname, "v%d", bi_stage_result(p, c->norm_epi));
@@ -955,7 +969,7 @@ static int stats_kernel(bi_emit *e, const conv_info *ci, const conv_chain *c, in
     split_index(k, "rl", "o", "O", nd);
   }
   gemm_lines(ci, k);
-  offs_lines(ci, false, k);
+  offs_lines(ci, &(conv_chain){.cl_out = false}, false, k);
   const char *val = "acc";
   char vname[32];
   if (c->ew >= 0) {
@@ -1023,18 +1037,40 @@ static void stats_launch(bi_emit *e, const conv_info *ci, const conv_chain *c, i
   else e->need_gn_affine = true;
 }
 
+/* The full-size values the chain stores (besides the anchor's output): the
+ * conv output when read outside, then what its elementwise stage, norm and
+ * norm epilogue leave for others. Returns how many (at most max). */
+static int chain_stored(const bi_plan *p, const conv_info *ci, const conv_chain *c, bool store_conv,
+                        int *out, int max) {
+  int n = 0, stored[64];
+  if (store_conv && n < max) out[n++] = ci->out;
+  int ns = c->ew >= 0 ? bi_stage_stored(p, c->ew, stored, 64) : 0;
+  for (int i = 0; i < ns && n < max; i++) out[n++] = stored[i];
+  if (c->norm >= 0 && bi_value_escapes(p, c->norm, bi_stage_result(p, c->norm)) && n < max)
+    out[n++] = bi_stage_result(p, c->norm);
+  ns = c->norm_epi >= 0 ? bi_stage_stored(p, c->norm_epi, stored, 64) : 0;
+  for (int i = 0; i < ns && n < max; i++) out[n++] = stored[i];
+  return n;
+}
+
+/* True if the chain (stages s..c->last) may write every full-size value it
+ * stores in channels_last: none feeds another subkernel in the default
+ * layout, and every later stage of the module reading one reads strides. */
+static bool chain_stores_cl(const bi_plan *p, int s, const conv_info *ci, const conv_chain *c,
+                            bool store_conv) {
+  int vals[64];
+  int n = chain_stored(p, ci, c, store_conv, vals, 64);
+  for (int i = 0; i < n; i++)
+    if (!bi_cl_output_ok(p, s, c->last, vals[i])) return false;
+  return n > 0;
+}
+
 /* Launcher lines allocating what the chain stores besides the anchor's output. */
 static void chain_allocs(bi_emit *e, const conv_info *ci, const conv_chain *c, bool store_conv,
                          const char *cshape, const char *dev) {
-  const bi_plan *p = e->p;
-  int stored[64];
-  if (store_conv) alloc_line(e, ci->out, cshape, dev);
-  int ns = c->ew >= 0 ? bi_stage_stored(p, c->ew, stored, 64) : 0;
-  for (int i = 0; i < ns; i++) alloc_line(e, stored[i], cshape, dev);
-  if (c->norm >= 0 && bi_value_escapes(p, c->norm, bi_stage_result(p, c->norm)))
-    alloc_line(e, bi_stage_result(p, c->norm), cshape, dev);
-  ns = c->norm_epi >= 0 ? bi_stage_stored(p, c->norm_epi, stored, 64) : 0;
-  for (int i = 0; i < ns; i++) alloc_line(e, stored[i], cshape, dev);
+  int vals[64];
+  int n = chain_stored(e->p, ci, c, store_conv, vals, 64);
+  for (int i = 0; i < n; i++) alloc_line(e, c, vals[i], cshape, dev);
 }
 
 /* Kernel parameters and launcher arguments of the chain (both kernels share
@@ -1241,6 +1277,7 @@ int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err) {
   find_chain(p, s, &ci, &c);
   p->chain_lo = s;
   p->chain_hi = c.last;
+  c.cl_out = chain_stores_cl(p, s, &ci, &c, read_outside(p, ci.out, s, c.last));
   int rc = emit_chain(e, s, &ci, &c, err);
   p->chain_lo = p->chain_hi = -1;
   if (!rc && only_the_conv_reads(p, n, ci.in) && e->nany_layout < (int)(sizeof e->any_layout / sizeof e->any_layout[0]))

@@ -895,7 +895,8 @@ int bi_ew_body(bi_emit *e, int s, const char *pfx, const char *offs, const char 
     mk_buf_indent(out, indent);
     mk_buf_printf(out, "tl.store(%s", pfx);
     bi_run_name(p, target, out);
-    mk_buf_printf(out, "_ptr + %s, v%d, mask=%s)\n", offs, stored[i], mask);
+    mk_buf_printf(out, "_ptr + %s, v%d, mask=%s)\n", bind.store_offs ? bind.store_offs : offs, stored[i],
+                  mask);
   }
   return out->err;
 }

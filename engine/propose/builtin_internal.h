@@ -216,6 +216,7 @@ int bi_run_name(const bi_plan *p, int vid, mk_buf *out);
 typedef struct bi_ew_bind {
   int value;          /* value computed in registers by the enclosing kernel, or -1 */
   const char *var;    /* its variable name */
+  const char *store_offs; /* offsets the stage's stores use, when not its loads' (NULL) */
 } bi_ew_bind;
 /* Appends to `sig` the kernel parameters the EW stage needs (leaf pointers,
  * output pointers, dims, strides, all prefixed by `pfx`) and to `call` the
@@ -281,6 +282,11 @@ bool bi_conv_igemm_promising(bi_plan *p, int s);
  * (plus a statistics pass for a norm), nothing in between reaches memory. */
 bool bi_conv_chain_covers(bi_plan *p, int s);
 /* True if node n is a convolution bi_emit_conv_igemm computes. */
+/* True if value v, made by stages [lo, hi] of the module, may be left in
+ * channels_last: it feeds no other subkernel in the default layout (it is a
+ * planned channels_last value or returned only), and every other stage of the
+ * module reading it reads strides (elementwise runs, anchors loading it). */
+bool bi_cl_output_ok(const bi_plan *p, int lo, int hi, int v);
 /* True if n is a convolution the implicit GEMM computes over fewer input
  * channels (at capture) than a dot's K (16): its packed variant applies. */
 bool bi_conv_narrow(const mk_graph *g, const mk_node *n);

@@ -58,19 +58,21 @@ static bool anchor_loads(const bi_plan *p, int us, int v) {
   return in == v && uses == 1;
 }
 
-/* True if a reader of v needs it contiguous: views, GEMMs, delegated ops and
- * other subkernels (elementwise runs and loading anchors read strides). */
-static bool needs_contiguous(const bi_plan *p, int s, int v) {
-  if (bi_feeds_other_subkernel(p, v)) return true;
+bool bi_cl_output_ok(const bi_plan *p, int lo, int hi, int v) {
+  if (bi_feeds_other_subkernel(p, v)) return false;
   const mk_value *val = &p->g->values[v];
   for (int u = 0; u < val->nusers; u++) {
     int nid = val->users[u];
     if (nid < 0 || nid >= p->g->nnodes || p->stage_of[nid] < 0) continue;
     int us = p->stage_of[nid];
-    if (us != s && p->st[us].kind != BI_EW && !anchor_loads(p, us, v)) return true;
+    if ((us < lo || us > hi) && p->st[us].kind != BI_EW && !anchor_loads(p, us, v)) return false;
   }
-  return false;
+  return true;
 }
+
+/* True if a reader of v needs it contiguous: views, GEMMs, delegated ops and
+ * other subkernels (elementwise runs and loading anchors read strides). */
+static bool needs_contiguous(const bi_plan *p, int s, int v) { return !bi_cl_output_ok(p, s, s, v); }
 
 /* The stage that can add the conv's bias while it loads the conv output, or
  * -1: it must be the output's only reader (the output without bias is never

@@ -334,7 +334,10 @@ MK_TEST(propose, lone_conv_gets_channels_last_variant) {
     MK_CHECK_STR(l.items[0].name, "triton_igemm128x64x32_w4_s3_tf32p");
     MK_CHECK(strstr(pre, "MK_USES_TORCH") == NULL);
     MK_CHECK(strstr(pre, "acc += tl.load(bias_ptr + rn, mask=n_mask, other=0.0)") != NULL);
-    MK_CHECK(strstr(pre, "tl.store(conv_out_ptr + offs, acc, mask=mask2)") != NULL);
+    /* its output feeds the next subkernel, planned channels_last: written so */
+    MK_CHECK(strstr(pre, "tl.store(conv_out_ptr + soffs, acc, mask=mask2)") != NULL);
+    MK_CHECK(strstr(pre, "soffs = (pix * OC)[:, None] + rn[None, :]") != NULL);
+    MK_CHECK(strstr(pre, "device=x6.device, dtype=torch.float32, memory_format=torch.channels_last)") != NULL);
     /* rounded once, on the GPU only (float32 on the CPU), in the pass that
      * makes the channels_last copy, and not again in the loop */
     char pw[256];
@@ -530,16 +533,24 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   /* the conv output is returned too: stored, and the pool is its own kernel */
   src = first_candidate(g, (int[]){17, 18, 19}, 3, &name);
   MK_REQUIRE(src != NULL);
-  MK_CHECK(strstr(src, "tl.store(conv_out_ptr + offs, acc, mask=mask2)") != NULL);
+  MK_CHECK(strstr(src, "tl.store(conv_out_ptr + soffs, acc, mask=mask2)") != NULL);
   MK_CHECK(strstr(src, "pooled") == NULL);
   MK_CHECK(strstr(src, "_pool_max_pool2d") != NULL);
+  free(src);
+  free(name);
+  /* the conv alone, its output read by another subkernel in the default
+   * layout (5 input channels: the plan keeps NCHW): stored NCHW */
+  src = first_candidate(g, (int[]){17}, 1, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strstr(src, "tl.store(conv_out_ptr + offs, acc, mask=mask2)") != NULL);
+  MK_CHECK(strstr(src, "soffs") == NULL);
   free(src);
   free(name);
   /* a 3x3 pool window: not fused */
   src = first_candidate(g, (int[]){20, 21}, 2, &name);
   MK_REQUIRE(src != NULL);
   MK_CHECK(strstr(src, "pooled") == NULL);
-  MK_CHECK(strstr(src, "tl.store(conv_out_ptr + offs, acc, mask=mask2)") != NULL);
+  MK_CHECK(strstr(src, "tl.store(conv_out_ptr + soffs, acc, mask=mask2)") != NULL);
   free(src);
   free(name);
   mk_graph_free(g);
@@ -610,7 +621,7 @@ MK_TEST(propose, implicit_gemm_conv_carries_a_group_norm) {
   /* conv -> relu -> group norm -> tanh, the norm's output returned too: stored */
   src = first_candidate(g, (int[]){5, 6, 7, 8}, 4, &name);
   MK_REQUIRE(src != NULL);
-  MK_CHECK(strstr(src, "tl.store(gn_out_ptr + offs, vn, mask=mask2)") != NULL);
+  MK_CHECK(strstr(src, "tl.store(gn_out_ptr + soffs, vn, mask=mask2)") != NULL);
   MK_CHECK(strstr(src, "_mk_gn_affine(part18, 2, 1e-05, None, None)") != NULL);
   free(src);
   free(name);
@@ -716,7 +727,7 @@ MK_TEST(propose, strided_transposed_conv_runs_by_phases) {
   src = first_candidate(g, (int[]){15, 16}, 2, &name);
   MK_REQUIRE(src != NULL);
   MK_CHECK(strstr(src, "pooled") == NULL);
-  MK_CHECK(strstr(src, "tl.store(conv_out_ptr + offs, acc, mask=mask2)") != NULL);
+  MK_CHECK(strstr(src, "tl.store(conv_out_ptr + soffs, acc, mask=mask2)") != NULL);
   free(src);
   free(name);
   /* convT3d -> * scale -> avg pool: the product is the pool kernel's prologue
@@ -724,7 +735,7 @@ MK_TEST(propose, strided_transposed_conv_runs_by_phases) {
    * take the product (an H100 run raised NameError on problem 50 when both did) */
   src = first_candidate(g, (int[]){17, 18, 19}, 3, &name);
   MK_REQUIRE(src != NULL);
-  MK_CHECK(strstr(src, "tl.store(conv_out_ptr + offs, acc, mask=mask2)") != NULL);
+  MK_CHECK(strstr(src, "tl.store(conv_out_ptr + soffs, acc, mask=mask2)") != NULL);
   MK_CHECK(strstr(src, "# fused elementwise stage") == NULL);
   free(src);
   free(name);
