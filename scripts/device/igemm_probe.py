@@ -11,7 +11,11 @@ suspects named in docs/bench/conv-fused-h100/README.md:
   tap, each reduced into the running max elementwise: no reshape).
 - ROUND 0: plain TF32 (the tensor cores truncate); 2: rounded to nearest
   inside the loop (the proposer's `tf32r`); 3: input and weight rounded to
-  nearest once before the launch (`tf32p`).
+  nearest once before the launch (`tf32p`); the float32-accurate ones, for
+  references cuDNN computes in float32 (few input channels): 4: 3xTF32 with
+  operands split into TF32 high and low parts before the launch (three
+  products straight from memory), 5: Triton's own 3xTF32 (split inside the
+  loop), 6: float32 FMA ("ieee").
 - I64: 64-bit (1) or 32-bit (0) row index math.
 
 Each variant is checked against cuDNN (conv2d + max_pool2d, TF32 as PyTorch
@@ -39,7 +43,8 @@ def _round_nearest(v):
 
 
 @triton.jit
-def _gemm(x_ptr, w_ptr, n, oh, ow, m_mask, rn, n_mask, C, H, W, sxn, sxh, sxw, swo, swh, sww,
+def _gemm(x_ptr, w_ptr, xl_ptr, wl_ptr, n, oh, ow, m_mask, rn, n_mask, C, H, W, sxn, sxh, sxw,
+          swo, swh, sww,
           KH: tl.constexpr, KW: tl.constexpr, ROUND: tl.constexpr,
           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     ncb = tl.cdiv(C, BLOCK_K)
@@ -52,19 +57,31 @@ def _gemm(x_ptr, w_ptr, n, oh, ow, m_mask, rn, n_mask, C, H, W, sxn, sxh, sxw, s
         kh = kt // KW
         kw = kt % KW
         row_ok = m_mask & (oh + kh < H) & (ow + kw < W)
-        a = tl.load(x_ptr + (xbase + kh * sxh + kw * sxw)[:, None] + cs[None, :],
-                    mask=row_ok[:, None] & c_ok[None, :], other=0.0)
-        b = tl.load(w_ptr + rn[None, :] * swo + (cs + kh * swh + kw * sww)[:, None],
-                    mask=c_ok[:, None] & n_mask[None, :], other=0.0)
+        aoff = (xbase + kh * sxh + kw * sxw)[:, None] + cs[None, :]
+        amask = row_ok[:, None] & c_ok[None, :]
+        boff = rn[None, :] * swo + (cs + kh * swh + kw * sww)[:, None]
+        bmask = c_ok[:, None] & n_mask[None, :]
+        a = tl.load(x_ptr + aoff, mask=amask, other=0.0)
+        b = tl.load(w_ptr + boff, mask=bmask, other=0.0)
         if ROUND == 2:
             a = _round_nearest(a)
             b = _round_nearest(b)
-        acc = tl.dot(a, b, acc, input_precision="tf32")
+        if ROUND == 4:  # the small products first, then the large one
+            al = tl.load(xl_ptr + aoff, mask=amask, other=0.0)
+            bl = tl.load(wl_ptr + boff, mask=bmask, other=0.0)
+            acc = tl.dot(al, b, acc, input_precision="tf32")
+            acc = tl.dot(a, bl, acc, input_precision="tf32")
+        if ROUND == 5:
+            acc = tl.dot(a, b, acc, input_precision="tf32x3")
+        elif ROUND == 6:
+            acc = tl.dot(a, b, acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, b, acc, input_precision="tf32")
     return acc
 
 
 @triton.jit
-def _probe(x_ptr, w_ptr, bias_ptr, y_ptr, NB, C, H, W, OC, OH, OW, QH, QW,
+def _probe(x_ptr, w_ptr, xl_ptr, wl_ptr, bias_ptr, y_ptr, NB, C, H, W, OC, OH, OW, QH, QW,
            sxn, sxh, sxw, swo, swh, sww,
            KH: tl.constexpr, KW: tl.constexpr, PK: tl.constexpr, POOL: tl.constexpr,
            ROUND: tl.constexpr, I64: tl.constexpr,
@@ -81,8 +98,8 @@ def _probe(x_ptr, w_ptr, bias_ptr, y_ptr, NB, C, H, W, OC, OH, OW, QH, QW,
         n = rm // (OH * OW)
         oh = (rm // OW) % OH
         ow = rm % OW
-        acc = _gemm(x_ptr, w_ptr, n, oh, ow, m_mask, rn, n_mask, C, H, W, sxn, sxh, sxw, swo, swh,
-                    sww, KH, KW, ROUND, BLOCK_M, BLOCK_N, BLOCK_K) + bias
+        acc = _gemm(x_ptr, w_ptr, xl_ptr, wl_ptr, n, oh, ow, m_mask, rn, n_mask, C, H, W, sxn, sxh,
+                    sxw, swo, swh, sww, KH, KW, ROUND, BLOCK_M, BLOCK_N, BLOCK_K) + bias
         # channels_last (N, OH, OW, OC): flat offset rm * OC + channel
         tl.store(y_ptr + rm[:, None] * OC + rn[None, :], acc,
                  mask=m_mask[:, None] & n_mask[None, :])
@@ -94,8 +111,8 @@ def _probe(x_ptr, w_ptr, bias_ptr, y_ptr, NB, C, H, W, OC, OH, OW, QH, QW,
         n = q // (QH * QW)
         oh = ((q // QW) % QH) * PK + tap // PK
         ow = (q % QW) * PK + tap % PK
-        acc = _gemm(x_ptr, w_ptr, n, oh, ow, m_mask, rn, n_mask, C, H, W, sxn, sxh, sxw, swo, swh,
-                    sww, KH, KW, ROUND, BLOCK_M, BLOCK_N, BLOCK_K) + bias
+        acc = _gemm(x_ptr, w_ptr, xl_ptr, wl_ptr, n, oh, ow, m_mask, rn, n_mask, C, H, W, sxn, sxh,
+                    sxw, swo, swh, sww, KH, KW, ROUND, BLOCK_M, BLOCK_N, BLOCK_K) + bias
         pooled = tl.max(tl.reshape(acc, (BLOCK_M // TAPS, TAPS, BLOCK_N)), axis=1)
         rq = pm * (BLOCK_M // TAPS) + tl.arange(0, BLOCK_M // TAPS)
         QS = QH * QW
@@ -109,8 +126,8 @@ def _probe(x_ptr, w_ptr, bias_ptr, y_ptr, NB, C, H, W, OC, OH, OW, QH, QW,
         qw = rm % QW
         pooled = tl.full((BLOCK_M, BLOCK_N), float("-inf"), tl.float32)
         for t in tl.static_range(PK * PK):
-            acc = _gemm(x_ptr, w_ptr, n, qh * PK + t // PK, qw * PK + t % PK, m_mask, rn, n_mask,
-                        C, H, W, sxn, sxh, sxw, swo, swh, sww, KH, KW, ROUND,
+            acc = _gemm(x_ptr, w_ptr, xl_ptr, wl_ptr, n, qh * PK + t // PK, qw * PK + t % PK,
+                        m_mask, rn, n_mask, C, H, W, sxn, sxh, sxw, swo, swh, sww, KH, KW, ROUND,
                         BLOCK_M, BLOCK_N, BLOCK_K)
             pooled = tl.maximum(pooled, acc)
         pooled = pooled + bias
@@ -170,11 +187,13 @@ def launcher(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, pk: int, pool
         rows = nb * qh * qw * (pk * pk if pool == 1 else 1)
 
     def run() -> torch.Tensor:
-        xr, wr = (round_tf32(x), round_tf32(w)) if rnd == 3 else (x, w)
+        xr, wr = (round_tf32(x), round_tf32(w)) if rnd in (3, 4) else (x, w)
+        # 3xTF32 split before the launch: the low parts are what the high ones miss
+        xl, wl = (round_tf32(x - xr), round_tf32(w - wr)) if rnd == 4 else (xr, wr)
         sx, sw = xr.stride(), wr.stride()
         _probe[(triton.cdiv(rows, bm), triton.cdiv(oc, bn))](
-            xr, wr, bias, y, nb, c, h, wd, oc, oh, ow, qh, qw, sx[0], sx[2], sx[3],
-            sw[0], sw[2], sw[3], KH=kh, KW=kw, PK=pk, POOL=pool, ROUND=2 if rnd == 2 else 0,
+            xr, wr, xl, wl, bias, y, nb, c, h, wd, oc, oh, ow, qh, qw, sx[0], sx[2], sx[3],
+            sw[0], sw[2], sw[3], KH=kh, KW=kw, PK=pk, POOL=pool, ROUND=0 if rnd == 3 else rnd,
             I64=i64, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=stages)
         return y
     return run
@@ -187,6 +206,8 @@ def main() -> int:
     ap.add_argument("--json")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--cpu", action="store_true", help="check under TRITON_INTERPRET=1, no timing")
+    ap.add_argument("--precision", action="store_true",
+                    help="only the float32-accurate variants (and tf32p beside them)")
     a = ap.parse_args()
     dev = "cpu" if a.cpu else "cuda"
     timer = untimed if a.cpu else median_ms
@@ -199,6 +220,15 @@ def main() -> int:
     with torch.no_grad():
         conv = F.conv2d(x, w, bias)
         ref = {0: conv, 1: F.max_pool2d(conv, a.pk), 2: F.max_pool2d(conv, a.pk)}
+        # float64 truth for the precision variants: is each as close as cuDNN's own result?
+        exact = {}
+        if a.precision:
+            conv64 = F.conv2d(x.double(), w.double(), bias.double())
+            exact = {0: conv64, 1: F.max_pool2d(conv64, a.pk)}
+            for pool, want in exact.items():
+                gap = ((ref[pool].double() - want).norm() / want.norm()).item()
+                print(f"cuDNN (PyTorch's default) vs float64, pool={pool}: rel {gap:.1e}",
+                      flush=True)
         base = {"cudnn conv": timer(lambda: F.conv2d(x, w, bias), a.reps),
                 "cudnn conv+pool": timer(lambda: F.max_pool2d(F.conv2d(x, w, bias), a.pk), a.reps)}
     rows = [{"variant": k, "ms": v, "tflops": flops / v / 1e9} for k, v in base.items()]
@@ -211,8 +241,10 @@ def main() -> int:
     variants += [(0, 3, 0, cfg) for cfg in configs[1:]] + [(0, 2, 1, cfg) for cfg in configs[1:3]]
     variants += [(pool, rnd, 1, first) for pool in (1, 2) for rnd in (2, 3)]
     variants += [(pool, 3, 0, cfg) for pool in (1, 2) for cfg in configs[:4]]
+    if a.precision:
+        variants = [(pool, rnd, 0, first) for pool in (0, 1) for rnd in (3, 4, 5, 6)]
     if a.cpu:
-        variants = [(pool, rnd, 1, (32, 16, 16, 4, 1)) for pool in (0, 1, 2) for rnd in (0, 3)]
+        variants = [(pool, rnd, 1, (32, 16, 16, 4, 1)) for pool in (0, 1, 2) for rnd in (0, 3, 4)]
     for pool, rnd, i64, cfg in variants:
         if a.oc <= 64 and cfg[1] > 64:
             continue
@@ -223,12 +255,17 @@ def main() -> int:
             if not a.cpu:
                 torch.cuda.synchronize()
             err = ((out - ref[pool]).norm() / ref[pool].norm()).item()
+            err64 = (((out.double() - exact[pool]).norm() / exact[pool].norm()).item()
+                     if pool in exact else None)
             ms = timer(run, a.reps)
         except Exception as exc:  # a config may not compile (shared memory)
             print(f"{name:58s} failed: {str(exc).splitlines()[0][:80]}", flush=True)
             continue
-        rows.append({"variant": name, "ms": ms, "tflops": flops / ms / 1e9, "rel_err": err})
-        print(f"{name:58s} {ms:8.3f} ms {flops / ms / 1e9:6.1f} TFLOP/s rel {err:.1e}", flush=True)
+        rows.append({"variant": name, "ms": ms, "tflops": flops / ms / 1e9, "rel_err": err,
+                     "rel_err_float64": err64})
+        vs64 = f" (float64: {err64:.1e})" if err64 is not None else ""
+        print(f"{name:58s} {ms:8.3f} ms {flops / ms / 1e9:6.1f} TFLOP/s rel {err:.1e}{vs64}",
+              flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"shape": {k: v for k, v in vars(a).items() if k != "json"}, "rows": rows}, f,
