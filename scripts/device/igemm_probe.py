@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+from profile_whole import median_ms  # beside this script
 
 
 @triton.jit
@@ -148,21 +149,6 @@ def round_tf32(t: torch.Tensor) -> torch.Tensor:
     n = t.numel()
     _round_kernel[(triton.cdiv(n, 1024),)](t, out, n, BLOCK=1024)
     return out
-
-
-def median_ms(fn: Callable[[], object], reps: int) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return sorted(times)[len(times) // 2]
 
 
 def untimed(fn: Callable[[], object], reps: int) -> float:
