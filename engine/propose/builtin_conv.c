@@ -483,14 +483,16 @@ static void pixel_lines(const conv_chain *c, int nd, mk_buf *k) {
   }
 }
 
-/* The implicit GEMM main loop: acc[BLOCK_M, BLOCK_N] = the convolution. One
- * loop over (kernel tap, channel block) pairs, so Triton pipelines it even
- * when the channels fit one block: per iteration the tap's offsets are per
- * row ([BLOCK_M]) and the loads run along the channels, contiguous in the
- * channels_last input and weight the launcher passes. */
 /* The loop body's end: the inputs rounded to TF32 as the reference rounds
- * them (ROUND), then the product. */
-static void round_dot_lines(mk_buf *k) {
+ * them (ROUND), then the product. `split`: 3xTF32 from operands split into
+ * TF32 high and low parts before the launch (ROUND 4, "tf32x3p"): the two
+ * small products, then the large one, each straight from memory (Triton's
+ * own "tf32x3" splits inside the loop). */
+static void round_dot_lines(mk_buf *k, bool split) {
+  if (split)
+    mk_buf_puts(k, "        if ROUND == 4:  # 3xTF32, split before the launch: small products first\n"
+                   "            acc = tl.dot(tl.load(xl_ptr + aoff, mask=amask, other=0.0), b, acc, input_precision=PREC)\n"
+                   "            acc = tl.dot(a, tl.load(wl_ptr + boff, mask=bmask, other=0.0), acc, input_precision=PREC)\n");
   mk_buf_puts(k, "        if ROUND == 1:  # TF32 by truncation: the reference's products\n"
                  "            a = (a.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)\n"
                  "            b = (b.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)\n"
@@ -555,8 +557,9 @@ static void block_body(const conv_info *ci, mk_buf *k) {
     if (ci->phased) mk_buf_printf(k, "        xrow = xrow - j%d * sx%d\n", d, d);
     else mk_buf_printf(k, "        xrow = xrow + k%d * DL%d * sx%d\n", d, d, d);
   }
-  mk_buf_puts(k, "        a = tl.load(x_ptr + xrow[:, None] + (cs * sxc)[None, :],\n"
-                 "                    mask=row_ok[:, None] & c_ok[None, :], other=0.0)\n");
+  mk_buf_puts(k, "        aoff = xrow[:, None] + (cs * sxc)[None, :]\n"
+                 "        amask = row_ok[:, None] & c_ok[None, :]\n"
+                 "        a = tl.load(x_ptr + aoff, mask=amask, other=0.0)\n");
   wtap_line(ci, k);
 }
 
@@ -585,7 +588,9 @@ static void packed_body(const conv_info *ci, mk_buf *k) {
     if (ci->phased) mk_buf_printf(k, "        kofs = kofs - j%d * sx%d\n", d, d);
     else mk_buf_printf(k, "        kofs = kofs + k%d * DL%d * sx%d\n", d, d, d);
   }
-  mk_buf_puts(k, "        a = tl.load(x_ptr + xbase[:, None] + kofs[None, :], mask=ok, other=0.0)\n");
+  mk_buf_puts(k, "        aoff = xbase[:, None] + kofs[None, :]\n"
+                 "        amask = ok\n"
+                 "        a = tl.load(x_ptr + aoff, mask=amask, other=0.0)\n");
   wtap_line(ci, k);
 }
 
@@ -593,7 +598,7 @@ static void packed_body(const conv_info *ci, mk_buf *k) {
  * one loop (so Triton pipelines it even when the channels fit one block)
  * over (tap, channel block) pairs, or over packed (tap, channel) pairs when
  * the launcher says PACK. */
-static void gemm_lines(const conv_info *ci, mk_buf *k) {
+static void gemm_lines(const conv_info *ci, bool split, mk_buf *k) {
   int nd = ci->nd;
   mk_buf_puts(k, "    rn = pn * BLOCK_N + tl.arange(0, BLOCK_N)\n"
                  "    n_mask = rn < OC\n");
@@ -629,9 +634,10 @@ static void gemm_lines(const conv_info *ci, mk_buf *k) {
   append_indented(k, mk_buf_cstr(&body), 4);
   if (body.err) k->err = body.err;
   mk_buf_free(&body);
-  mk_buf_puts(k, "        b = tl.load(w_ptr + rn[None, :] * swo + (cs * swc + wtap)[:, None],\n"
-                 "                    mask=c_ok[:, None] & n_mask[None, :], other=0.0)\n");
-  round_dot_lines(k);
+  mk_buf_puts(k, "        boff = rn[None, :] * swo + (cs * swc + wtap)[:, None]\n"
+                 "        bmask = c_ok[:, None] & n_mask[None, :]\n"
+                 "        b = tl.load(w_ptr + boff, mask=bmask, other=0.0)\n");
+  round_dot_lines(k, split);
 }
 
 /* Kernel lines after the GEMM: the bias, the tile's mask and its flat
@@ -781,6 +787,17 @@ static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c,
   }
   const int vals[2] = {ci->in, ci->w};
   for (int i = 0; i < 2; i++) {
+    if (e->cfg->conv_round == 4) {
+      /* 3xTF32: high and low TF32 parts, split once, in the pass that makes
+       * the channels_last copies (the low part unused on the CPU). */
+      mk_buf_printf(b, "    %c%d, %cl%d = _mk_tf32_split(", i ? 'w' : 'x', res, i ? 'w' : 'x', res);
+      bi_run_name(p, vals[i], b);
+      mk_buf_printf(b, ", %s) if tf32_%d else (", fmt, res);
+      bi_run_name(p, vals[i], b);
+      mk_buf_printf(b, ".contiguous(memory_format=%s),) * 2\n", fmt);
+      e->need_tf32_round = true;
+      continue;
+    }
     mk_buf_printf(b, "    %c%d = ", i ? 'w' : 'x', res);
     if (e->cfg->conv_round == 3) {
       /* Rounded once, in the pass that makes the channels_last copy, so the
@@ -968,7 +985,7 @@ static int stats_kernel(bi_emit *e, const conv_info *ci, const conv_chain *c, in
     mk_buf_puts(k, "\n");
     split_index(k, "rl", "o", "O", nd);
   }
-  gemm_lines(ci, k);
+  gemm_lines(ci, e->cfg->conv_round == 4, k);
   offs_lines(ci, &(conv_chain){.cl_out = false}, false, k);
   const char *val = "acc";
   char vname[32];
@@ -1079,6 +1096,10 @@ static int chain_params(bi_emit *e, const conv_info *ci, const conv_chain *c, bo
                         const char *cshape, const char *oshape, int res, mk_buf *sig0, mk_buf *call0,
                         mk_buf *sig, mk_buf *call, mk_errmsg *err) {
   const bi_plan *p = e->p;
+  if (e->cfg->conv_round == 4) { /* 3xTF32's low parts */
+    mk_buf_puts(sig0, "xl_ptr, wl_ptr, ");
+    mk_buf_printf(call0, "xl%d, wl%d, ", res, res);
+  }
   if (ci->bias >= 0) {
     mk_buf_puts(sig0, "bias_ptr, ");
     bi_run_name(p, ci->bias, call0);
@@ -1211,7 +1232,7 @@ static int emit_chain(bi_emit *e, int s, const conv_info *ci, const conv_chain *
     signature(mk_buf_cstr(&kname), mk_buf_cstr(&sig), ci->nd, k);
     for (int t = s; t <= c->last; t++) bi_stage_comment(p, t, 4, k);
     pixel_lines(c, ci->nd, k);
-    gemm_lines(ci, k);
+    gemm_lines(ci, e->cfg->conv_round == 4, k);
     rc = tail_lines(e, ci, c, store_conv, k, err);
   }
   char rshape[32];

@@ -73,6 +73,7 @@ static const igemm_cfg igemm_gpu[] = {{128, 64, 32, 4, 3, "tf32", 3, 0, false},
                                       {128, 64, 32, 4, 3, "tf32", 2, 1, false},
                                       {128, 64, 32, 4, 3, "tf32", 3, 2, true},
                                       {128, 64, 64, 4, 3, "tf32", 3, 2, false},
+                                      {128, 64, 32, 4, 3, "tf32", 4, 2, false},
                                       {128, 64, 32, 4, 3, "tf32x3", 0, 2, false},
                                       {128, 64, 32, 4, 3, "tf32", 0, 2, false}};
 /* The interpreter: one configuration, after the cuDNN variants (its cost per
@@ -152,7 +153,7 @@ static int variant_name(const cfg_tables *t, const variant *v, bool has_base, bo
   mk_buf_puts(out, "triton");
   if (has_conv && c.conv_igemm)
     mk_buf_printf(out, "_igemm%dx%dx%d_w%d_s%d_%s%s%s", c.conv_bm, c.conv_bn, c.conv_bk, c.conv_warps,
-                  c.conv_stages, c.conv_precision, c.conv_round == 1 ? "t" : c.conv_round == 2 ? "r" : c.conv_round == 3 ? "p" : "",
+                  c.conv_stages, c.conv_precision, c.conv_round == 1 ? "t" : c.conv_round == 2 ? "r" : c.conv_round == 3 ? "p" : c.conv_round == 4 ? "x3p" : "",
                   c.conv_pack ? "_packed" : "");
   else if (has_conv) mk_buf_puts(out, c.channels_last ? "_convcl" : "_conv");
   if (has_gemm) {
@@ -345,22 +346,29 @@ static const char bn_affine_helper[] =
  * the channels. */
 static const char tf32_round_helper[] =
     "\n\n@triton.jit\n"
-    "def _mk_tf32_round_kernel(x_ptr, y_ptr, C, P, TP, sxn, sxc, sxp,\n"
-    "                          BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):\n"
+    "def _mk_tf32_round_kernel(x_ptr, y_ptr, lo_ptr, C, P, TP, sxn, sxc, sxp,\n"
+    "                          BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, SPLIT: tl.constexpr):\n"
     "    # program_id(0) = sample * TP + pixel tile\n"
     "    n = tl.program_id(0).to(tl.int64) // TP\n"
     "    rp = (tl.program_id(0).to(tl.int64) % TP) * BLOCK_P + tl.arange(0, BLOCK_P)\n"
     "    rc = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)\n"
     "    m = (rp < P)[:, None] & (rc < C)[None, :]\n"
     "    v = tl.load(x_ptr + n * sxn + (rp * sxp)[:, None] + (rc * sxc)[None, :], mask=m, other=0.0)\n"
-    "    v = ((v.to(tl.int32, bitcast=True) + 4096) & -8192).to(tl.float32, bitcast=True)\n"
-    "    # y is (N, P, C) in memory: channels_last\n"
-    "    tl.store(y_ptr + n * P * C + (rp * C)[:, None] + rc[None, :], v, mask=m)\n"
-    "\n\ndef _mk_tf32_round(t, fmt):\n"
-    "    \"\"\"t rounded to TF32 (to nearest, ties away) into a new tensor in memory format fmt.\"\"\"\n"
+    "    hi = ((v.to(tl.int32, bitcast=True) + 4096) & -8192).to(tl.float32, bitcast=True)\n"
+    "    # y (and lo) are (N, P, C) in memory: channels_last\n"
+    "    at = n * P * C + (rp * C)[:, None] + rc[None, :]\n"
+    "    tl.store(y_ptr + at, hi, mask=m)\n"
+    "    if SPLIT:  # what the high part misses, itself rounded to TF32 (3xTF32)\n"
+    "        lo = v - hi\n"
+    "        lo = ((lo.to(tl.int32, bitcast=True) + 4096) & -8192).to(tl.float32, bitcast=True)\n"
+    "        tl.store(lo_ptr + at, lo, mask=m)\n"
+    "\n\ndef _mk_tf32_parts(t, fmt, split):\n"
+    "    \"\"\"t rounded to TF32 (to nearest, ties away) in memory format fmt, and the\n"
+    "    rounded remainder when split (else None).\"\"\"\n"
     "    y = torch.empty_like(t, memory_format=fmt)\n"
+    "    lo = torch.empty_like(t, memory_format=fmt) if split else None\n"
     "    if y.numel() == 0:\n"
-    "        return y\n"
+    "        return y, lo\n"
     "    nb, c = t.shape[:2]\n"
     "    p = y.numel() // (nb * c)\n"
     "    try:  # (N, C, pixels): the spatial dims merge in NCHW and channels_last tensors\n"
@@ -372,8 +380,15 @@ static const char tf32_round_helper[] =
     "    bp = max(32, 4096 // bc)\n"
     "    tp = triton.cdiv(p, bp)\n"
     "    _mk_tf32_round_kernel[(nb * tp, triton.cdiv(c, bc))](\n"
-    "        t, y, c, p, tp, sxn, sxc, sxp, BLOCK_P=bp, BLOCK_C=bc)\n"
-    "    return y\n";
+    "        t, y, y if lo is None else lo, c, p, tp, sxn, sxc, sxp, BLOCK_P=bp, BLOCK_C=bc, SPLIT=split)\n"
+    "    return y, lo\n"
+    "\n\ndef _mk_tf32_round(t, fmt):\n"
+    "    \"\"\"t rounded to TF32 (to nearest, ties away) into a new tensor in memory format fmt.\"\"\"\n"
+    "    return _mk_tf32_parts(t, fmt, False)[0]\n"
+    "\n\ndef _mk_tf32_split(t, fmt):\n"
+    "    \"\"\"(hi, lo) in memory format fmt: hi = t rounded to TF32, lo = t - hi rounded to TF32\n"
+    "    (3xTF32: hi*hi + hi*lo + lo*hi is t's product to about float32 accuracy).\"\"\"\n"
+    "    return _mk_tf32_parts(t, fmt, True)\n";
 
 /* Elementwise stages run in channels_last memory order (builtin_ew.c). */
 static const char cl_helpers[] =
@@ -585,7 +600,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
           if (c >= 2 && tb.igemm[c - 2].pack && !narrow) continue; /* packs nothing */
           if (c >= 2) {
             const igemm_cfg *ic = &tb.igemm[c - 2];
-            bool exact = few_channels && strcmp(ic->prec, "tf32x3") == 0;
+            bool exact = few_channels && (strcmp(ic->prec, "tf32x3") == 0 || ic->round == 4);
             cd = (exact ? 0 : ic->dist) + (igemm_first ? 0 : 2);
           }
           vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .dist = b + gd + sd + cd};

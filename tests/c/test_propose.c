@@ -328,8 +328,8 @@ MK_TEST(propose, lone_conv_gets_channels_last_variant) {
    * first, channels_last next; then, since it has a bias, the default layout
    * with the bias added by its own kernel (the eager numerics, without
    * cuDNN's pass); then the other implicit-GEMM tiles and roundings */
-  MK_CHECK_INT(l.n, ==, 10);
-  if (l.n == 10) {
+  MK_CHECK_INT(l.n, ==, 11);
+  if (l.n == 11) {
     const char *pre = l.items[0].source;
     MK_CHECK_STR(l.items[0].name, "triton_igemm128x64x32_w4_s3_tf32p");
     MK_CHECK(strstr(pre, "MK_USES_TORCH") == NULL);
@@ -364,8 +364,16 @@ MK_TEST(propose, lone_conv_gets_channels_last_variant) {
     MK_CHECK_STR(l.items[6].name, "triton_igemm128x64x32_w4_s3_tf32p_packed");
     MK_CHECK(strstr(l.items[6].source, "pack6 = C6 < 16") != NULL);
     MK_CHECK(strstr(l.items[0].source, "pack6 = False") != NULL);
-    MK_CHECK_STR(l.items[8].name, "triton_igemm128x64x32_w4_s3_tf32x3");
-    MK_CHECK_STR(l.items[9].name, "triton_igemm128x64x32_w4_s3_tf32");
+    MK_CHECK_STR(l.items[8].name, "triton_igemm128x64x32_w4_s3_tf32x3p");
+    MK_CHECK_STR(l.items[9].name, "triton_igemm128x64x32_w4_s3_tf32x3");
+    MK_CHECK_STR(l.items[10].name, "triton_igemm128x64x32_w4_s3_tf32");
+    /* 3xTF32 from operands split once (high and low parts, channels_last) */
+    const char *x3p = l.items[8].source;
+    MK_CHECK(strstr(x3p, "x6, xl6 = _mk_tf32_split(x0, torch.channels_last) if tf32_6 else "
+                         "(x0.contiguous(memory_format=torch.channels_last),) * 2") != NULL);
+    MK_CHECK(strstr(x3p, "acc = tl.dot(tl.load(xl_ptr + aoff, mask=amask, other=0.0), b, acc") != NULL);
+    MK_CHECK(strstr(x3p, "ROUND=4 if tf32_6 else 0") != NULL);
+    MK_CHECK(strstr(l.items[0].source, "xl_ptr") == NULL);
     mk_candidate_free(&l.items[0]);
     l.items[0] = l.items[1]; /* the cuDNN ones at 0 and 1 below */
     l.items[1] = l.items[2];
@@ -493,7 +501,7 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   MK_CHECK(strncmp(name, "triton_igemm128x64x32_w4_s3_tf32p", 33) == 0);
   MK_CHECK(strstr(src, "red = tl.min(red, axis=1)") != NULL);
   MK_CHECK(strstr(src, "tl.tanh") != NULL || strstr(src, "tanh") != NULL);
-  MK_CHECK_INT(count_of(src, "tl.store("), ==, 2); /* the reduced result; the rounding pass's copy */
+  MK_CHECK_INT(count_of(src, "tl.store("), ==, 3); /* the reduced result; the rounding pass's two */
   MK_CHECK(strstr(src, "+ pix, v18, mask=m_mask)") != NULL);
   MK_CHECK(strstr(src, "BN15 = max(16, triton.next_power_of_2(OC15))") != NULL);
   MK_CHECK(strstr(src, "MK_USES_TORCH") == NULL);
@@ -508,7 +516,7 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   MK_REQUIRE(src != NULL);
   MK_CHECK(strstr(src, "pooled = tl.sum(win, axis=1) / TAPS") != NULL);
   MK_CHECK(strstr(src, "PK0=2, K1=K25[1], PK1=2") != NULL);
-  MK_CHECK_INT(count_of(src, "tl.store("), ==, 2); /* and the rounding pass's */
+  MK_CHECK_INT(count_of(src, "tl.store("), ==, 3); /* and the rounding pass's two */
   MK_CHECK(strstr(src, "+ poffs, v28, mask=pmask)") != NULL);
   free(src);
   free(name);
@@ -527,7 +535,7 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   MK_CHECK(strstr(src, "acc = acc / COUNT") != NULL);
   MK_CHECK(strstr(src, "[(G0_29, G1_29, NB29)]") != NULL);
   MK_CHECK(strstr(src, "rshape29 = (NB29, OC29, 1, 1, )") != NULL);
-  MK_CHECK_INT(count_of(src, "tl.store("), ==, 3); /* the partial, the mean, the rounding pass's */
+  MK_CHECK_INT(count_of(src, "tl.store("), ==, 4); /* the partial, the mean, the rounding pass's two */
   free(src);
   free(name);
   /* the conv output is returned too: stored, and the pool is its own kernel */
@@ -614,7 +622,7 @@ MK_TEST(propose, implicit_gemm_conv_carries_a_group_norm) {
   MK_CHECK(strstr(src, "pooled = tl.max(win, axis=1)") != NULL);
   /* three partials per tile and channel, a scale and shift per (sample,
    * channel), then the pooled, clamped output: nothing full-size */
-  MK_CHECK_INT(count_of(src, "tl.store("), ==, 7); /* and the rounding pass's */
+  MK_CHECK_INT(count_of(src, "tl.store("), ==, 8); /* and the rounding pass's two */
   MK_CHECK(strstr(src, "+ poffs, v17, mask=pmask)") != NULL);
   free(src);
   free(name);
@@ -666,12 +674,13 @@ MK_TEST(propose, implicit_gemm_conv_carries_a_batch_norm) {
 }
 
 /* Over few input channels (6 here) cuDNN's reference convolution is float32,
- * not TF32: the 3xTF32 implicit GEMM comes right after the first one, where
- * over more channels (conv_chain's 9) it comes after the other TF32 tiles. */
+ * not TF32: the 3xTF32 implicit GEMMs (split before the loop, then inside it)
+ * come right after the first one, where over more channels (conv_chain's 9)
+ * they come after the other TF32 tiles. */
 MK_TEST(propose, few_channel_convolutions_try_3xtf32_early) {
-  const struct { const char *fixture; int nodes[5], n, x3_at; } cases[] = {
-      {"conv_norm_tails.json", {0, 1, 2, 3, 4}, 5, 1},
-      {"conv_chain.json", {0}, 1, 6},  /* after 64x128, 128x128, tf32r, packed, 64-wide */
+  const struct { const char *fixture; int nodes[5], n, x3p_at, x3_at; } cases[] = {
+      {"conv_norm_tails.json", {0, 1, 2, 3, 4}, 5, 1, 2},
+      {"conv_chain.json", {0}, 1, 6, 7},  /* after 64x128, 128x128, tf32r, packed, 64-wide */
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     mk_graph *g = load("propose", cases[c].fixture);
@@ -682,14 +691,17 @@ MK_TEST(propose, few_channel_convolutions_try_3xtf32_early) {
     mk_candidate_list l = {0};
     mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
     MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
-    int igemm = 0, x3_at = -1;
+    int igemm = 0, x3p_at = -1, x3_at = -1;
     for (int i = 0; i < l.n; i++) {
       if (strncmp(l.items[i].name, "triton_igemm", 12) != 0) continue;
       if (igemm == 0) MK_CHECK(strstr(l.items[i].name, "_tf32p") != NULL);
-      if (strstr(l.items[i].name, "_tf32x3")) x3_at = igemm;
+      if (strstr(l.items[i].name, "_tf32x3p")) x3p_at = igemm;
+      else if (strstr(l.items[i].name, "_tf32x3")) x3_at = igemm;
       igemm++;
     }
-    if (x3_at != cases[c].x3_at) fprintf(stderr, "    %s: 3xTF32 is implicit GEMM %d\n", cases[c].fixture, x3_at);
+    if (x3_at != cases[c].x3_at || x3p_at != cases[c].x3p_at)
+      fprintf(stderr, "    %s: 3xTF32 is implicit GEMM %d (split first: %d)\n", cases[c].fixture, x3_at, x3p_at);
+    MK_CHECK_INT(x3p_at, ==, cases[c].x3p_at);
     MK_CHECK_INT(x3_at, ==, cases[c].x3_at);
     mk_candidate_list_free(&l);
     mk_subkernel_free(&sk);

@@ -170,6 +170,10 @@ static int whole_graph_partition(const mk_graph *g, mk_partition *p) {
   return 0;
 }
 
+/* Environment the harness runs in (MK_HARNESS_SPLIT_ON_CPU=1: see
+ * split_3xtf32_matches_reference_on_its_gpu_path). */
+static const char *harness_env = "";
+
 static void run_fixture_in(const char *fixture, int max, bool whole, input_layouts inputs) {
   mk_graph *g = load_fixture(fixture);
   MK_REQUIRE(g != NULL);
@@ -194,8 +198,8 @@ static void run_fixture_in(const char *fixture, int max, bool whole, input_layou
 
   mk_buf cmd;
   mk_buf_init(&cmd, 8192);
-  mk_buf_printf(&cmd, "TRITON_INTERPRET=1 '%s' '%s/tests/python/propose_harness.py' '%s' 2>&1",
-                MK_DEFAULT_PYTHON, mk_test_repo_dir(), dir);
+  mk_buf_printf(&cmd, "%s TRITON_INTERPRET=1 '%s' '%s/tests/python/propose_harness.py' '%s' 2>&1",
+                harness_env, MK_DEFAULT_PYTHON, mk_test_repo_dir(), dir);
   FILE *f = popen(mk_buf_cstr(&cmd), "r");
   MK_REQUIRE(f != NULL);
   static char line[1 << 16];
@@ -278,6 +282,22 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
   run_fixture_as("conv_wide_tails.json", 1, true);
   /* A small net under the layout plan: channels_last between subkernels. */
   run_fixture("conv_net.json", 2);
+}
+
+/* The "tf32x3p" implicit GEMMs split input and weight into TF32 high and low
+ * parts on the GPU only; the harness forces that path here (the products are
+ * float32-accurate, so every candidate still matches at 1e-4): every
+ * configuration on a 2-d chain with a group norm, 3-d, and a strided
+ * transposed convolution. */
+MK_TEST(propose_e2e, split_3xtf32_matches_reference_on_its_gpu_path) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  harness_env = "MK_HARNESS_SPLIT_ON_CPU=1";
+  run_fixture_as("conv_norm_tails.json", 0, true);
+  run_fixture_as("convt_tails.json", 0, true);
+  harness_env = "";
 }
 
 /* The "tf32p" implicit GEMM rounds input and weight once, in its launcher,

@@ -4,7 +4,8 @@ Used by tests/c/test_propose_e2e.c: the helper only runs on a GPU inside the
 candidate (`x.is_cuda`), so the CPU tests call it directly. It must round every
 float32 to TF32 to nearest with ties away (cuDNN's rounding of its TF32
 inputs) into a copy in the memory format asked for (channels_last), whatever
-the input's strides. Prints "ok" or what differs.
+the input's strides; `_mk_tf32_split` gives that rounding and the rounded
+remainder (3xTF32's operands). Prints "ok" or what differs.
 """
 
 from __future__ import annotations
@@ -53,6 +54,19 @@ def main(path: str) -> int:
         if wrong:
             print(wrong)
             return 1
+    # 3xTF32's split: the high part is the rounding, the low part what it misses, rounded
+    hi, lo = mod._mk_tf32_split(x, cl)
+    rest = x - hi
+    want_lo = ((rest.contiguous().view(torch.int32) + 4096) & -8192).view(torch.float32)
+    if check(mod, x, cl) or not torch.equal(hi, mod._mk_tf32_round(x, cl)):
+        print("the split's high part is not the rounding")
+        return 1
+    if not lo.is_contiguous(memory_format=cl) or not torch.equal(lo, want_lo):
+        print("the split's low part is not the rounded remainder")
+        return 1
+    if ((hi + lo - x).abs() > x.abs() * 2.0**-20).any():
+        print("high + low parts are not the value to about float32 accuracy")
+        return 1
     y = mod._mk_tf32_round(x, cl)
     got = [y[0, c, 0, 0].item() for c in range(4)]
     if got != [1.0 + 2.0**-10, 1.0, -(1.0 + 2.0**-10), 0.0]:
