@@ -424,13 +424,14 @@ static void phase_lines(const char *ph, int nd, mk_buf *k) {
 /* Kernel lines giving the phase's pixels `idx` (below `bound` rows) their
  * batch index n (unless per_image) and output coordinates o<d>. */
 static void phase_pixels(const char *idx, bool per_image, int nd, mk_buf *k) {
-  mk_buf_printf(k, "    m_mask = %s < %s", idx, per_image ? "" : "NB * ");
-  prod(k, "U", 0, nd);
-  mk_buf_puts(k, "\n");
-  if (!per_image) {
-    mk_buf_printf(k, "    n = %s // (", idx);
+  if (per_image) {
+    mk_buf_printf(k, "    m_mask = %s < ", idx);
     prod(k, "U", 0, nd);
-    mk_buf_puts(k, ")\n");
+    mk_buf_puts(k, "\n");
+  } else { /* by image: no 32-bit row count (pixel_lines); a phase can be empty */
+    mk_buf_puts(k, "    UP = ");
+    prod(k, "U", 0, nd);
+    mk_buf_printf(k, "\n    n = %s // tl.maximum(UP, 1)\n    m_mask = n < NB * tl.minimum(UP, 1)\n", idx);
   }
   split_index(k, idx, "u", "U", nd);
   for (int d = 0; d < nd; d++) mk_buf_printf(k, "    o%d = u%d * S%d + base%d\n", d, d, d, d);
@@ -464,15 +465,18 @@ static void pixel_lines(const conv_chain *c, int nd, mk_buf *k) {
   }
   bool pooled = c->anchor >= 0 && !c->reduce;
   const char *sz = pooled ? "Q" : "O";
-  mk_buf_printf(k, "    m_mask = rm < %s", per_image ? "" : "NB * ");
-  prod(k, sz, 0, nd);
-  mk_buf_puts(k, pooled ? " * TAPS\n    q = rm // TAPS\n    tap = rm % TAPS\n" : "\n");
+  if (pooled) mk_buf_puts(k, "    q = rm // TAPS\n    tap = rm % TAPS\n");
   if (per_image) {
+    mk_buf_puts(k, "    m_mask = rm < ");
+    prod(k, sz, 0, nd);
+    mk_buf_puts(k, pooled ? " * TAPS\n" : "\n");
     mk_buf_puts(k, "    n = tl.zeros_like(rm) + pz\n");
   } else {
     mk_buf_printf(k, "    n = %s // (", pooled ? "q" : "rm");
     prod(k, sz, 0, nd);
-    mk_buf_puts(k, ")\n");
+    /* Rows past the last image: compared by image, so no row count (which
+     * can pass 2**31 where IDX64 is on) is computed in 32 bits. */
+    mk_buf_puts(k, ")\n    m_mask = n < NB\n");
   }
   if (pooled) {
     split_index(k, "q", "q", "Q", nd);
@@ -757,7 +761,7 @@ static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool
     mk_buf_puts(k, "\n    pmask = (rq < QS)[:, None] & n_mask[None, :]\n"
                    "    poffs = (pz * OC * QS + rq)[:, None] + (rn * QS)[None, :]\n");
   else
-    mk_buf_puts(k, "\n    pmask = (rq < NB * QS)[:, None] & n_mask[None, :]\n"
+    mk_buf_puts(k, "\n    pmask = (rq // QS < NB)[:, None] & n_mask[None, :]\n"
                    "    poffs = ((rq // QS) * OC * QS + rq % QS)[:, None] + (rn * QS)[None, :]\n");
   int rc = bi_epi_body(e, c->anchor, "pooled", "poffs", "pmask", 4, k, err);
   if (rc || c->sred < 0) return rc;
