@@ -268,22 +268,32 @@ static bool is_state_name_char(char c) { return is_ident_char(c) || c == '.'; }
  * candidate lists in its `MK_CHANNELS_LAST = ("conv.weight", ...)` line: the
  * parameters its kernels read in channels_last (docs/candidates.md). Names
  * that are not dotted identifiers are ignored: they are pasted into code. */
-static void collect_cl_params(const char *source, mk_buf *names) {
-  static const char key[] = "MK_CHANNELS_LAST = (";
+/* The text after `key` on the first line of source that starts with it (the
+ * candidate's declaration lines, docs/candidates.md), or NULL; *end receives
+ * that line's end. */
+static const char *declared(const char *source, const char *key, const char **end) {
+  size_t n = strlen(key);
   for (const char *p = source; p && *p;) {
     const char *e = line_end(p);
-    if (strncmp(p, key, sizeof key - 1) == 0) {
-      for (const char *q = p + sizeof key - 1; q < e && *q != ')'; q++) {
-        if (*q != '"' && *q != '\'') continue;
-        const char *start = ++q;
-        while (q < e && is_state_name_char(*q)) q++;
-        if (q >= e || *q != start[-1] || q == start || q - start > 200) break;
-        char quoted[256];
-        snprintf(quoted, sizeof quoted, "\"%.*s\", ", (int)(q - start), start);
-        if (strstr(mk_buf_cstr(names), quoted) == NULL) mk_buf_puts(names, quoted);
-      }
+    if (strncmp(p, key, n) == 0) {
+      *end = e;
+      return p + n;
     }
     p = *e ? e + 1 : e;
+  }
+  return NULL;
+}
+
+static void collect_cl_params(const char *source, mk_buf *names) {
+  const char *e = NULL, *list = declared(source, "MK_CHANNELS_LAST = (", &e);
+  for (const char *q = list; q && q < e && *q != ')'; q++) {
+    if (*q != '"' && *q != '\'') continue;
+    const char *start = ++q;
+    while (q < e && is_state_name_char(*q)) q++;
+    if (q >= e || *q != start[-1] || q == start || q - start > 200) break;
+    char quoted[256];
+    snprintf(quoted, sizeof quoted, "\"%.*s\", ", (int)(q - start), start);
+    if (strstr(mk_buf_cstr(names), quoted) == NULL) mk_buf_puts(names, quoted);
   }
 }
 
@@ -353,21 +363,15 @@ static const char keep_cl_helper[] =
  * parameter `index`: it reads that input in any memory layout, converting it
  * itself in a pass it makes anyway (docs/candidates.md). */
 static bool takes_any_layout(const char *source, int index) {
-  static const char key[] = "MK_ANY_LAYOUT_INPUTS = (";
-  for (const char *p = source; p && *p;) {
-    const char *e = line_end(p);
-    if (strncmp(p, key, sizeof key - 1) == 0) {
-      for (const char *q = p + sizeof key - 1; q < e && *q != ')';) {
-        if (*q < '0' || *q > '9') {
-          q++;
-          continue;
-        }
-        long v = 0;
-        while (q < e && *q >= '0' && *q <= '9' && v < 100000) v = v * 10 + (*q++ - '0');
-        if (v == index) return true;
-      }
+  const char *e = NULL, *list = declared(source, "MK_ANY_LAYOUT_INPUTS = (", &e);
+  for (const char *q = list; q && q < e && *q != ')';) {
+    if (*q < '0' || *q > '9') {
+      q++;
+      continue;
     }
-    p = *e ? e + 1 : e;
+    long v = 0;
+    while (q < e && *q >= '0' && *q <= '9' && v < 100000) v = v * 10 + (*q++ - '0');
+    if (v == index) return true;
   }
   return false;
 }

@@ -542,6 +542,22 @@ static void wtap_line(const conv_info *ci, mk_buf *k) {
   mk_buf_puts(k, "\n");
 }
 
+/* Kernel lines of spatial dim d of one tap: the input coordinate i<d>, its
+ * bounds folded into the mask, the tap's offset added to the load offsets.
+ * Per row for a channel block (row_ok, xrow); packed, rows run down and taps
+ * across ([BLOCK_M, BLOCK_K]: ok, kofs). */
+static void tap_dim_lines(const conv_info *ci, int d, bool packed, mk_buf *k) {
+  const char *ok = packed ? "ok" : "row_ok", *ofs = packed ? "kofs" : "xrow";
+  if (ci->phased)
+    mk_buf_printf(k, "        k%d = r%d + j%d * S%d\n        i%d = v%d%s - j%d%s\n", d, d, d, d, d, d,
+                  packed ? "[:, None]" : "", d, packed ? "[None, :]" : "");
+  else if (packed) mk_buf_printf(k, "        i%d = i%d0[:, None] + (k%d * DL%d)[None, :]\n", d, d, d, d);
+  else mk_buf_printf(k, "        i%d = i%d0 + k%d * DL%d\n", d, d, d, d);
+  mk_buf_printf(k, "        %s = %s & (i%d >= 0) & (i%d < I%d)\n", ok, ok, d, d, d);
+  if (ci->phased) mk_buf_printf(k, "        %s = %s - j%d * sx%d\n", ofs, ofs, d, d);
+  else mk_buf_printf(k, "        %s = %s + k%d * DL%d * sx%d\n", ofs, ofs, d, d, d);
+}
+
 /* One iteration over a (tap, channel block) pair: the tap's offsets are per
  * row and the loads run along the channels. The phased loop walks only the
  * taps k = r + j * S of the program's phase, each reading input
@@ -553,14 +569,7 @@ static void block_body(const conv_info *ci, mk_buf *k) {
                  "        c_ok = cs < C\n");
   split_taps(ci->phased ? "j" : "k", ci->phased ? "nk" : "K", nd, k);
   mk_buf_puts(k, "        row_ok = m_mask\n        xrow = xbase\n");
-  for (int d = 0; d < nd; d++) {
-    if (ci->phased)
-      mk_buf_printf(k, "        k%d = r%d + j%d * S%d\n        i%d = v%d - j%d\n", d, d, d, d, d, d, d);
-    else mk_buf_printf(k, "        i%d = i%d0 + k%d * DL%d\n", d, d, d, d);
-    mk_buf_printf(k, "        row_ok = row_ok & (i%d >= 0) & (i%d < I%d)\n", d, d, d);
-    if (ci->phased) mk_buf_printf(k, "        xrow = xrow - j%d * sx%d\n", d, d);
-    else mk_buf_printf(k, "        xrow = xrow + k%d * DL%d * sx%d\n", d, d, d);
-  }
+  for (int d = 0; d < nd; d++) tap_dim_lines(ci, d, false, k);
   mk_buf_puts(k, "        aoff = xrow[:, None] + (cs * sxc)[None, :]\n"
                  "        amask = row_ok[:, None] & c_ok[None, :]\n"
                  "        a = tl.load(x_ptr + aoff, mask=amask, other=0.0)\n");
@@ -583,15 +592,7 @@ static void packed_body(const conv_info *ci, mk_buf *k) {
                  "        c_ok = (cs < C) & (kt < NTAP)\n");
   split_taps(ci->phased ? "j" : "k", ci->phased ? "nk" : "K", nd, k);
   mk_buf_puts(k, "        ok = m_mask[:, None] & c_ok[None, :]\n        kofs = cs * sxc\n");
-  for (int d = 0; d < nd; d++) {
-    if (ci->phased)
-      mk_buf_printf(k, "        k%d = r%d + j%d * S%d\n        i%d = v%d[:, None] - j%d[None, :]\n", d, d, d, d,
-                    d, d, d);
-    else mk_buf_printf(k, "        i%d = i%d0[:, None] + (k%d * DL%d)[None, :]\n", d, d, d, d);
-    mk_buf_printf(k, "        ok = ok & (i%d >= 0) & (i%d < I%d)\n", d, d, d);
-    if (ci->phased) mk_buf_printf(k, "        kofs = kofs - j%d * sx%d\n", d, d);
-    else mk_buf_printf(k, "        kofs = kofs + k%d * DL%d * sx%d\n", d, d, d);
-  }
+  for (int d = 0; d < nd; d++) tap_dim_lines(ci, d, true, k);
   mk_buf_puts(k, "        aoff = xbase[:, None] + kofs[None, :]\n"
                  "        amask = ok\n"
                  "        a = tl.load(x_ptr + aoff, mask=amask, other=0.0)\n");
@@ -647,7 +648,7 @@ static void gemm_lines(const conv_info *ci, bool split, mk_buf *k) {
 /* Kernel lines after the GEMM: the bias, the tile's mask and its flat
  * offsets in the (N, OC, *O) output, and the conv output's store when it
  * escapes. */
-static void offs_lines(const conv_info *ci, const conv_chain *c, bool store_conv, mk_buf *k) {
+static void offs_lines(const conv_info *ci, bool cl_out, bool store_conv, mk_buf *k) {
   int nd = ci->nd;
   if (ci->bias >= 0)
     mk_buf_puts(k, "    acc += tl.load(bias_ptr + rn, mask=n_mask, other=0.0)[None, :]\n");
@@ -666,9 +667,9 @@ static void offs_lines(const conv_info *ci, const conv_chain *c, bool store_conv
     }
   }
   mk_buf_puts(k, "\n    offs = (pix + n * (OC - 1) * SP)[:, None] + (rn * SP)[None, :]\n");
-  if (c->cl_out) mk_buf_puts(k, "    soffs = (pix * OC)[:, None] + rn[None, :]  # where the stores go: channels_last\n");
+  if (cl_out) mk_buf_puts(k, "    soffs = (pix * OC)[:, None] + rn[None, :]  # where the stores go: channels_last\n");
   if (store_conv)
-    mk_buf_printf(k, "    tl.store(conv_out_ptr + %s, acc, mask=mask2)\n", c->cl_out ? "soffs" : "offs");
+    mk_buf_printf(k, "    tl.store(conv_out_ptr + %s, acc, mask=mask2)\n", cl_out ? "soffs" : "offs");
 }
 
 /* A sum/mean/max/min's identity, its tl reduction ("sum", "max", "min") and
@@ -707,7 +708,7 @@ static void sred_partial_lines(const conv_chain *c, const char *val, const char 
 static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool store_conv,
                       mk_buf *k, mk_errmsg *err) {
   const bi_plan *p = e->p;
-  offs_lines(ci, c, store_conv, k);
+  offs_lines(ci, c->cl_out, store_conv, k);
   const char *val = "acc";
   char vname[32];
   const char *soffs = c->cl_out ? "soffs" : NULL;
@@ -990,7 +991,7 @@ static int stats_kernel(bi_emit *e, const conv_info *ci, const conv_chain *c, in
     split_index(k, "rl", "o", "O", nd);
   }
   gemm_lines(ci, e->cfg->conv_round == 4, k);
-  offs_lines(ci, &(conv_chain){.cl_out = false}, false, k);
+  offs_lines(ci, false, false, k); /* the statistics pass stores nothing full-size */
   const char *val = "acc";
   char vname[32];
   if (c->ew >= 0) {

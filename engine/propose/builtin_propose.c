@@ -146,6 +146,12 @@ static void make_config(const cfg_tables *t, const variant *v, bi_config *c) {
   c->norm_split = norm_splits[v->split];
 }
 
+/* The name's mark of an implicit GEMM's TF32 rounding (igemm_cfg.round). */
+static const char *round_mark(int round) {
+  static const char *const marks[] = {"", "t", "r", "p", "x3p"};
+  return round >= 0 && round < (int)(sizeof marks / sizeof marks[0]) ? marks[round] : "";
+}
+
 static int variant_name(const cfg_tables *t, const variant *v, bool has_base, bool has_gemm,
                         bool has_conv, bool has_norm, mk_buf *out) {
   bi_config c;
@@ -153,8 +159,7 @@ static int variant_name(const cfg_tables *t, const variant *v, bool has_base, bo
   mk_buf_puts(out, "triton");
   if (has_conv && c.conv_igemm)
     mk_buf_printf(out, "_igemm%dx%dx%d_w%d_s%d_%s%s%s", c.conv_bm, c.conv_bn, c.conv_bk, c.conv_warps,
-                  c.conv_stages, c.conv_precision, c.conv_round == 1 ? "t" : c.conv_round == 2 ? "r" : c.conv_round == 3 ? "p" : c.conv_round == 4 ? "x3p" : "",
-                  c.conv_pack ? "_packed" : "");
+                  c.conv_stages, c.conv_precision, round_mark(c.conv_round), c.conv_pack ? "_packed" : "");
   else if (has_conv) mk_buf_puts(out, c.channels_last ? "_convcl" : "_conv");
   if (has_gemm) {
     if (c.gemm_torch) mk_buf_puts(out, "_cublas");
