@@ -89,6 +89,7 @@ static int fake_propose(void *self, const mk_propose_request *req, mk_propose_cb
 typedef struct fake_eval {
   int evaluations, compositions;
   int fail_compositions; /* the first N composition checks fail */
+  int widen_compositions; /* the first N pass only within the reference's TF32 error */
   double ref_ms;
   bool timed;
   double graph_ms;       /* > 0: time of the CUDA-graph variant (else 1.0 like the others) */
@@ -124,6 +125,7 @@ static int fake_evaluate_composition(void *self, const char *path, mk_eval_cb cb
   fake_eval *fe = self;
   mk_eval_result r = {.status = MK_EVAL_OK, .time_ms = 1.0};
   if (fe->graph_ms > 0 && strstr(path, "modelnew.graph.py") != NULL) r.time_ms = fe->graph_ms;
+  if (fe->compositions < fe->widen_compositions) r.ref_tf32_noise = 5e-4;
   if (fe->compositions++ < fe->fail_compositions) {
     r.status = MK_EVAL_MISMATCH;
     snprintf(r.reason, sizeof r.reason, "composition differs");
@@ -282,6 +284,49 @@ MK_TEST(search, failed_composition_reverts_to_reference) {
     MK_CHECK_INT(o.res->states[i].chosen, ==, 0);
   mk_search_result_free(o.res);
   mk_graph_free(g);
+}
+
+/* A composition that passes only within the reference's own TF32 error is
+ * not accepted (KernelBench compares with the reference itself): composed
+ * again without the variants that needed the widening; where none did, the
+ * reference, as after a mismatch. */
+MK_TEST(search, tf32_widened_composition_is_not_accepted) {
+  const struct { const char *names[2]; int widen, compositions; const char *want; } cases[] = {
+      {{"wide_0.5", "bad_1"}, 1, 2, NULL},   /* again without the widened variants: the reference */
+      {{"ok_0.5", "bad_1"}, 1, 2, NULL},     /* plain parts, widened whole: the reference */
+      {{"ok_0.5", "bad_1"}, 0, 1, "ok_0.5"}, /* a plain pass is kept */
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    fake_prop fp = {.names = cases[c].names, .nnames = 2};
+    fake_eval fe = {.ref_ms = 4.0, .timed = true, .widen_compositions = cases[c].widen};
+    mk_search_config cfg;
+    config(&cfg);
+    cfg.try_cuda_graph = false;
+    char work[] = "/tmp/mk_search_work_XXXXXX";
+    MK_REQUIRE(mkdtemp(work) != NULL);
+    cfg.workdir = work;
+    outcome o = {0};
+    mk_graph *g = NULL;
+    MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
+    MK_REQUIRE(o.res != NULL);
+    MK_CHECK_INT(o.status, ==, 0);
+    MK_CHECK_INT(fe.compositions, ==, cases[c].compositions);
+    MK_CHECK((o.res->reverted > 0) == (cases[c].want == NULL));
+    for (int i = 0; i < o.res->partition.nsubkernels; i++) {
+      const mk_subkernel_state *st = &o.res->states[i];
+      if (cases[c].want) MK_CHECK_STR(st->variants[st->chosen].cand.name, cases[c].want);
+      else MK_CHECK_INT(st->chosen, ==, 0);
+    }
+    /* The first check's file is kept beside the second's. */
+    char path[256];
+    snprintf(path, sizeof path, "%s/modelnew.round0-plain.py", work);
+    MK_CHECK((access(path, R_OK) == 0) == (c == 0));
+    mk_search_result_free(o.res);
+    mk_graph_free(g);
+    char rm[300];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", work);
+    MK_CHECK_INT(system(rm), ==, 0);
+  }
 }
 
 MK_TEST(search, proposal_budget_is_respected) {
