@@ -359,7 +359,12 @@ static void find_chain(bi_plan *p, int s, const conv_info *ci, conv_chain *c) {
    * stage: unless the chain takes that stage too, it is the conv alone,
    * whose output the other kernel then reads. */
   int into = c->ew >= 0 ? p->st[c->ew].fused_into : -1;
-  if (into >= 0 && into != c->anchor && into != c->norm && into != c->sred) {
+  /* Likewise a norm the plan lets a later anchor apply while it loads
+   * (apply_into): its normalised value is never stored, so the chain takes
+   * that anchor too or leaves the norm to it. */
+  int applier = c->norm >= 0 ? p->st[c->norm].apply_into : -1;
+  if ((into >= 0 && into != c->anchor && into != c->norm && into != c->sred) ||
+      (applier >= 0 && applier != c->anchor)) {
     *c = (conv_chain){.ew = -1, .anchor = -1, .last = s, .value = ci->out, .nd = ci->nd,
                       .phased = ci->phased, .norm = -1, .norm_epi = -1, .sred = -1};
   }

@@ -186,7 +186,8 @@ static int emit_module(const bi_plan *p, int threads, const char *vname, char **
  * plan's prologue/epilogue decisions are dropped, so every value a fused run
  * would have kept in registers is stored and read back. */
 static void unfuse(bi_plan *p) {
-  for (int s = 0; s < p->nst; s++) p->st[s].pro = p->st[s].epi = p->st[s].fused_into = -1;
+  for (int s = 0; s < p->nst; s++)
+    p->st[s].pro = p->st[s].epi = p->st[s].fused_into = p->st[s].apply_into = p->st[s].pro_norm = -1;
 }
 
 static int push(mk_candidate_list *out, char *name, char *src, int nst, int threads, mk_errmsg *err) {

@@ -161,6 +161,7 @@ static int direct_input_load(bi_emit *e, int in_vid, const char *var, const char
 int bi_pro_params(bi_emit *e, int s, int in_vid, const char *in_shape_var, mk_buf *sig,
                   mk_buf *call, mk_errmsg *err) {
   const bi_stage *st = &e->p->st[s];
+  if (st->pro_norm >= 0) return bi_norm_load_params(e, st->pro_norm, in_shape_var, sig, call, err);
   if (st->pro < 0) return direct_input_params(e, in_vid, sig, call);
   bi_ew_bind nobind = {.value = -1, .var = NULL};
   return bi_ew_params(e, st->pro, "pro_", in_shape_var, nobind, sig, call, err);
@@ -169,6 +170,8 @@ int bi_pro_params(bi_emit *e, int s, int in_vid, const char *in_shape_var, mk_bu
 int bi_pro_load(bi_emit *e, int s, int in_vid, const char *var, const char *offs, const char *mask,
                 const char *other, int indent, mk_buf *out, mk_errmsg *err) {
   const bi_stage *st = &e->p->st[s];
+  if (st->pro_norm >= 0)
+    return bi_norm_load(e, st->pro_norm, var, offs, mask, other, indent, out, err);
   mk_buf_indent(out, indent);
   if (st->pro < 0) return direct_input_load(e, in_vid, var, offs, mask, other, indent, out);
   mk_buf_puts(out, "# fused prologue\n");
@@ -183,6 +186,12 @@ int bi_pro_load(bi_emit *e, int s, int in_vid, const char *var, const char *offs
 int bi_anchor_input_shape(bi_emit *e, int s, int in_vid, const char *shape_var, mk_buf *out,
                           mk_errmsg *err) {
   const bi_stage *st = &e->p->st[s];
+  if (st->pro_norm >= 0) {
+    /* The normalised value has the norm's input's shape. */
+    const mk_node *nn = &e->p->g->nodes[e->p->st[st->pro_norm].nodes[0]];
+    return bi_anchor_input_shape(e, st->pro_norm, bi_arg_tensor(bi_arg(nn, 0, "input")), shape_var,
+                                 out, err);
+  }
   if (st->pro < 0) {
     mk_buf_printf(out, "    %s = ", shape_var);
     bi_run_name(e->p, in_vid, out);

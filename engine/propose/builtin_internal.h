@@ -87,6 +87,12 @@ typedef struct bi_stage {
   int nnodes;      /* EW: the run in order; other kinds: exactly one node */
   int pro, epi;    /* indices of EW stages fused before / after, -1 if none */
   int fused_into;  /* EW stage fused into that anchor stage, else -1 */
+  /* A norm whose normalised value (after its epilogue) only the next anchor
+   * reads, as its input: the norm's stage computes the statistics alone (a
+   * scale and shift per sample and channel), and that anchor applies them
+   * while it loads, so the full-size normalised tensor never reaches memory.
+   * apply_into (on the norm): that anchor; pro_norm (on it): the norm. -1: none. */
+  int apply_into, pro_norm;
   int rank;        /* EW: rank of the broadcast shape */
   int64_t shape[MK_IR_MAX_RANK]; /* EW: broadcast shape at capture */
 } bi_stage;
@@ -321,6 +327,18 @@ int bi_gemm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 int bi_norm_modes(const bi_plan *p);
 /* True if v is a fresh version of a running statistic output by norm node n. */
 bool bi_norm_state_output(const mk_node *n, int v);
+/* True if norm node n can be applied by another kernel while it loads: its
+ * affine map depends on the sample and channel alone (group, instance and
+ * batch norms over spatial dims). */
+bool bi_norm_applies_on_load(const mk_graph *g, const mk_node *n);
+/* Kernel parameters and loading lines of a norm applied while its reader
+ * loads (stage `norm`, whose stage `reader` has pro_norm == norm): the norm's
+ * input (or prologue), its scale and shift, its epilogue. Used through
+ * bi_pro_params / bi_pro_load / bi_anchor_input_shape. */
+int bi_norm_load_params(bi_emit *e, int norm, const char *in_shape_var, mk_buf *sig, mk_buf *call,
+                        mk_errmsg *err);
+int bi_norm_load(bi_emit *e, int norm, const char *var, const char *offs, const char *mask,
+                 const char *other, int indent, mk_buf *out, mk_errmsg *err);
 
 /* ---- fused prologues and epilogues (builtin_fuse.c) ---------------------- */
 

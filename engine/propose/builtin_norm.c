@@ -486,6 +486,222 @@ static void shape_lines(const norm_info *ni, int res, mk_buf *b) {
   }
 }
 
+/* The split rows' first kernel: partial statistics (count, mean, M2) of one
+ * CHUNK of a row per program, into part[3, NPART]. */
+static int emit_partials_kernel(bi_emit *e, int s, const norm_info *ni, const char *kname,
+                                const char *psig, mk_errmsg *err) {
+  mk_buf *k = e->kernels;
+  mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%spart_ptr, NPART, M, CHUNK, %sSPLIT: tl.constexpr,\n"
+                   "        BLOCK: tl.constexpr, IDX64: tl.constexpr):\n",
+                kname, psig, layout_sig(ni));
+  bi_stage_comment(e->p, s, 4, k);
+  mk_buf_printf(k, "    # partial %s statistics of one chunk of a row (count, mean, M2)\n"
+                   "    pid = tl.program_id(0)\n", kind_name(ni->kind));
+  index64_lines(k);
+  mk_buf_puts(k, "    row = pid // SPLIT\n"
+                 "    lo = (pid % SPLIT) * CHUNK\n"
+                 "    hi = tl.minimum(lo + CHUNK, M)\n");
+  int rc = stats_loop(e, s, ni, "lo", "hi", k, err);
+  if (rc) return rc;
+  return mk_buf_puts(k, "    tot = tl.sum(cnt, axis=0)\n"
+                        "    pmean = tl.sum(cnt * mean, axis=0) / tl.maximum(tot, 1.0)\n"
+                        "    dm = tl.where(cnt > 0, mean - pmean, 0.0)\n"
+                        "    tl.store(part_ptr + pid, tot)\n"
+                        "    tl.store(part_ptr + NPART + pid, pmean)\n"
+                        "    tl.store(part_ptr + 2 * NPART + pid, tl.sum(m2 + cnt * dm * dm, axis=0))\n");
+}
+
+/* ---- a norm applied by the kernel that reads it ------------------------------ */
+
+bool bi_norm_applies_on_load(const mk_graph *g, const mk_node *n) {
+  norm_info ni;
+  if (parse(g, n, &ni, NULL)) return false;
+  return (ni.kind == N_GROUP || ni.kind == N_INSTANCE || ni.kind == N_BATCH) && ni.rank >= 3;
+}
+
+/* The second kernel of a norm applied on load: one program per row turns the
+ * row's statistics (its partials combined, or the running statistics) into
+ * a scale and shift for each (sample, channel) the row covers, y = x * sc +
+ * sh (running statistics updated as torch does). */
+static int emit_affine_kernel(bi_emit *e, int s, const norm_info *ni, const char *kname,
+                              mk_errmsg *err) {
+  mk_buf *k = e->kernels;
+  mk_buf sig;
+  mk_buf_init(&sig, 256);
+  param_sig(ni, &sig);
+  mk_buf_printf(k, "\n\n@triton.jit\ndef %s(part_ptr, %ssc_ptr, sh_ptr, NPART, NB, NC, CG,\n"
+                   "        SPLIT: tl.constexpr, BLOCK: tl.constexpr):\n", kname, mk_buf_cstr(&sig));
+  mk_buf_free(&sig);
+  bi_stage_comment(e->p, s, 4, k);
+  mk_buf_printf(k, "    # the %s row's statistics as a scale and shift per (sample, channel)\n"
+                   "    row = tl.program_id(0)\n"
+                   "    lanes = tl.arange(0, BLOCK)\n", kind_name(ni->kind));
+  if (ni->batch_stats) {
+    mk_buf_puts(k, "    parts = row * SPLIT + tl.arange(0, SPLIT)\n"
+                   "    cnt = tl.load(part_ptr + parts)\n"
+                   "    mean = tl.load(part_ptr + NPART + parts)\n"
+                   "    m2 = tl.load(part_ptr + 2 * NPART + parts)\n");
+    combine(e, ni, "if True:", k);
+  } else {
+    mk_buf_printf(k, "    ch = %s\n    gmean = tl.load(rm_ptr + ch)\n    rstd = 1.0 / tl.sqrt(tl.load(rv_ptr + ch) + ",
+                  ni->kind == N_INSTANCE ? "row % NC" : "row");
+    bi_tl_float(ni->eps, k);
+    mk_buf_puts(k, ")\n");
+  }
+  /* The (sample, channel) pairs of the row, BLOCK at a time. */
+  switch (ni->kind) {
+  case N_GROUP:
+    mk_buf_puts(k, "    n = row // (NC // CG)\n"
+                   "    for j0 in range(0, CG, BLOCK):\n"
+                   "        ok = j0 + lanes < CG\n"
+                   "        c = (row % (NC // CG)) * CG + j0 + lanes\n");
+    break;
+  case N_INSTANCE:
+    mk_buf_puts(k, "    n = row // NC\n"
+                   "    for j0 in range(0, 1, BLOCK):\n"
+                   "        ok = j0 + lanes < 1\n"
+                   "        c = row % NC + j0 + lanes\n");
+    break;
+  default: /* batch: one channel, every sample */
+    mk_buf_puts(k, "    for j0 in range(0, NB, BLOCK):\n"
+                   "        n = j0 + lanes\n"
+                   "        ok = n < NB\n"
+                   "        c = row + 0 * lanes\n");
+    break;
+  }
+  mk_buf_puts(k, "        sc = rstd + tl.zeros([BLOCK], dtype=tl.float32)\n");
+  if (ni->weight >= 0) mk_buf_puts(k, "        sc = sc * tl.load(w_ptr + c, mask=ok, other=1.0)\n");
+  mk_buf_puts(k, "        sh = -gmean * sc\n");
+  if (ni->bias >= 0) mk_buf_puts(k, "        sh = sh + tl.load(b_ptr + c, mask=ok, other=0.0)\n");
+  mk_buf_puts(k, "        tl.store(sc_ptr + n * NC + c, sc, mask=ok)\n"
+                 "        tl.store(sh_ptr + n * NC + c, sh, mask=ok)\n");
+  (void)err;
+  return k->err;
+}
+
+/* A norm whose reader applies it (apply_into): its statistics alone, as
+ * nsc<res> / nsh<res>, the (N, C) scale and shift the reader loads. */
+static int emit_stats_only(bi_emit *e, int s, const norm_info *ni, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  int res = p->g->nodes[st->nodes[0]].outputs[0];
+  int nsplit = e->cfg->norm_split > 0 ? e->cfg->norm_split : 1;
+  char in_shape[32], dev[48];
+  snprintf(in_shape, sizeof in_shape, "in%d", res);
+  snprintf(dev, sizeof dev, "in%d_device", res);
+  mk_buf kstats, kaff, psig, pcall;
+  mk_buf_init(&kstats, 256);
+  mk_buf_init(&kaff, 256);
+  mk_buf_init(&psig, 0);
+  mk_buf_init(&pcall, 0);
+  int rc = 0;
+  if (ni->batch_stats) {
+    e->kcount++;
+    bi_kernel_name(e, s, "norm_stats", &kstats);
+    rc = bi_pro_params(e, s, ni->in, in_shape, &psig, &pcall, err);
+    if (!rc) rc = emit_partials_kernel(e, s, ni, mk_buf_cstr(&kstats), mk_buf_cstr(&psig), err);
+  }
+  e->kcount++;
+  bi_kernel_name(e, s, "norm_affine", &kaff);
+  if (!rc) rc = emit_affine_kernel(e, s, ni, mk_buf_cstr(&kaff), err);
+  mk_buf *b = e->body;
+  if (!rc) {
+    bi_stage_comment(p, s, 4, b);
+    if (st->pro >= 0) bi_stage_comment(p, st->pro, 4, b);
+    if (st->epi >= 0) bi_stage_comment(p, st->epi, 4, b);
+    mk_buf_printf(b, "    # statistics only: the kernel of line %d applies the norm while it loads\n",
+                  p->g->nodes[p->st[st->apply_into].nodes[0]].span.line);
+    rc = bi_anchor_input_shape(e, s, ni->in, in_shape, b, err);
+  }
+  if (!rc) {
+    shape_lines(ni, res, b);
+    mk_buf_printf(b, "    nsc%d = torch.empty((%s[0], %s[1]), device=%s, dtype=torch.float32)\n"
+                     "    nsh%d = torch.empty((%s[0], %s[1]), device=%s, dtype=torch.float32)\n",
+                  res, in_shape, in_shape, dev, res, in_shape, in_shape, dev);
+    mk_buf call;
+    mk_buf_init(&call, 256);
+    param_call(p, ni, &call);
+    const char *cg = ni->kind == N_GROUP ? "c%d // %lld" : "1";
+    char cgv[64];
+    snprintf(cgv, sizeof cgv, cg, res, ni->groups);
+    if (ni->batch_stats)
+      mk_buf_printf(b,
+                    "    if rows%d * m%d > 0:\n"
+                    "        chunk%d = triton.cdiv(triton.cdiv(m%d, %d), %d) * %d\n"
+                    "        npart%d = rows%d * %d\n"
+                    "        part%d = torch.empty((3, npart%d), device=%s, dtype=torch.float32)\n"
+                    "        %s[(npart%d,)](\n"
+                    "            %spart%d, npart%d, m%d, chunk%d, *lay%d, SPLIT=%d, BLOCK=%d,\n"
+                    "            IDX64=numel%d >= 2**31, num_warps=%d)\n"
+                    "        %s[(rows%d,)](\n"
+                    "            part%d, %snsc%d, nsh%d, npart%d, %s[0], %s[1], %s, SPLIT=%d, BLOCK=128)\n",
+                    res, res, res, res, nsplit, e->cfg->block, e->cfg->block, res, res, nsplit, res,
+                    res, dev, mk_buf_cstr(&kstats), res, mk_buf_cstr(&pcall), res, res, res, res, res,
+                    nsplit, e->cfg->block, res, e->cfg->warps, mk_buf_cstr(&kaff), res, res,
+                    mk_buf_cstr(&call), res, res, res, in_shape, in_shape, cgv, nsplit);
+    else
+      mk_buf_printf(b,
+                    "    if rows%d > 0:\n"
+                    "        %s[(rows%d,)](\n"
+                    "            nsc%d, %snsc%d, nsh%d, 0, %s[0], %s[1], 1, SPLIT=1, BLOCK=128)\n",
+                    res, mk_buf_cstr(&kaff), res, res, mk_buf_cstr(&call), res, res, in_shape,
+                    in_shape);
+    mk_buf_free(&call);
+  }
+  mk_buf_free(&kstats);
+  mk_buf_free(&kaff);
+  mk_buf_free(&psig);
+  mk_buf_free(&pcall);
+  return rc ? rc : b->err;
+}
+
+int bi_norm_load_params(bi_emit *e, int norm, const char *in_shape_var, mk_buf *sig, mk_buf *call,
+                        mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[norm];
+  const mk_node *n = &p->g->nodes[st->nodes[0]];
+  norm_info ni;
+  int rc = parse(p->g, n, &ni, err);
+  if (!rc) rc = bi_pro_params(e, norm, ni.in, in_shape_var, sig, call, err);
+  if (rc) return rc;
+  mk_buf_puts(sig, "nrm_sc_ptr, nrm_sh_ptr, nrm_S, ");
+  mk_buf_printf(call, "nsc%d, nsh%d, math.prod(%s[2:]), ", n->outputs[0], n->outputs[0], in_shape_var);
+  if (st->epi < 0) return sig->err ? sig->err : call->err;
+  bi_ew_bind bind = {.value = n->outputs[0], .var = "yn"};
+  return bi_ew_params(e, st->epi, "nepi_", in_shape_var, bind, sig, call, err);
+}
+
+int bi_norm_load(bi_emit *e, int norm, const char *var, const char *offs, const char *mask,
+                 const char *other, int indent, mk_buf *out, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[norm];
+  const mk_node *n = &p->g->nodes[st->nodes[0]];
+  norm_info ni;
+  int rc = parse(p->g, n, &ni, err);
+  if (rc) return rc;
+  mk_buf_indent(out, indent);
+  mk_buf_printf(out, "# %s (line %d) applied while loading: scale and shift per (sample, channel)\n",
+                kind_name(ni.kind), n->span.line);
+  rc = bi_pro_load(e, norm, ni.in, "xn", offs, mask, "0.0", indent, out, err);
+  if (rc) return rc;
+  mk_buf_indent(out, indent);
+  mk_buf_printf(out, "ncn = (%s) // nrm_S\n", offs);
+  mk_buf_indent(out, indent);
+  mk_buf_printf(out, "yn = xn * tl.load(nrm_sc_ptr + ncn, mask=%s, other=0.0) + "
+                     "tl.load(nrm_sh_ptr + ncn, mask=%s, other=0.0)\n", mask, mask);
+  char rv[32] = "yn";
+  if (st->epi >= 0) {
+    mk_buf_indent(out, indent);
+    mk_buf_puts(out, "# the norm's epilogue\n");
+    bi_ew_bind bind = {.value = n->outputs[0], .var = "yn"};
+    rc = bi_ew_body(e, st->epi, "nepi_", offs, mask, bind, false, indent, out, err);
+    if (rc) return rc;
+    snprintf(rv, sizeof rv, "v%d", bi_stage_result(p, st->epi));
+  }
+  mk_buf_indent(out, indent);
+  return mk_buf_printf(out, "%s = tl.where(%s, %s, %s).to(tl.float32)\n", var, mask, rv, other);
+}
+
 int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
@@ -493,6 +709,12 @@ int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
   norm_info ni;
   int rc = parse(p->g, n, &ni, err);
   if (rc) return rc;
+  if (st->apply_into >= 0) {
+    rc = emit_stats_only(e, s, &ni, err);
+    if (!rc) rc = mk_pyemit_mutations(n, bi_graph_namer, (void *)p->g, 4, e->body);
+    if (!rc && (e->kernels->err || e->body->err)) rc = mk_errf(err, MK_ERANGE, "generated code too large");
+    return rc;
+  }
   int res = n->outputs[0];
   bool running = !ni.batch_stats;
   bool split = e->cfg->norm_split > 0 && !running;
@@ -541,26 +763,8 @@ int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
     e->kcount++;
     bi_kernel_name(e, s, "norm_stats", &kname2);
     rc = bi_pro_params(e, s, ni.in, in_shape, &psig, &pcall, err);
+    if (!rc) rc = emit_partials_kernel(e, s, &ni, mk_buf_cstr(&kname2), mk_buf_cstr(&psig), err);
     if (!rc) {
-      mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%spart_ptr, NPART, M, CHUNK, %sSPLIT: tl.constexpr,\n"
-                       "        BLOCK: tl.constexpr, IDX64: tl.constexpr):\n",
-                    mk_buf_cstr(&kname2), mk_buf_cstr(&psig), layout_sig(&ni));
-      bi_stage_comment(p, s, 4, k);
-      mk_buf_printf(k, "    # partial %s statistics of one chunk of a row (count, mean, M2)\n"
-                       "    pid = tl.program_id(0)\n", kind_name(ni.kind));
-      index64_lines(k);
-      mk_buf_puts(k, "    row = pid // SPLIT\n"
-                     "    lo = (pid % SPLIT) * CHUNK\n"
-                     "    hi = tl.minimum(lo + CHUNK, M)\n");
-      rc = stats_loop(e, s, &ni, "lo", "hi", k, err);
-    }
-    if (!rc) {
-      mk_buf_puts(k, "    tot = tl.sum(cnt, axis=0)\n"
-                     "    pmean = tl.sum(cnt * mean, axis=0) / tl.maximum(tot, 1.0)\n"
-                     "    dm = tl.where(cnt > 0, mean - pmean, 0.0)\n"
-                     "    tl.store(part_ptr + pid, tot)\n"
-                     "    tl.store(part_ptr + NPART + pid, pmean)\n"
-                     "    tl.store(part_ptr + 2 * NPART + pid, tl.sum(m2 + cnt * dm * dm, axis=0))\n");
       mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%spart_ptr, NPART, M, CHUNK, %sSPLIT: tl.constexpr,\n"
                        "        BLOCK: tl.constexpr, IDX64: tl.constexpr):\n",
                     mk_buf_cstr(&kname), mk_buf_cstr(&sig), layout_sig(&ni));

@@ -116,7 +116,8 @@ static int push_stage(bi_plan *p, bi_kind kind, const int *nodes, int nnodes) {
   if (ns == NULL) return MK_ENOMEM;
   p->st = ns;
   bi_stage *s = &p->st[p->nst];
-  *s = (bi_stage){.kind = kind, .pro = -1, .epi = -1, .fused_into = -1};
+  *s = (bi_stage){.kind = kind, .pro = -1, .epi = -1, .fused_into = -1, .apply_into = -1,
+                  .pro_norm = -1};
   s->nodes = malloc((size_t)nnodes * sizeof *s->nodes);
   if (s->nodes == NULL) return MK_ENOMEM;
   memcpy(s->nodes, nodes, (size_t)nnodes * sizeof *nodes);
@@ -191,6 +192,11 @@ bool bi_value_escapes(const bi_plan *p, int s, int v) {
       continue;
     /* An anchor's result is consumed in registers by its epilogue. */
     if (st->epi >= 0 && us == st->epi) continue;
+    /* A norm (or its epilogue) applied by the anchor that loads it. */
+    if (st->apply_into >= 0 && us == st->apply_into) continue;
+    if (st->fused_into >= 0 && p->st[st->fused_into].epi == s &&
+        p->st[st->fused_into].apply_into == us)
+      continue;
     return true;
   }
   return false;
@@ -259,6 +265,66 @@ static void decide_fusion(bi_plan *p) {
   }
 }
 
+/* True if every reader of value v is node `only` (or a node of stage `within`,
+ * when >= 0), and v is no subkernel output. */
+static bool read_only_by(const bi_plan *p, int v, int only, int within) {
+  if (v < 0 || v >= p->g->nvalues || p->is_output[v]) return false;
+  const mk_value *val = &p->g->values[v];
+  for (int u = 0; u < val->nusers; u++) {
+    int nid = val->users[u];
+    if (nid == only) continue;
+    if (within >= 0 && node_in_sk(p, nid) && p->stage_of[nid] == within) continue;
+    return false;
+  }
+  return true;
+}
+
+/* The norm stage whose normalised value (after its epilogue, if any) is
+ * exactly the input of pool stage s and read nowhere else, or -1. */
+static int norm_feeding(const bi_plan *p, int s) {
+  const bi_stage *a = &p->st[s];
+  if (a->kind != BI_POOL || a->pro >= 0 || s < 1) return -1;
+  const mk_node *an = &p->g->nodes[a->nodes[0]];
+  int in = anchor_input(p, s);
+  if (in < 0) in = bi_arg_tensor(bi_arg(an, 0, "self"));
+  int uses = 0;
+  for (int k = 0; k < an->ninputs; k++) uses += an->inputs[k] == in;
+  if (in < 0 || uses != 1) return -1;
+  int t = s - 1, ns = -1;
+  if (p->st[t].kind == BI_NORM && p->st[t].epi < 0) ns = t;
+  else if (p->st[t].kind == BI_EW && p->st[t].fused_into >= 0 &&
+           p->st[p->st[t].fused_into].kind == BI_NORM && p->st[p->st[t].fused_into].epi == t)
+    ns = p->st[t].fused_into;
+  if (ns < 0 || bi_stage_result(p, t) != in) return -1;
+  const mk_node *nn = &p->g->nodes[p->st[ns].nodes[0]];
+  if (!bi_norm_applies_on_load(p->g, nn)) return -1;
+  int an_id = a->nodes[0], epi = p->st[ns].epi;
+  /* The normalised value feeds its epilogue (or the pool) alone; each value
+   * the epilogue makes feeds the epilogue, and its result the pool alone. */
+  if (!read_only_by(p, nn->outputs[0], epi < 0 ? an_id : -1, epi)) return -1;
+  for (int i = 0; epi >= 0 && i < p->st[epi].nnodes; i++) {
+    const mk_node *en = &p->g->nodes[p->st[epi].nodes[i]];
+    for (int o = 0; o < en->noutputs; o++)
+      if (!read_only_by(p, en->outputs[o], en->outputs[o] == in ? an_id : -1,
+                        en->outputs[o] == in ? -1 : epi))
+        return -1;
+  }
+  return ns;
+}
+
+/* A norm followed by a pool of its normalised value: the pool applies the
+ * norm while loading (what torch.compile's generated code does for a group
+ * norm and its max pool: on problem 85 the normalised tensor is 520 MB,
+ * written once and read again when it is stored). */
+static void decide_norm_on_load(bi_plan *p) {
+  for (int s = 0; s < p->nst; s++) {
+    int ns = norm_feeding(p, s);
+    if (ns < 0) continue;
+    p->st[s].pro_norm = ns;
+    p->st[ns].apply_into = s;
+  }
+}
+
 int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_errmsg *err) {
   *out = (bi_plan){.g = g, .sk = sk, .chain_lo = -1, .chain_hi = -1};
   out->stage_of = malloc((size_t)(g->nnodes + 1) * sizeof *out->stage_of);
@@ -320,6 +386,7 @@ int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_er
     return rc;
   }
   decide_fusion(out);
+  decide_norm_on_load(out);
   return 0;
 }
 

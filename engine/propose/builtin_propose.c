@@ -517,11 +517,25 @@ static int cmp_variant(const void *a, const void *b) {
   return x->base - y->base;
 }
 
+/* True if the plan ends in a pool (and its epilogue) that applies the plan's
+ * only norm while loading, and has no other pool: one such pair per
+ * subkernel, so merging stops at the pool (a left-to-right premerge would
+ * otherwise grow a whole network of such blocks into one subkernel). */
+static bool ends_in_norm_applied_by_pool(const bi_plan *p) {
+  int norms = 0, pools = 0, last = p->nst - 1;
+  while (last >= 0 && (p->st[last].kind == BI_VIEW || p->st[last].fused_into >= 0)) last--;
+  for (int s = 0; s < p->nst; s++) {
+    norms += p->st[s].kind == BI_NORM;
+    pools += p->st[s].kind == BI_POOL;
+  }
+  return last >= 0 && norms == 1 && pools == 1 && p->st[last].pro_norm >= 0;
+}
+
 bool mk_builtin_fuses(const mk_graph *g, const mk_subkernel *sk) {
   bi_plan p;
   mk_errmsg ignored = {{0}};
   if (g == NULL || sk == NULL || bi_plan_build(g, sk, &p, &ignored)) return false;
-  bool fused = p.nst >= 2 && bi_conv_chain_covers(&p, 0);
+  bool fused = p.nst >= 2 && (bi_conv_chain_covers(&p, 0) || ends_in_norm_applied_by_pool(&p));
   bi_plan_free(&p);
   return fused;
 }

@@ -773,3 +773,52 @@ MK_TEST(propose, implicit_gemm_first_only_where_it_is_likely_to_win) {
   free(name);
   mk_graph_free(g);
 }
+
+/* A norm whose normalised value only a pool reads is applied by the pool
+ * while it loads: the norm's stage computes statistics alone (partials, then
+ * a scale and shift per sample and channel) and nothing full-size is
+ * stored between them, in every configuration; a norm also returned is
+ * stored and its pool reads it. */
+MK_TEST(propose, pools_apply_the_norm_they_read) {
+  mk_graph *g = load("propose", "norm_pools.json");
+  MK_REQUIRE(g != NULL);
+  const struct { int nodes[4], n; bool fused, running; } cases[] = {
+      {{1, 2, 3, 4}, 4, true, false},  /* group norm -> * scale -> max pool -> clamp */
+      {{6, 7, 8, 9}, 4, true, false},  /* batch norm (training) -> relu -> padded max pool */
+      {{10, 11, 12}, 3, true, false},  /* tanh -> group norm -> avg pool */
+      {{13, 14}, 2, true, true},       /* eval-mode batch norm -> avg pool */
+      {{21, 22}, 2, false, false},     /* the group norm's value is returned too */
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    mk_subkernel sk;
+    mk_errmsg err = {{0}};
+    MK_REQUIRE(mk_subkernel_from_nodes(g, cases[c].nodes, cases[c].n, &sk, &err) == 0);
+    mk_candidate_list l = {0};
+    mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
+    MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
+    MK_CHECK(l.n >= 2);
+    for (int i = 0; i < l.n; i++) {
+      const char *src = l.items[i].source;
+      bool applied = strstr(src, "applied while loading") != NULL;
+      MK_CHECK(applied == cases[c].fused);
+      if (!cases[c].fused) continue;
+      MK_CHECK(strstr(src, "_norm_affine_") != NULL);
+      MK_CHECK((strstr(src, "_norm_stats_") != NULL) == !cases[c].running);
+      /* Only the pool's output, the norm's scale and shift and its partial
+       * statistics are allocated. */
+      MK_CHECK_INT(count_of(src, "= torch.empty("), ==, cases[c].running ? 3 : 4);
+      MK_CHECK(strstr(src, "def _norm_kernel") == NULL && strstr(src, "_norm_apply") == NULL);
+    }
+    /* The search merges such a norm and its pool before its beams. */
+    MK_CHECK(mk_builtin_fuses(g, &sk) == cases[c].fused);
+    mk_candidate_list_free(&l);
+    mk_subkernel_free(&sk);
+  }
+  /* Not a second norm and pool onto one that has its pair already. */
+  mk_subkernel sk;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){1, 2, 3, 4, 5, 6, 7, 8, 9}, 9, &sk, &err) == 0);
+  MK_CHECK(!mk_builtin_fuses(g, &sk));
+  mk_subkernel_free(&sk);
+  mk_graph_free(g);
+}

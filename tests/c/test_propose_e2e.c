@@ -285,6 +285,20 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
   run_fixture("conv_net.json", 2);
 }
 
+/* Pools that apply the norm they read while loading (builtin_plan.c,
+ * decide_norm_on_load): group, batch (training and eval) and instance norms,
+ * with prologues and epilogues, padded windows, 2-d and 3-d: every
+ * configuration of the whole graph in one subkernel (row loops and split
+ * rows; where the convolution is not an implicit GEMM, the norms after it
+ * are the plan's own). */
+MK_TEST(propose_e2e, pools_applying_norms_match_reference) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  run_fixture_as("norm_pools.json", 0, true);
+}
+
 /* The "tf32x3p" implicit GEMMs split input and weight into TF32 high and low
  * parts on the GPU only; the harness forces that path here (the products are
  * float32-accurate, so every candidate still matches at 1e-4): every
