@@ -127,10 +127,11 @@ static void dim_index(const bi_plan *p, int vid, int R, int d, const char *offs,
 }
 
 static int direct_input_load(bi_emit *e, int in_vid, const char *var, const char *offs,
-                             const char *mask, const char *other, int indent, mk_buf *out) {
+                             const char *mask, const char *other, int indent, mk_buf *out,
+                             bool with_bias) {
   const bi_plan *p = e->p;
   bool strided = direct_input_strided(e, in_vid);
-  int bias = bi_folded_bias(e, in_vid);
+  int bias = with_bias ? bi_folded_bias(e, in_vid) : -1;
   int R = p->g->values[in_vid].rank;
   mk_buf_printf(out, "%s = tl.load(", var);
   bi_run_name(p, in_vid, out);
@@ -173,7 +174,7 @@ int bi_pro_load(bi_emit *e, int s, int in_vid, const char *var, const char *offs
   if (st->pro_norm >= 0)
     return bi_norm_load(e, st->pro_norm, var, offs, mask, other, indent, out, err);
   mk_buf_indent(out, indent);
-  if (st->pro < 0) return direct_input_load(e, in_vid, var, offs, mask, other, indent, out);
+  if (st->pro < 0) return direct_input_load(e, in_vid, var, offs, mask, other, indent, out, true);
   mk_buf_puts(out, "# fused prologue\n");
   bi_ew_bind nobind = {.value = -1, .var = NULL};
   int rc = bi_ew_body(e, st->pro, "pro_", offs, mask, nobind, false, indent, out, err);
@@ -181,6 +182,12 @@ int bi_pro_load(bi_emit *e, int s, int in_vid, const char *var, const char *offs
   mk_buf_indent(out, indent);
   return mk_buf_printf(out, "%s = tl.where(%s, v%d, %s).to(tl.float32)\n", var, mask,
                        bi_stage_result(e->p, st->pro), other);
+}
+
+int bi_input_load_unbiased(bi_emit *e, int in_vid, const char *var, const char *offs,
+                           const char *mask, const char *other, int indent, mk_buf *out) {
+  mk_buf_indent(out, indent);
+  return direct_input_load(e, in_vid, var, offs, mask, other, indent, out, false);
 }
 
 int bi_anchor_input_shape(bi_emit *e, int s, int in_vid, const char *shape_var, mk_buf *out,

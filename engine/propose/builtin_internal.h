@@ -116,6 +116,11 @@ typedef struct bi_plan {
  * cannot write. Free with bi_plan_free. */
 int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_errmsg *err);
 void bi_plan_free(bi_plan *p);
+/* Drops the plan's norms applied on load (apply_into / pro_norm): each such
+ * norm is written by its own kernel and stored, as without them. */
+void bi_plan_store_norms(bi_plan *p);
+/* True if the plan has a norm applied on load. */
+bool bi_plan_norm_on_load(const bi_plan *p);
 /* Value ids produced inside stage s and read outside it (by a later stage
  * not fused with it, or as a subkernel output). Returns the count. */
 int bi_stage_stored(const bi_plan *p, int s, int *out, int max);
@@ -160,6 +165,10 @@ typedef struct bi_config {
                                  0 no, 1 truncation, 2 to nearest */
   int norm_split;   /* norms: programs per row (0: one program loops over its row;
                        -1: several whole rows per program in registers) */
+  /* A norm the plan lets its pool apply while loading (apply_into) is
+   * normalised and stored by its own kernel instead, for the pool to read:
+   * the verifier picks between the two (builtin_propose.c). */
+  bool norm_stored;
 } bi_config;
 
 typedef struct bi_emit {
@@ -187,6 +196,11 @@ typedef struct bi_emit {
   bool need_gn_affine;    /* _mk_gn_affine is used (builtin_conv.c) */
   bool need_bn_affine;    /* _mk_bn_affine is used (builtin_conv.c) */
   bool need_tf32_round;   /* _mk_tf32_round is used (builtin_conv.c, "tf32p") */
+  /* The anchor loading through a norm applied on load (pro_norm) names the
+   * (sample * C + channel) index of the element it loads, the same for every
+   * tap of one output (a pool: its "t"), so the norm's scale and shift are
+   * loaded once per output. NULL: computed from the offsets. */
+  const char *nc_index;
   /* Last stage an implicit-GEMM convolution computed with its chain; the
    * stages up to it are not emitted again (-1: none). */
   int chain_end;
@@ -339,6 +353,9 @@ int bi_norm_load_params(bi_emit *e, int norm, const char *in_shape_var, mk_buf *
                         mk_errmsg *err);
 int bi_norm_load(bi_emit *e, int norm, const char *var, const char *offs, const char *mask,
                  const char *other, int indent, mk_buf *out, mk_errmsg *err);
+/* With e->nc_index set: the lines loading the norm's scale and shift of the
+ * current output once, before its taps (mask: the output's). */
+int bi_norm_load_once(bi_emit *e, const char *mask, int indent, mk_buf *out);
 
 /* ---- fused prologues and epilogues (builtin_fuse.c) ---------------------- */
 
@@ -361,6 +378,11 @@ int bi_pro_params(bi_emit *e, int s, int in_vid, const char *in_shape_var, mk_bu
                   mk_buf *call, mk_errmsg *err);
 int bi_pro_load(bi_emit *e, int s, int in_vid, const char *var, const char *offs,
                 const char *mask, const char *other, int indent, mk_buf *out, mk_errmsg *err);
+/* The direct load of input in_vid (no prologue) without the conv bias folded
+ * into it: the caller adds the bias another way (a norm applied on load
+ * folds it into its shift). */
+int bi_input_load_unbiased(bi_emit *e, int in_vid, const char *var, const char *offs,
+                           const char *mask, const char *other, int indent, mk_buf *out);
 /* The launcher expression for the anchor's input tensor (materialised by an
  * earlier stage or a subkernel input), used for shapes: "v12". When the input
  * comes from a fused prologue, the prologue's broadcast shape variable. */

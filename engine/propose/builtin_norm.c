@@ -523,12 +523,21 @@ bool bi_norm_applies_on_load(const mk_graph *g, const mk_node *n) {
  * row's statistics (its partials combined, or the running statistics) into
  * a scale and shift for each (sample, channel) the row covers, y = x * sc +
  * sh (running statistics updated as torch does). */
+/* The conv bias folded into the loads of a norm's input, when that norm is
+ * applied on load and reads its input directly: the affine kernel adds it to
+ * the shift ((x + b) * sc + sh = x * sc + (sh + b * sc)), so the applying
+ * kernel loads the input as it is. -1: none. */
+static int bias_in_shift(const bi_emit *e, int s, const norm_info *ni) {
+  return e->p->st[s].pro < 0 ? bi_folded_bias(e, ni->in) : -1;
+}
+
 static int emit_affine_kernel(bi_emit *e, int s, const norm_info *ni, const char *kname,
                               mk_errmsg *err) {
   mk_buf *k = e->kernels;
   mk_buf sig;
   mk_buf_init(&sig, 256);
   param_sig(ni, &sig);
+  if (bias_in_shift(e, s, ni) >= 0) mk_buf_puts(&sig, "cb_ptr, ");
   mk_buf_printf(k, "\n\n@triton.jit\ndef %s(part_ptr, %ssc_ptr, sh_ptr, NPART, NB, NC, CG,\n"
                    "        SPLIT: tl.constexpr, BLOCK: tl.constexpr):\n", kname, mk_buf_cstr(&sig));
   mk_buf_free(&sig);
@@ -573,6 +582,8 @@ static int emit_affine_kernel(bi_emit *e, int s, const norm_info *ni, const char
   if (ni->weight >= 0) mk_buf_puts(k, "        sc = sc * tl.load(w_ptr + c, mask=ok, other=1.0)\n");
   mk_buf_puts(k, "        sh = -gmean * sc\n");
   if (ni->bias >= 0) mk_buf_puts(k, "        sh = sh + tl.load(b_ptr + c, mask=ok, other=0.0)\n");
+  if (bias_in_shift(e, s, ni) >= 0)
+    mk_buf_puts(k, "        sh = sh + tl.load(cb_ptr + c, mask=ok, other=0.0) * sc  # the conv bias\n");
   mk_buf_puts(k, "        tl.store(sc_ptr + n * NC + c, sc, mask=ok)\n"
                  "        tl.store(sh_ptr + n * NC + c, sh, mask=ok)\n");
   (void)err;
@@ -621,6 +632,11 @@ static int emit_stats_only(bi_emit *e, int s, const norm_info *ni, mk_errmsg *er
     mk_buf call;
     mk_buf_init(&call, 256);
     param_call(p, ni, &call);
+    int cb = bias_in_shift(e, s, ni);
+    if (cb >= 0) {
+      bi_run_name(p, cb, &call);
+      mk_buf_puts(&call, ".contiguous(), ");
+    }
     const char *cg = ni->kind == N_GROUP ? "c%d // %lld" : "1";
     char cgv[64];
     snprintf(cgv, sizeof cgv, cg, res, ni->groups);
@@ -671,6 +687,14 @@ int bi_norm_load_params(bi_emit *e, int norm, const char *in_shape_var, mk_buf *
   return bi_ew_params(e, st->epi, "nepi_", in_shape_var, bind, sig, call, err);
 }
 
+int bi_norm_load_once(bi_emit *e, const char *mask, int indent, mk_buf *out) {
+  if (e->nc_index == NULL) return out->err;
+  mk_buf_indent(out, indent);
+  mk_buf_printf(out, "nrm_sc = tl.load(nrm_sc_ptr + %s, mask=%s, other=0.0)\n", e->nc_index, mask);
+  mk_buf_indent(out, indent);
+  return mk_buf_printf(out, "nrm_sh = tl.load(nrm_sh_ptr + %s, mask=%s, other=0.0)\n", e->nc_index, mask);
+}
+
 int bi_norm_load(bi_emit *e, int norm, const char *var, const char *offs, const char *mask,
                  const char *other, int indent, mk_buf *out, mk_errmsg *err) {
   const bi_plan *p = e->p;
@@ -682,13 +706,18 @@ int bi_norm_load(bi_emit *e, int norm, const char *var, const char *offs, const 
   mk_buf_indent(out, indent);
   mk_buf_printf(out, "# %s (line %d) applied while loading: scale and shift per (sample, channel)\n",
                 kind_name(ni.kind), n->span.line);
-  rc = bi_pro_load(e, norm, ni.in, "xn", offs, mask, "0.0", indent, out, err);
+  if (bias_in_shift(e, norm, &ni) >= 0)
+    rc = bi_input_load_unbiased(e, ni.in, "xn", offs, mask, "0.0", indent, out);
+  else
+    rc = bi_pro_load(e, norm, ni.in, "xn", offs, mask, "0.0", indent, out, err);
   if (rc) return rc;
   mk_buf_indent(out, indent);
-  mk_buf_printf(out, "ncn = (%s) // nrm_S\n", offs);
-  mk_buf_indent(out, indent);
-  mk_buf_printf(out, "yn = xn * tl.load(nrm_sc_ptr + ncn, mask=%s, other=0.0) + "
-                     "tl.load(nrm_sh_ptr + ncn, mask=%s, other=0.0)\n", mask, mask);
+  if (e->nc_index)
+    mk_buf_printf(out, "yn = xn * nrm_sc + nrm_sh  # loaded once per output\n");
+  else
+    mk_buf_printf(out, "yn = xn * tl.load(nrm_sc_ptr + (%s) // nrm_S, mask=%s, other=0.0) + "
+                       "tl.load(nrm_sh_ptr + (%s) // nrm_S, mask=%s, other=0.0)\n",
+                  offs, mask, offs, mask);
   char rv[32] = "yn";
   if (st->epi >= 0) {
     mk_buf_indent(out, indent);

@@ -285,6 +285,10 @@ static int norm_feeding(const bi_plan *p, int s) {
   const bi_stage *a = &p->st[s];
   if (a->kind != BI_POOL || a->pro >= 0 || s < 1) return -1;
   const mk_node *an = &p->g->nodes[a->nodes[0]];
+  /* A pool over the dims after (sample, channel): every tap of one output
+   * lies in one (sample, channel), whose scale and shift it loads once. */
+  bi_pool_info pi;
+  if (bi_pool_parse(p->g, an, &pi, NULL) || pi.rank != pi.nd + 2) return -1;
   int in = anchor_input(p, s);
   if (in < 0) in = bi_arg_tensor(bi_arg(an, 0, "self"));
   int uses = 0;
@@ -388,6 +392,16 @@ int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_er
   decide_fusion(out);
   decide_norm_on_load(out);
   return 0;
+}
+
+void bi_plan_store_norms(bi_plan *p) {
+  for (int s = 0; s < p->nst; s++) p->st[s].apply_into = p->st[s].pro_norm = -1;
+}
+
+bool bi_plan_norm_on_load(const bi_plan *p) {
+  for (int s = 0; s < p->nst; s++)
+    if (p->st[s].apply_into >= 0) return true;
+  return false;
 }
 
 void bi_plan_free(bi_plan *p) {

@@ -205,6 +205,12 @@ int bi_emit_pool_stage(bi_emit *e, int s, mk_errmsg *err) {
       for (int d = 0; d < nd; d++)
         mk_buf_printf(k, "    lo%d = (o%d * I%d) // O%d\n    hi%d = ((o%d + 1) * I%d + O%d - 1) // O%d\n",
                       d, d, d, d, d, d, d, d, d);
+    /* A norm applied on load: t is the output's (sample * C + channel),
+     * every tap's too (the plan asks rank = spatial dims + 2). */
+    if (st->pro_norm >= 0) {
+      e->nc_index = "t";
+      bi_norm_load_once(e, "mask", 4, k);
+    }
     if (pi.is_max) mk_buf_puts(k, "    acc = tl.full([BLOCK], float(\"-inf\"), dtype=tl.float32)\n");
     else mk_buf_puts(k, "    acc = tl.zeros([BLOCK], dtype=tl.float32)\n");
     int ind = open_loops(&pi, unroll, k);
@@ -219,6 +225,7 @@ int bi_emit_pool_stage(bi_emit *e, int s, mk_errmsg *err) {
     char okv[16];
     snprintf(okv, sizeof okv, "ok%d", nd - 1);
     rc = bi_pro_load(e, s, pi.in, "x", "pin", okv, pi.is_max ? "float(\"-inf\")" : "0.0", ind, k, err);
+    e->nc_index = NULL;
   }
   if (!rc) {
     int ind = 4 + 4 * nd;

@@ -287,16 +287,16 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
 
 /* Pools that apply the norm they read while loading (builtin_plan.c,
  * decide_norm_on_load): group, batch (training and eval) and instance norms,
- * with prologues and epilogues, padded windows, 2-d and 3-d: every
- * configuration of the whole graph in one subkernel (row loops and split
- * rows; where the convolution is not an implicit GEMM, the norms after it
- * are the plan's own). */
+ * with prologues and epilogues, padded windows, 2-d and 3-d: the whole graph
+ * in one subkernel, its first twelve configurations (cuDNN's convolution in
+ * both layouts, row loops, split rows and rows in registers, each applying
+ * configuration with its twin that stores the norm). */
 MK_TEST(propose_e2e, pools_applying_norms_match_reference) {
   if (!python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
-  run_fixture_as("norm_pools.json", 0, true);
+  run_fixture_as("norm_pools.json", 12, true);
 }
 
 /* The "tf32x3p" implicit GEMMs split input and weight into TF32 high and low
