@@ -4,7 +4,8 @@
 # test run on the GPU (data made by the PyTorch Model on the GPU, TF32 off).
 #   level 2: a committed H200 result (docs/bench/conv-layout-h200/modelnew/,
 #            Triton kernels: exported with --kernels-as-pytorch), or $EXPORT_L2
-#   level 3: evolved here with --backend cuda (120 s of search), or $EXPORT_L3
+#   level 3: evolved here with --backend cuda ($EXPORT_L3_BUDGET s of search, 120 by
+#            default), or $EXPORT_L3
 #            (a ModelNew file) to skip the evolve
 # Each export is first tried without --kernels-as-pytorch (the refusal naming
 # the Triton subkernels is logged), then with it; the level-3 composition
@@ -108,7 +109,8 @@ l3=${EXPORT_L3:-}
 if [ -z "$l3" ]; then
   l3=$OUT/level3_25_ShuffleNetUnit.modelnew.py
   start=$(date +%s)
-  timeout 240 "$MK" evolve "$KB/level3/25_ShuffleNetUnit.py" --backend cuda --time-budget 120 \
+  budget=${EXPORT_L3_BUDGET:-120}
+  timeout $(( budget + 120 )) "$MK" evolve "$KB/level3/25_ShuffleNetUnit.py" --backend cuda --time-budget "$budget" \
     --workdir /tmp/mk-export-evolve -o "$l3" > "$OUT/evolve-level3.log" 2>&1
   echo "evolve level3 25_ShuffleNetUnit --backend cuda: exit $? in $(( $(date +%s) - start )) s" | tee -a "$summary"
 fi
