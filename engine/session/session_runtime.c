@@ -323,6 +323,13 @@ static void on_verified(void *data, const mk_verify_result *v) {
   if (req->composition && r.status != MK_EVAL_OK && r.status != MK_EVAL_CANCELLED && !m->final_failure[0])
     snprintf(m->final_failure, sizeof m->final_failure, "%s%s%.200s", mk_eval_status_name(r.status),
              r.reason[0] ? ": " : "", r.reason);
+  /* The search does not accept a first composition that passed only within
+   * the reference's own TF32 error (search.c, on_final): say so where the
+   * kept PyTorch subkernels explain themselves. */
+  if (req->composition && r.status == MK_EVAL_OK && r.ref_tf32_noise > 0 && !m->final_failure[0])
+    snprintf(m->final_failure, sizeof m->final_failure,
+             "it passed only within the reference's own TF32 error (%.2g), and KernelBench "
+             "compares with the reference itself", r.ref_tf32_noise);
   if (req->candidate && r.status != MK_EVAL_CANCELLED) {
     m->cand_done++;
     m->cand_ok += r.status == MK_EVAL_OK;
