@@ -155,6 +155,43 @@ static int open_loops(const bi_pool_info *pi, bool unroll, mk_buf *k) {
   return ind;
 }
 
+/* A pool reading a channels_last tensor directly (it was made in this module
+ * in that layout): where the general strided load splits every tap's flat
+ * offset into four indices (a division and a remainder each), the output's
+ * (sample, channel) part of the address and its folded conv bias are the
+ * same for all its taps (t = sample * C + channel, the pool running over the
+ * dims after them), so they are computed once. The launcher passes the
+ * input's dims and strides (direct_input_params). */
+static void strided_base_lines(bi_emit *e, const bi_pool_info *pi, mk_buf *k) {
+  mk_buf name;
+  mk_buf_init(&name, 64);
+  bi_run_name(e->p, pi->in, &name);
+  const char *v = mk_buf_cstr(&name);
+  mk_buf_printf(k, "    xb = (t // %s_D1) * %s_S0 + (t %% %s_D1) * %s_S1  # the output's (sample, channel)\n",
+                v, v, v, v);
+  if (bi_folded_bias(e, pi->in) >= 0)
+    mk_buf_printf(k, "    xbias = tl.load(%s_bias_ptr + t %% %s_D1, mask=mask, other=0)  # conv bias, folded\n",
+                  v, v);
+  mk_buf_free(&name);
+}
+
+static void strided_tap_load(bi_emit *e, const bi_pool_info *pi, const char *ok, const char *other,
+                             int ind, mk_buf *k) {
+  mk_buf name;
+  mk_buf_init(&name, 64);
+  bi_run_name(e->p, pi->in, &name);
+  const char *v = mk_buf_cstr(&name);
+  mk_buf_indent(k, ind);
+  mk_buf_printf(k, "x = tl.load(%s_ptr + xb", v);
+  for (int d = 0; d < pi->nd; d++) mk_buf_printf(k, " + i%d * %s_S%d", d, v, d + 2);
+  mk_buf_printf(k, ", mask=%s, other=%s).to(tl.float32)\n", ok, other);
+  if (bi_folded_bias(e, pi->in) >= 0) {
+    mk_buf_indent(k, ind);
+    mk_buf_printf(k, "x = tl.where(%s, x + xbias, %s)\n", ok, other);
+  }
+  mk_buf_free(&name);
+}
+
 int bi_emit_pool_stage(bi_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
@@ -171,6 +208,9 @@ int bi_emit_pool_stage(bi_emit *e, int s, mk_errmsg *err) {
   long long taps = 1;
   for (int d = 0; d < nd; d++) taps *= pi.adaptive ? 4 : pi.k[d];
   bool unroll = taps <= 64;
+  /* A channels_last input read directly: its (sample, channel) part of the
+   * address, and its folded bias, once per output. */
+  bool strided = st->pro < 0 && st->pro_norm < 0 && pi.rank == nd + 2 && bi_is_cl_value(e, pi.in);
   mk_buf kname, sig, call;
   mk_buf_init(&kname, 256);
   mk_buf_init(&sig, 0);
@@ -211,6 +251,7 @@ int bi_emit_pool_stage(bi_emit *e, int s, mk_errmsg *err) {
       e->nc_index = "t";
       bi_norm_load_once(e, "mask", 4, k);
     }
+    if (strided) strided_base_lines(e, &pi, k);
     if (pi.is_max) mk_buf_puts(k, "    acc = tl.full([BLOCK], float(\"-inf\"), dtype=tl.float32)\n");
     else mk_buf_puts(k, "    acc = tl.zeros([BLOCK], dtype=tl.float32)\n");
     int ind = open_loops(&pi, unroll, k);
@@ -224,7 +265,10 @@ int bi_emit_pool_stage(bi_emit *e, int s, mk_errmsg *err) {
     mk_buf_puts(k, "\n");
     char okv[16];
     snprintf(okv, sizeof okv, "ok%d", nd - 1);
-    rc = bi_pro_load(e, s, pi.in, "x", "pin", okv, pi.is_max ? "float(\"-inf\")" : "0.0", ind, k, err);
+    if (strided)
+      strided_tap_load(e, &pi, okv, pi.is_max ? "float(\"-inf\")" : "0.0", ind, k);
+    else
+      rc = bi_pro_load(e, s, pi.in, "x", "pin", okv, pi.is_max ? "float(\"-inf\")" : "0.0", ind, k, err);
     e->nc_index = NULL;
   }
   if (!rc) {

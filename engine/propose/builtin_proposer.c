@@ -18,7 +18,8 @@ static int builtin_propose(void *self, const mk_propose_request *req, mk_propose
   return 0;
 }
 
-/* Only the Triton generator has the implicit-GEMM chains. */
+/* Only the Triton generator has the implicit-GEMM chains and the norms
+ * applied by the pools that read them. */
 static bool builtin_fuses(void *self, const mk_graph *g, const mk_subkernel *sk,
                           mk_kernel_backend backend) {
   (void)self;
