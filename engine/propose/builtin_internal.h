@@ -199,7 +199,7 @@ typedef struct bi_emit {
   /* The anchor loading through a norm applied on load (pro_norm) names the
    * (sample * C + channel) index of the element it loads, the same for every
    * tap of one output (a pool: its "t"), so the norm's scale and shift are
-   * loaded once per output. NULL: computed from the offsets. */
+   * loaded once per output (bi_norm_load_once); bi_norm_load requires it. */
   const char *nc_index;
   /* Last stage an implicit-GEMM convolution computed with its chain; the
    * stages up to it are not emitted again (-1: none). */

@@ -590,6 +590,25 @@ static int emit_affine_kernel(bi_emit *e, int s, const norm_info *ni, const char
   return k->err;
 }
 
+/* Launcher lines every layout of a norm starts with: what the stage
+ * replaces (with its prologue and epilogue), `note` when given, the input's
+ * shape and device (in<res>, in<res>_device) and the row layout numbers. */
+static int launcher_head(bi_emit *e, int s, const norm_info *ni, int res, const char *note,
+                         mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  mk_buf *b = e->body;
+  char in_shape[32];
+  snprintf(in_shape, sizeof in_shape, "in%d", res);
+  bi_stage_comment(p, s, 4, b);
+  if (st->pro >= 0) bi_stage_comment(p, st->pro, 4, b);
+  if (st->epi >= 0) bi_stage_comment(p, st->epi, 4, b);
+  if (note) mk_buf_puts(b, note);
+  int rc = bi_anchor_input_shape(e, s, ni->in, in_shape, b, err);
+  if (!rc) shape_lines(ni, res, b);
+  return rc ? rc : b->err;
+}
+
 /* A norm whose reader applies it (apply_into): its statistics alone, as
  * nsc<res> / nsh<res>, the (N, C) scale and shift the reader loads. */
 static int emit_stats_only(bi_emit *e, int s, const norm_info *ni, mk_errmsg *err) {
@@ -617,15 +636,12 @@ static int emit_stats_only(bi_emit *e, int s, const norm_info *ni, mk_errmsg *er
   if (!rc) rc = emit_affine_kernel(e, s, ni, mk_buf_cstr(&kaff), err);
   mk_buf *b = e->body;
   if (!rc) {
-    bi_stage_comment(p, s, 4, b);
-    if (st->pro >= 0) bi_stage_comment(p, st->pro, 4, b);
-    if (st->epi >= 0) bi_stage_comment(p, st->epi, 4, b);
-    mk_buf_printf(b, "    # statistics only: the kernel of line %d applies the norm while it loads\n",
-                  p->g->nodes[p->st[st->apply_into].nodes[0]].span.line);
-    rc = bi_anchor_input_shape(e, s, ni->in, in_shape, b, err);
+    char note[128];
+    snprintf(note, sizeof note, "    # statistics only: the kernel of line %d applies the norm while it loads\n",
+             p->g->nodes[p->st[st->apply_into].nodes[0]].span.line);
+    rc = launcher_head(e, s, ni, res, note, err);
   }
   if (!rc) {
-    shape_lines(ni, res, b);
     mk_buf_printf(b, "    nsc%d = torch.empty((%s[0], %s[1]), device=%s, dtype=torch.float32)\n"
                      "    nsh%d = torch.empty((%s[0], %s[1]), device=%s, dtype=torch.float32)\n",
                   res, in_shape, in_shape, dev, res, in_shape, in_shape, dev);
@@ -680,8 +696,8 @@ int bi_norm_load_params(bi_emit *e, int norm, const char *in_shape_var, mk_buf *
   int rc = parse(p->g, n, &ni, err);
   if (!rc) rc = bi_pro_params(e, norm, ni.in, in_shape_var, sig, call, err);
   if (rc) return rc;
-  mk_buf_puts(sig, "nrm_sc_ptr, nrm_sh_ptr, nrm_S, ");
-  mk_buf_printf(call, "nsc%d, nsh%d, math.prod(%s[2:]), ", n->outputs[0], n->outputs[0], in_shape_var);
+  mk_buf_puts(sig, "nrm_sc_ptr, nrm_sh_ptr, ");
+  mk_buf_printf(call, "nsc%d, nsh%d, ", n->outputs[0], n->outputs[0]);
   if (st->epi < 0) return sig->err ? sig->err : call->err;
   bi_ew_bind bind = {.value = n->outputs[0], .var = "yn"};
   return bi_ew_params(e, st->epi, "nepi_", in_shape_var, bind, sig, call, err);
@@ -703,6 +719,9 @@ int bi_norm_load(bi_emit *e, int norm, const char *var, const char *offs, const 
   norm_info ni;
   int rc = parse(p->g, n, &ni, err);
   if (rc) return rc;
+  if (e->nc_index == NULL) /* the applying kernel's bi_norm_load_once comes first */
+    return mk_errf(err, MK_EINVAL, "line %d: a norm applied on load needs its reader's "
+                   "(sample, channel) index", n->span.line);
   mk_buf_indent(out, indent);
   mk_buf_printf(out, "# %s (line %d) applied while loading: scale and shift per (sample, channel)\n",
                 kind_name(ni.kind), n->span.line);
@@ -712,12 +731,7 @@ int bi_norm_load(bi_emit *e, int norm, const char *var, const char *offs, const 
     rc = bi_pro_load(e, norm, ni.in, "xn", offs, mask, "0.0", indent, out, err);
   if (rc) return rc;
   mk_buf_indent(out, indent);
-  if (e->nc_index)
-    mk_buf_printf(out, "yn = xn * nrm_sc + nrm_sh  # loaded once per output\n");
-  else
-    mk_buf_printf(out, "yn = xn * tl.load(nrm_sc_ptr + (%s) // nrm_S, mask=%s, other=0.0) + "
-                       "tl.load(nrm_sh_ptr + (%s) // nrm_S, mask=%s, other=0.0)\n",
-                  offs, mask, offs, mask);
+  mk_buf_printf(out, "yn = xn * nrm_sc + nrm_sh  # loaded once per output\n");
   char rv[32] = "yn";
   if (st->epi >= 0) {
     mk_buf_indent(out, indent);
@@ -813,12 +827,8 @@ int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
     }
     if (!rc) {
       mk_buf *b = e->body;
-      bi_stage_comment(p, s, 4, b);
-      if (st->pro >= 0) bi_stage_comment(p, st->pro, 4, b);
-      if (st->epi >= 0) bi_stage_comment(p, st->epi, 4, b);
-      rc = bi_anchor_input_shape(e, s, ni.in, in_shape, b, err);
+      rc = launcher_head(e, s, &ni, res, NULL, err);
       if (!rc) {
-        shape_lines(&ni, res, b);
         mk_buf_printf(b, "    %s = tuple(%s)\n", out_shape, in_shape);
         rc = bi_epi_alloc(e, s, out_shape, dev, b, err);
       }
@@ -846,12 +856,8 @@ int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
   }
   if (!rc && !split) {
     mk_buf *b = e->body;
-    bi_stage_comment(p, s, 4, b);
-    if (st->pro >= 0) bi_stage_comment(p, st->pro, 4, b);
-    if (st->epi >= 0) bi_stage_comment(p, st->epi, 4, b);
-    rc = bi_anchor_input_shape(e, s, ni.in, in_shape, b, err);
+    rc = launcher_head(e, s, &ni, res, NULL, err);
     if (!rc) {
-      shape_lines(&ni, res, b);
       mk_buf_printf(b, "    %s = tuple(%s)\n", out_shape, in_shape);
       rc = bi_epi_alloc(e, s, out_shape, dev, b, err);
     }

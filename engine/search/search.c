@@ -1195,11 +1195,12 @@ static bool graph_worth_trying(const mk_search *s) {
   return s->cfg.try_cuda_graph && s->ev.timed && !s->cancelled && s->res->final.time_ms > 0;
 }
 
-/* True if a chosen variant passed only the TF32-aware comparison. */
-static bool chose_widened(const mk_search *s) {
+/* How many chosen variants passed only the TF32-aware comparison. */
+static int chosen_widened(const mk_search *s) {
+  int n = 0;
   for (int i = 0; i < s->part.nsubkernels; i++)
-    if (s->st[i].chosen > 0 && passed_widened(&s->st[i].variants[s->st[i].chosen])) return true;
-  return false;
+    n += s->st[i].chosen > 0 && passed_widened(&s->st[i].variants[s->st[i].chosen]);
+  return n;
 }
 
 static void on_final(void *data, const mk_eval_result *r) {
@@ -1229,10 +1230,9 @@ static void on_final(void *data, const mk_eval_result *r) {
   if ((r->status == MK_EVAL_OK && !slower && !widened) || r->status == MK_EVAL_CANCELLED ||
       s->cancelled || s->final_round >= 2) {
     s->ph = r->status == MK_EVAL_OK && graph_worth_trying(s) ? PH_GRAPH : PH_DONE;
-  } else if (s->final_round == 0 && !s->plain_only && !slower && chose_widened(s)) {
+  } else if (s->final_round == 0 && !s->plain_only && !slower && chosen_widened(s) > 0) {
     s->plain_only = true;
-    for (int i = 0; i < s->part.nsubkernels; i++)
-      if (s->st[i].chosen > 0 && passed_widened(&s->st[i].variants[s->st[i].chosen])) s->res->reverted++;
+    s->res->reverted += chosen_widened(s);
   } else {
     s->final_round = slower ? 2 : s->final_round + 1;
     for (int i = 0; i < s->part.nsubkernels; i++)
