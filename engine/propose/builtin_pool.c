@@ -155,28 +155,55 @@ static int open_loops(const bi_pool_info *pi, bool unroll, mk_buf *k) {
   return ind;
 }
 
-/* A pool reading a channels_last tensor directly (it was made in this module
- * in that layout): where the general strided load splits every tap's flat
- * offset into four indices (a division and a remainder each), the output's
- * (sample, channel) part of the address and its folded conv bias are the
- * same for all its taps (t = sample * C + channel, the pool running over the
- * dims after them), so they are computed once. The launcher passes the
- * input's dims and strides (direct_input_params). */
-static void strided_base_lines(bi_emit *e, const bi_pool_info *pi, mk_buf *k) {
+/* A pool reading a channels_last tensor directly (one this module made in
+ * that layout, e.g. a cuDNN channels_last convolution's output) runs on
+ * [pixels x channels] tiles: its loads run along the channels, contiguous
+ * in that layout, and its stores along the pixels, contiguous in the NCHW
+ * output (flat over the output, lanes on neighbouring pixels loaded
+ * addresses C apart, and every tap split its flat offset into four indices).
+ * The (sample, channel) part of the address and the folded conv bias are
+ * the same for all taps of an output, so they are computed once. The output
+ * indices o<d> and the sample t are [BLOCK, 1] columns, broadcast against
+ * the channels. The launcher passes the input's dims and strides
+ * (direct_input_params). */
+static void tiled_head_lines(bi_emit *e, const bi_pool_info *pi, mk_buf *k) {
   mk_buf name;
   mk_buf_init(&name, 64);
   bi_run_name(e->p, pi->in, &name);
   const char *v = mk_buf_cstr(&name);
-  mk_buf_printf(k, "    xb = (t // %s_D1) * %s_S0 + (t %% %s_D1) * %s_S1  # the output's (sample, channel)\n",
-                v, v, v, v);
+  int nd = pi->nd;
+  mk_buf_puts(k, "    # [pixels x channels] tiles: loads along the channels (channels_last input),\n"
+                 "    # stores along the pixels (NCHW output)\n"
+                 "    pid = tl.program_id(0)\n"
+                 "    lanes = tl.arange(0, BLOCK)\n"
+                 "    cc = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)\n"
+                 "    if IDX64:  # more than 2**31 elements: 64-bit addresses\n"
+                 "        pid = pid.to(tl.int64)\n"
+                 "        lanes = lanes.to(tl.int64)\n"
+                 "        cc = cc.to(tl.int64)\n"
+                 "    pix = pid * BLOCK + lanes  # (sample, *output pixel): numel of them\n");
+  mk_buf_printf(k, "    c_ok = cc < %s_D1\n"
+                   "    mask = (pix < numel)[:, None] & c_ok[None, :]\n"
+                   "    t = pix\n", v);
+  for (int d = nd - 1; d >= 0; d--)
+    mk_buf_printf(k, "    o%d = (t %% O%d)[:, None]\n    t = t // O%d\n", d, d, d);
+  mk_buf_printf(k, "    t = t[:, None]  # the sample\n    offs = (t * %s_D1 + cc[None, :]) * (", v);
+  for (int d = 0; d < nd; d++) mk_buf_printf(k, "%sO%d", d ? " * " : "", d);
+  mk_buf_puts(k, ") + ");
+  for (int d = 0; d < nd; d++) {
+    mk_buf_printf(k, "%so%d", d ? " + " : "", d);
+    for (int d2 = d + 1; d2 < nd; d2++) mk_buf_printf(k, " * O%d", d2);
+  }
+  mk_buf_puts(k, "  # in the NCHW output\n");
+  mk_buf_printf(k, "    xb = t * %s_S0 + (cc * %s_S1)[None, :]  # the (sample, channel) part of the address\n",
+                v, v);
   if (bi_folded_bias(e, pi->in) >= 0)
-    mk_buf_printf(k, "    xbias = tl.load(%s_bias_ptr + t %% %s_D1, mask=mask, other=0)  # conv bias, folded\n",
-                  v, v);
+    mk_buf_printf(k, "    xbias = tl.load(%s_bias_ptr + cc, mask=c_ok, other=0)[None, :]  # conv bias, folded\n", v);
   mk_buf_free(&name);
 }
 
-static void strided_tap_load(bi_emit *e, const bi_pool_info *pi, const char *ok, const char *other,
-                             int ind, mk_buf *k) {
+static void tiled_tap_load(bi_emit *e, const bi_pool_info *pi, const char *ok, const char *other,
+                           int ind, mk_buf *k) {
   mk_buf name;
   mk_buf_init(&name, 64);
   bi_run_name(e->p, pi->in, &name);
@@ -208,9 +235,8 @@ int bi_emit_pool_stage(bi_emit *e, int s, mk_errmsg *err) {
   long long taps = 1;
   for (int d = 0; d < nd; d++) taps *= pi.adaptive ? 4 : pi.k[d];
   bool unroll = taps <= 64;
-  /* A channels_last input read directly: its (sample, channel) part of the
-   * address, and its folded bias, once per output. */
-  bool strided = st->pro < 0 && st->pro_norm < 0 && pi.rank == nd + 2 && bi_is_cl_value(e, pi.in);
+  /* A channels_last input read directly: [pixels x channels] tiles. */
+  bool tiled = st->pro < 0 && st->pro_norm < 0 && pi.rank == nd + 2 && bi_is_cl_value(e, pi.in);
   mk_buf kname, sig, call;
   mk_buf_init(&kname, 256);
   mk_buf_init(&sig, 0);
@@ -226,21 +252,25 @@ int bi_emit_pool_stage(bi_emit *e, int s, mk_errmsg *err) {
     for (int d = 0; d < nd; d++) mk_buf_printf(k, "O%d, ", d);
     if (pi.adaptive)
       for (int d = 0; d < nd; d++) mk_buf_printf(k, "KMAX%d: tl.constexpr, ", d);
-    mk_buf_puts(k, "BLOCK: tl.constexpr, IDX64: tl.constexpr):\n");
+    mk_buf_printf(k, "BLOCK: tl.constexpr, IDX64: tl.constexpr%s):\n", tiled ? ", BLOCK_C: tl.constexpr" : "");
     bi_stage_comment(p, s, 4, k);
-    mk_buf_puts(k, "    pid = tl.program_id(0)\n"
-                   "    lanes = tl.arange(0, BLOCK)\n"
-                   "    if IDX64:  # more than 2**31 elements: 64-bit addresses\n"
-                   "        pid = pid.to(tl.int64)\n"
-                   "        lanes = lanes.to(tl.int64)\n"
-                   "    offs = pid * BLOCK + lanes\n"
-                   "    mask = offs < numel\n"
-                   "    t = offs\n");
-    for (int d = nd - 1; d >= 0; d--)
-      mk_buf_printf(k, "    o%d = t %% O%d\n    t = t // O%d\n", d, d, d);
-    mk_buf_puts(k, "    base = t * (");
-    for (int d = 0; d < nd; d++) mk_buf_printf(k, "%sI%d", d ? " * " : "", d);
-    mk_buf_puts(k, ")\n");
+    if (tiled) {
+      tiled_head_lines(e, &pi, k);
+    } else {
+      mk_buf_puts(k, "    pid = tl.program_id(0)\n"
+                     "    lanes = tl.arange(0, BLOCK)\n"
+                     "    if IDX64:  # more than 2**31 elements: 64-bit addresses\n"
+                     "        pid = pid.to(tl.int64)\n"
+                     "        lanes = lanes.to(tl.int64)\n"
+                     "    offs = pid * BLOCK + lanes\n"
+                     "    mask = offs < numel\n"
+                     "    t = offs\n");
+      for (int d = nd - 1; d >= 0; d--)
+        mk_buf_printf(k, "    o%d = t %% O%d\n    t = t // O%d\n", d, d, d);
+      mk_buf_puts(k, "    base = t * (");
+      for (int d = 0; d < nd; d++) mk_buf_printf(k, "%sI%d", d ? " * " : "", d);
+      mk_buf_puts(k, ")\n");
+    }
     if (pi.adaptive)
       for (int d = 0; d < nd; d++)
         mk_buf_printf(k, "    lo%d = (o%d * I%d) // O%d\n    hi%d = ((o%d + 1) * I%d + O%d - 1) // O%d\n",
@@ -251,24 +281,25 @@ int bi_emit_pool_stage(bi_emit *e, int s, mk_errmsg *err) {
       e->nc_index = "t";
       bi_norm_load_once(e, "mask", 4, k);
     }
-    if (strided) strided_base_lines(e, &pi, k);
-    if (pi.is_max) mk_buf_puts(k, "    acc = tl.full([BLOCK], float(\"-inf\"), dtype=tl.float32)\n");
-    else mk_buf_puts(k, "    acc = tl.zeros([BLOCK], dtype=tl.float32)\n");
+    const char *tile = tiled ? "[BLOCK, BLOCK_C]" : "[BLOCK]";
+    if (pi.is_max) mk_buf_printf(k, "    acc = tl.full(%s, float(\"-inf\"), dtype=tl.float32)\n", tile);
+    else mk_buf_printf(k, "    acc = tl.zeros(%s, dtype=tl.float32)\n", tile);
     int ind = open_loops(&pi, unroll, k);
-    mk_buf_indent(k, ind);
-    mk_buf_puts(k, "pin = base + ");
-    for (int d = 0; d < nd; d++) {
-      if (d) mk_buf_puts(k, " + ");
-      mk_buf_printf(k, "i%d", d);
-      for (int d2 = d + 1; d2 < nd; d2++) mk_buf_printf(k, " * I%d", d2);
-    }
-    mk_buf_puts(k, "\n");
     char okv[16];
     snprintf(okv, sizeof okv, "ok%d", nd - 1);
-    if (strided)
-      strided_tap_load(e, &pi, okv, pi.is_max ? "float(\"-inf\")" : "0.0", ind, k);
-    else
+    if (tiled) {
+      tiled_tap_load(e, &pi, okv, pi.is_max ? "float(\"-inf\")" : "0.0", ind, k);
+    } else {
+      mk_buf_indent(k, ind);
+      mk_buf_puts(k, "pin = base + ");
+      for (int d = 0; d < nd; d++) {
+        if (d) mk_buf_puts(k, " + ");
+        mk_buf_printf(k, "i%d", d);
+        for (int d2 = d + 1; d2 < nd; d2++) mk_buf_printf(k, " * I%d", d2);
+      }
+      mk_buf_puts(k, "\n");
       rc = bi_pro_load(e, s, pi.in, "x", "pin", okv, pi.is_max ? "float(\"-inf\")" : "0.0", ind, k, err);
+    }
     e->nc_index = NULL;
   }
   if (!rc) {
@@ -330,7 +361,21 @@ int bi_emit_pool_stage(bi_emit *e, int s, mk_errmsg *err) {
     mk_buf_printf(b, "    %s = tuple(%s[:%d]) + osz%d\n", out_shape, in_shape, lead, res);
     mk_buf_printf(b, "    numel%d = math.prod(%s)\n", res, out_shape);
     rc = bi_epi_alloc(e, s, out_shape, dev, b, err);
-    if (!rc) {
+    if (!rc && tiled) {
+      /* [pixels x channels] tiles of about BLOCK elements; numel counts the pixels. */
+      mk_buf_printf(b, "    bc%d = min(64, triton.next_power_of_2(max(%s[1], 1)))\n"
+                       "    bp%d = max(16, %d // bc%d)\n"
+                       "    npix%d = numel%d // max(%s[1], 1)\n"
+                       "    if numel%d > 0:\n"
+                       "        %s[(triton.cdiv(npix%d, bp%d), triton.cdiv(%s[1], bc%d))](\n"
+                       "            %snpix%d, *sp%d, *osz%d, BLOCK=bp%d, ",
+                    res, in_shape, res, e->cfg->block, res, res, res, in_shape, res,
+                    mk_buf_cstr(&kname), res, res, in_shape, res, mk_buf_cstr(&call), res, res, res, res);
+      if (pi.adaptive)
+        for (int d = 0; d < nd; d++) mk_buf_printf(b, "KMAX%d=kmax%d[%d], ", d, res, d);
+      mk_buf_printf(b, "\n            IDX64=max(numel%d, math.prod(%s)) >= 2**31, BLOCK_C=bc%d, num_warps=%d)\n",
+                    res, in_shape, res, e->cfg->warps);
+    } else if (!rc) {
       mk_buf_printf(b, "    if numel%d > 0:\n        %s[(triton.cdiv(numel%d, %d),)](\n            %snumel%d, ",
                     res, mk_buf_cstr(&kname), res, e->cfg->block, mk_buf_cstr(&call), res);
       mk_buf_printf(b, "*sp%d, *osz%d, ", res, res);

@@ -836,3 +836,36 @@ MK_TEST(propose, pools_apply_the_norm_they_read) {
   mk_subkernel_free(&sk);
   mk_graph_free(g);
 }
+
+/* A pool reading a channels_last convolution output of its module runs on
+ * [pixels x channels] tiles (loads along the channels, the conv bias and the
+ * (sample, channel) address once per output); after an NCHW convolution it
+ * stays flat over the output. */
+MK_TEST(propose, pools_over_channels_last_values_run_on_channel_tiles) {
+  mk_graph *g = load("propose", "conv_layouts.json");
+  MK_REQUIRE(g != NULL);
+  mk_subkernel sk;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){5, 6, 7}, 3, &sk, &err) == 0); /* conv -> max pool -> sigmoid */
+  mk_candidate_list l = {0};
+  mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
+  MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
+  int cl = 0, nchw = 0;
+  for (int i = 0; i < l.n; i++) {
+    const char *src = l.items[i].source;
+    bool tiles = strstr(src, "[pixels x channels] tiles") != NULL;
+    if (strncmp(l.items[i].name, "triton_convcl", 13) == 0) {
+      cl++;
+      MK_CHECK(tiles);
+      MK_CHECK(strstr(src, "BLOCK_C=bc") != NULL);
+      MK_CHECK(strstr(src, "xbias = tl.load(") != NULL);
+    } else if (strncmp(l.items[i].name, "triton_conv_", 12) == 0) {
+      nchw++;
+      MK_CHECK(!tiles);
+    }
+  }
+  MK_CHECK(cl > 0 && nchw > 0);
+  mk_candidate_list_free(&l);
+  mk_subkernel_free(&sk);
+  mk_graph_free(g);
+}
