@@ -519,10 +519,6 @@ bool bi_norm_applies_on_load(const mk_graph *g, const mk_node *n) {
   return (ni.kind == N_GROUP || ni.kind == N_INSTANCE || ni.kind == N_BATCH) && ni.rank >= 3;
 }
 
-/* The second kernel of a norm applied on load: one program per row turns the
- * row's statistics (its partials combined, or the running statistics) into
- * a scale and shift for each (sample, channel) the row covers, y = x * sc +
- * sh (running statistics updated as torch does). */
 /* The conv bias folded into the loads of a norm's input, when that norm is
  * applied on load and reads its input directly: the affine kernel adds it to
  * the shift ((x + b) * sc + sh = x * sc + (sh + b * sc)), so the applying
@@ -531,6 +527,10 @@ static int bias_in_shift(const bi_emit *e, int s, const norm_info *ni) {
   return e->p->st[s].pro < 0 ? bi_folded_bias(e, ni->in) : -1;
 }
 
+/* The second kernel of a norm applied on load: one program per row turns the
+ * row's statistics (its partials combined, or the running statistics) into
+ * a scale and shift for each (sample, channel) the row covers, y = x * sc +
+ * sh (running statistics updated as torch does). */
 static int emit_affine_kernel(bi_emit *e, int s, const norm_info *ni, const char *kname,
                               mk_errmsg *err) {
   mk_buf *k = e->kernels;
