@@ -180,7 +180,14 @@ MK_TEST(compose, cuda_graph_variant_wraps_and_falls_back_on_cpu) {
   /* CPU tensors: no graph, the plain forward, state advanced once per call. */
   check_module_in_python(py, out.len,
                          "assert torch.equal(a(x),b(x));assert torch.equal(a(x),b(x));"
-                         "assert float(b.calls)==2.0;assert b._mk_graphs.entries=={}");
+                         "assert float(b.calls)==2.0;assert b._mk_graphs.entries=={};"
+                         /* replayed outputs while autograd records: a backward that
+                          * says why there is none, never gradients silently missing */
+                         "w=b.fc.weight;o=m._mk_fresh((torch.ones(2),),w)[0];assert o.requires_grad;"
+                         "assert not m._mk_fresh(torch.ones(2),None).requires_grad;"
+                         "assert not m._mk_fresh(torch.ones(2,dtype=torch.long),w).requires_grad;"
+                         "k='for inference';exec('try:\\n o.sum().backward()\\n"
+                         "except RuntimeError as e:\\n assert k in str(e)\\nelse:\\n raise SystemExit(1)')");
   mk_buf_free(&out);
 }
 
