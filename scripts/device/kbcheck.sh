@@ -12,7 +12,7 @@ export PYTHONPATH=/tmp/site:$KB/standins:$MKEVOLVE_WORKER_PATH
 while [ $# -ge 2 ]; do
   echo "== $2"
   timeout 300 python3 -m mkworker.kbcheck --ref "$1" --new "$2" --root "$KB/kbeval" \
-    --seed 0 --trials 5 --perf-trials 100 2>/dev/null | grep '^MKWORKER-KBCHECK ' |
+    --seed 0 --trials 5 --perf-trials 100 2>>"${OUT:-/tmp}/kbcheck-stderr.txt" | grep '^MKWORKER-KBCHECK ' |
     python3 -c 'import json,sys
 for l in sys.stdin:
     r = json.loads(l.split(" ", 1)[1])
