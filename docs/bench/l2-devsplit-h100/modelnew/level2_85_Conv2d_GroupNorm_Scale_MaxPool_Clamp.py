@@ -135,7 +135,7 @@ def sk0__norm_affine_group_norm_kernel2(part_ptr, w_ptr, b_ptr, cb_ptr, sc_ptr, 
 
 
 @triton.jit
-def sk0__pool_max_pool2d_kernel3(v6_ptr, v6_D0, v6_D1, v6_D2, v6_D3, v6_bias_ptr, nrm_sc_ptr, nrm_sh_ptr, nrm_S, nepi_scale_ptr, nepi_D0, nepi_D1, nepi_D2, nepi_D3, nepi_scale_stride1, epi_v10_ptr, epi_D0, epi_D1, epi_D2, epi_D3, numel, I0, I1, O0, O1, BLOCK: tl.constexpr, IDX64: tl.constexpr):
+def sk0__pool_max_pool2d_kernel3(v6_ptr, v6_D0, v6_D1, v6_D2, v6_D3, v6_bias_ptr, nrm_sc_ptr, nrm_sh_ptr, nepi_scale_ptr, nepi_D0, nepi_D1, nepi_D2, nepi_D3, nepi_scale_stride1, epi_v10_ptr, epi_D0, epi_D1, epi_D2, epi_D3, numel, I0, I1, O0, O1, BLOCK: tl.constexpr, IDX64: tl.constexpr):
     # replaces: torch.nn.functional.max_pool2d (line 27)
     pid = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)
@@ -240,7 +240,7 @@ def sk0_run(x0, conv_weight, conv_bias, group_norm_weight, group_norm_bias, scal
     v10 = torch.empty(out9, device=in9_device, dtype=torch.float32)
     if numel9 > 0:
         sk0__pool_max_pool2d_kernel3[(triton.cdiv(numel9, 1024),)](
-            v6.contiguous(), *v6.shape, conv_bias.contiguous(), nsc7, nsh7, math.prod(in9[2:]), scale.contiguous(), in9[0], in9[1], in9[2], in9[3], *sk0__bcast_strides(scale.contiguous(), in9, ((1, 1), )), v10, out9[0], out9[1], out9[2], out9[3], numel9, *sp9, *osz9, BLOCK=1024,
+            v6.contiguous(), *v6.shape, conv_bias.contiguous(), nsc7, nsh7, scale.contiguous(), in9[0], in9[1], in9[2], in9[3], *sk0__bcast_strides(scale.contiguous(), in9, ((1, 1), )), v10, out9[0], out9[1], out9[2], out9[3], numel9, *sp9, *osz9, BLOCK=1024,
             IDX64=max(numel9, math.prod(in9)) >= 2**31, num_warps=4)
     return v10
 
