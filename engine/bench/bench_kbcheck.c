@@ -6,6 +6,7 @@
 #include "mk_bench.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@ const char *mk_bench_kb_status_name(mk_bench_kb_status s) {
 static void set_unknown(mk_bench_kbcheck *kb) {
   memset(kb, 0, sizeof *kb);
   kb->compiled = kb->correct = -1;
-  kb->speedup = -1;
+  kb->speedup = kb->runtime = kb->ref_runtime = -1;
 }
 
 void mk_bench_kbcheck_free(mk_bench_kbcheck *kb) {
@@ -35,13 +36,19 @@ static int tristate(const cJSON *o, const char *key) {
   return cJSON_IsBool(v) ? cJSON_IsTrue(v) : -1;
 }
 
-/* compiled, correct and speedup: the worker's answer and the record's JSON
- * spell them the same way. */
+static double positive_number(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) && v->valuedouble > 0 ? v->valuedouble : -1;
+}
+
+/* compiled, correct, speedup and KernelBench's two times: the worker's
+ * answer and the record's JSON spell them the same way. */
 static void read_verdicts(const cJSON *o, mk_bench_kbcheck *out) {
   out->compiled = tristate(o, "compiled");
   out->correct = tristate(o, "correct");
-  const cJSON *sp = cJSON_GetObjectItemCaseSensitive(o, "speedup");
-  if (cJSON_IsNumber(sp) && sp->valuedouble > 0) out->speedup = sp->valuedouble;
+  out->speedup = positive_number(o, "speedup");
+  out->runtime = positive_number(o, "runtime");
+  out->ref_runtime = positive_number(o, "ref_runtime");
 }
 
 static const char *text_of(const cJSON *o, const char *key) {
@@ -108,9 +115,16 @@ void mk_bench_kbcheck_judge(const cJSON *result, const char *error, const mk_ben
     set_reason(out, &b);
     return;
   }
+  /* The speeds: a disagreement is a speedup we claim and KernelBench does
+   * not find (ours above its own beyond the tolerance). KernelBench finding
+   * more is noted, not a disagreement: it times both sides with autograd
+   * recording, which slows eager's many small launches (launch-bound nets:
+   * 1.97x there, 1.51x here on DenseNet-121, H100) while our kernels record
+   * nothing, so its figure is the less conservative one. */
   double ours = mk_bench_speedup(rec->eager_ms, rec->ours_ms);
   double limit = log1p(speed_tolerance > 0 ? speed_tolerance : 0);
-  if (rec->correct && ours > 0 && out->speedup > 0 && fabs(log(ours / out->speedup)) > limit) {
+  double gap = rec->correct && ours > 0 && out->speedup > 0 ? log(ours / out->speedup) : 0;
+  if (gap > limit) {
     out->status = MK_BENCH_KB_DISAGREE;
     mk_buf_printf(&b, "speedup vs eager %.2fx here, %.2fx by KernelBench's timing (tolerance %.0f%%)",
                   ours, out->speedup, 100 * speed_tolerance);
@@ -118,7 +132,34 @@ void mk_bench_kbcheck_judge(const cJSON *result, const char *error, const mk_ben
     return;
   }
   out->status = MK_BENCH_KB_AGREE;
-  mk_buf_free(&b);
+  if (-gap <= limit) {
+    mk_buf_free(&b);
+    return;
+  }
+  mk_buf_printf(&b, "KernelBench's timing finds more: speedup vs eager %.2fx there, %.2fx here "
+                    "(beyond the %.0f%% tolerance)", out->speedup, ours, 100 * speed_tolerance);
+  if (out->ref_runtime > 0 && out->runtime > 0)
+    mk_buf_printf(&b, "; its Model ran %.3g, ModelNew %.3g, against %.3g and %.3g ms here",
+                  out->ref_runtime, out->runtime, rec->eager_ms, rec->ours_ms);
+  mk_buf_puts(&b, "; the figure reported is ours, the lower");
+  set_reason(out, &b);
+}
+
+void mk_bench_kbcheck_rejudge(mk_bench_record *rec, double speed_tolerance) {
+  mk_bench_kbcheck *kb = &rec->kb;
+  bool verdict = kb->status == MK_BENCH_KB_AGREE || kb->status == MK_BENCH_KB_DISAGREE;
+  if (!verdict || (kb->correct == 1) != rec->correct) return;
+  cJSON *answer = mk_bench_kbcheck_to_json(kb);
+  if (answer == NULL) return;
+  cJSON_AddBoolToObject(answer, "available", 1);
+  cJSON_DeleteItemFromObjectCaseSensitive(answer, "reason");
+  mk_bench_kbcheck again;
+  mk_bench_kbcheck_judge(answer, NULL, rec, speed_tolerance, &again);
+  cJSON_Delete(answer);
+  again.root = kb->root;
+  kb->root = NULL;
+  mk_bench_kbcheck_free(kb);
+  *kb = again;
 }
 
 cJSON *mk_bench_kbcheck_to_json(const mk_bench_kbcheck *kb) {
@@ -137,8 +178,12 @@ cJSON *mk_bench_kbcheck_to_json(const mk_bench_kbcheck *kb) {
     if (vals[k] < 0) cJSON_AddNullToObject(o, keys[k]);
     else cJSON_AddBoolToObject(o, keys[k], vals[k]);
   }
-  if (kb->speedup > 0) cJSON_AddNumberToObject(o, "speedup", kb->speedup);
-  else cJSON_AddNullToObject(o, "speedup");
+  const char *times[3] = {"speedup", "runtime", "ref_runtime"};
+  double tvals[3] = {kb->speedup, kb->runtime, kb->ref_runtime};
+  for (int k = 0; k < 3; k++) {
+    if (tvals[k] > 0) cJSON_AddNumberToObject(o, times[k], tvals[k]);
+    else cJSON_AddNullToObject(o, times[k]);
+  }
   return o;
 }
 

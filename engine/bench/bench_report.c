@@ -156,7 +156,8 @@ static void md_kbcheck(mk_buf *b, const mk_bench_results *r, const mk_bench_aggr
   const char *last_reason = NULL;
   for (int i = 0; i < r->nrecords; i++) {
     const mk_bench_kbcheck *k = &r->records[i].kb;
-    if (k->status == MK_BENCH_KB_NOT_RUN || k->status == MK_BENCH_KB_AGREE) continue;
+    /* an agreement is listed only with its note (KernelBench timed more) */
+    if (k->status == MK_BENCH_KB_NOT_RUN || (k->status == MK_BENCH_KB_AGREE && !k->reason)) continue;
     if (!listed) mk_buf_putc(b, '\n');
     listed = true;
     /* "not importable" repeats one reason for every problem: say it once */
@@ -393,11 +394,13 @@ static void html_table(mk_buf *b, const mk_bench_results *r, bool kb) {
     }
     mk_buf_puts(b, "</tr>");
     /* Failures in red; how a problem ran (a reduced batch) is not one. */
-    const char *notes[3] = {rec->error, rec->kb.status == MK_BENCH_KB_DISAGREE ? rec->kb.reason : NULL,
-                            rec->note};
+    bool kb_bad = rec->kb.status == MK_BENCH_KB_DISAGREE;
+    const char *kb_text = rec->kb.status == MK_BENCH_KB_AGREE || kb_bad ? rec->kb.reason : NULL;
+    const char *notes[3] = {rec->error, kb_text, rec->note};
     for (int k = 0; k < 3; k++) {
       if (notes[k] == NULL) continue;
-      mk_buf_printf(b, "<tr><td colspan=%d class=%s>%s", 10 + kb + where, k == 2 ? "note" : "bad",
+      bool bad = k == 0 || (k == 1 && kb_bad);
+      mk_buf_printf(b, "<tr><td colspan=%d class=%s>%s", 10 + kb + where, bad ? "bad" : "note",
                     k == 1 ? "KernelBench: " : k == 2 ? "note: " : "");
       html_text(b, notes[k]);
       mk_buf_puts(b, "</td></tr>");

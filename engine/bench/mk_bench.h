@@ -42,12 +42,15 @@ typedef enum mk_bench_kb_status {
 
 typedef struct mk_bench_kbcheck {
   mk_bench_kb_status status;
-  char *reason;      /* what disagrees, why unavailable, or the error; NULL when agreeing */
+  char *reason;      /* what disagrees, why unavailable, or the error; when agreeing NULL,
+                        or a note: KernelBench timed a higher speedup than ours */
   char *evaluator;   /* "kernelbench.eval.eval_kernel_against_ref", or NULL */
   char *root;        /* the KernelBench checkout asked for ("" = installed package), or NULL */
   int compiled;      /* KernelBench's verdicts: 1, 0, or -1 unknown */
   int correct;
   double speedup;    /* KernelBench's reference time over ModelNew's, < 0 unknown */
+  double runtime;    /* KernelBench's own times (its unit, ms for CUDA events) of ModelNew */
+  double ref_runtime; /* and of the Model; <= 0 unknown */
 } mk_bench_kbcheck;
 
 typedef struct mk_bench_record {
@@ -122,11 +125,19 @@ void mk_bench_aggregate_of(const mk_bench_results *r, int level, mk_bench_aggreg
 
 /* Judges KernelBench's answer (the worker's kernelbench_check result, or
  * NULL with `error` when the worker could not answer) against the record:
- * correctness must match; when both sides timed, speedups (ours vs eager,
- * KernelBench's reference time over ModelNew's) must lie within a factor of
- * 1 + speed_tolerance. Fills `out` (caller frees with mk_bench_kbcheck_free). */
+ * correctness must match; when both sides timed, our speedup (vs eager) must
+ * not exceed KernelBench's (its reference time over ModelNew's) by more than
+ * a factor of 1 + speed_tolerance; a KernelBench speedup beyond that factor
+ * above ours agrees with a note in `reason`. Fills `out` (caller frees with
+ * mk_bench_kbcheck_free). */
 void mk_bench_kbcheck_judge(const cJSON *result, const char *error, const mk_bench_record *rec,
                             double speed_tolerance, mk_bench_kbcheck *out);
+
+/* A kept verdict (a resumed record) judged again by the current rule and
+ * speed_tolerance from what the record holds of KernelBench's answer; nothing
+ * is evaluated again. Only speed is judged again: a verdict on correctness
+ * keeps its reason (KernelBench's own words, not kept elsewhere). */
+void mk_bench_kbcheck_rejudge(mk_bench_record *rec, double speed_tolerance);
 void mk_bench_kbcheck_free(mk_bench_kbcheck *kb);
 /* "agree", "disagree", "unavailable", "error", or "not run". */
 const char *mk_bench_kb_status_name(mk_bench_kb_status s);

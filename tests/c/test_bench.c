@@ -181,6 +181,25 @@ MK_TEST(bench, kernelbench_verdicts_are_judged_against_ours) {
   MK_CHECK(strstr(kb.reason, "2.00x here, 1.20x by KernelBench") != NULL);
   mk_bench_kbcheck_free(&kb);
 
+  /* KernelBench finding more than we claim is noted, not a disagreement (it
+   * times with autograd recording: eager's launches slow down); its times
+   * come along. Within the tolerance: no note. */
+  snprintf(text, sizeof text, "{\"available\":true,%s,\"compiled\":true,\"correct\":true,"
+                              "\"speedup\":2.6,\"runtime\":1.25,\"ref_runtime\":3.25}", ev);
+  judge(text, NULL, &ok, &kb);
+  MK_CHECK_INT(kb.status, ==, MK_BENCH_KB_AGREE);
+  MK_REQUIRE(kb.reason != NULL);
+  MK_CHECK(strstr(kb.reason, "finds more: speedup vs eager 2.60x there, 2.00x here") != NULL);
+  MK_CHECK(strstr(kb.reason, "its Model ran 3.25, ModelNew 1.25, against 2 and 1 ms here") != NULL);
+  MK_CHECK(fabs(kb.runtime - 1.25) < 1e-12 && fabs(kb.ref_runtime - 3.25) < 1e-12);
+  mk_bench_kbcheck_free(&kb);
+  snprintf(text, sizeof text, "{\"available\":true,%s,\"compiled\":true,\"correct\":true,\"speedup\":2.4}", ev);
+  judge(text, NULL, &ok, &kb);
+  MK_CHECK_INT(kb.status, ==, MK_BENCH_KB_AGREE);
+  MK_CHECK(kb.reason == NULL);
+  MK_CHECK(kb.runtime < 0 && kb.ref_runtime < 0);
+  mk_bench_kbcheck_free(&kb);
+
   /* KernelBench fails what we verified: its own words come along */
   snprintf(text, sizeof text,
            "{\"available\":true,%s,\"compiled\":true,\"correct\":false,\"speedup\":null,"
@@ -226,13 +245,42 @@ MK_TEST(bench, kernelbench_verdicts_are_judged_against_ours) {
   mk_bench_kbcheck_free(&kb);
 }
 
+/* A resumed record's verdict is judged again by the current rule from what it
+ * kept of KernelBench's answer: a faster KernelBench timing becomes a note;
+ * a slower one stays a disagreement; a verdict on correctness keeps its words. */
+MK_TEST(bench, kept_verdicts_are_judged_again) {
+  mk_bench_record rec = {.correct = true, .eager_ms = 2.0, .ours_ms = 1.0};
+  rec.kb = (mk_bench_kbcheck){.status = MK_BENCH_KB_DISAGREE, .reason = mk_strdup("old rule"),
+                              .evaluator = mk_strdup("kernelbench.eval.eval_kernel_against_ref"),
+                              .root = mk_strdup("/kb"), .compiled = 1, .correct = 1, .speedup = 2.6,
+                              .runtime = -1, .ref_runtime = -1};
+  mk_bench_kbcheck_rejudge(&rec, 0.25);
+  MK_CHECK_INT(rec.kb.status, ==, MK_BENCH_KB_AGREE);
+  MK_REQUIRE(rec.kb.reason != NULL);
+  MK_CHECK(strstr(rec.kb.reason, "finds more: speedup vs eager 2.60x there, 2.00x here") != NULL);
+  MK_CHECK_STR(rec.kb.root, "/kb");
+  MK_CHECK_STR(rec.kb.evaluator, "kernelbench.eval.eval_kernel_against_ref");
+  rec.kb.speedup = 1.2;
+  mk_bench_kbcheck_rejudge(&rec, 0.25);
+  MK_CHECK_INT(rec.kb.status, ==, MK_BENCH_KB_DISAGREE);
+  MK_CHECK(strstr(rec.kb.reason, "2.00x here, 1.20x by KernelBench") != NULL);
+  mk_bench_kbcheck_free(&rec.kb);
+  rec.kb = (mk_bench_kbcheck){.status = MK_BENCH_KB_DISAGREE, .reason = mk_strdup("Output mismatch"),
+                              .compiled = 1, .correct = 0, .speedup = -1};
+  mk_bench_kbcheck_rejudge(&rec, 0.25);
+  MK_CHECK_INT(rec.kb.status, ==, MK_BENCH_KB_DISAGREE);
+  MK_CHECK_STR(rec.kb.reason, "Output mismatch");
+  mk_bench_kbcheck_free(&rec.kb);
+}
+
 MK_TEST(bench, kernelbench_check_in_records_and_reports) {
   mk_bench_results r, back;
   fixture(&r);
   r.records[0].kb = (mk_bench_kbcheck){.status = MK_BENCH_KB_AGREE,
                                        .evaluator = mk_strdup("kernelbench.eval.eval_kernel_against_ref"),
                                        .root = mk_strdup("/opt/KernelBench"), .compiled = 1, .correct = 1,
-                                       .speedup = 1.9};
+                                       .speedup = 1.9, .runtime = 0.5, .ref_runtime = 0.95,
+                                       .reason = mk_strdup("KernelBench's timing finds more")};
   r.records[1].kb = (mk_bench_kbcheck){.status = MK_BENCH_KB_DISAGREE,
                                        .reason = mk_strdup("KernelBench finds <it> incorrect"),
                                        .root = mk_strdup(""), .compiled = 1, .correct = 0, .speedup = -1};
@@ -252,6 +300,10 @@ MK_TEST(bench, kernelbench_check_in_records_and_reports) {
   MK_REQUIRE(mk_bench_read_json(mk_buf_cstr(&js), &back, &err) == 0);
   MK_CHECK_INT(back.records[0].kb.status, ==, MK_BENCH_KB_AGREE);
   MK_CHECK(fabs(back.records[0].kb.speedup - 1.9) < 1e-9);
+  MK_CHECK(fabs(back.records[0].kb.runtime - 0.5) < 1e-9);
+  MK_CHECK(fabs(back.records[0].kb.ref_runtime - 0.95) < 1e-9);
+  MK_CHECK_STR(back.records[0].kb.reason, "KernelBench's timing finds more");
+  MK_CHECK(back.records[1].kb.runtime < 0);
   MK_CHECK_STR(back.records[0].kb.root, "/opt/KernelBench");
   MK_CHECK_STR(back.records[1].kb.root, "");
   MK_CHECK_INT(back.records[1].kb.status, ==, MK_BENCH_KB_DISAGREE);
@@ -267,13 +319,15 @@ MK_TEST(bench, kernelbench_check_in_records_and_reports) {
   MK_CHECK(strstr(m, "## Cross-check with KernelBench's evaluation") != NULL);
   MK_CHECK(strstr(m, "2 problems checked by `kernelbench.eval.eval_kernel_against_ref` from /opt/KernelBench: 1 agree, 1 disagree") != NULL);
   MK_CHECK(strstr(m, "- level2/b: **disagrees** — KernelBench finds <it> incorrect") != NULL);
+  MK_CHECK(strstr(m, "- level2/a: agrees — KernelBench's timing finds more") != NULL);
   MK_CHECK(strstr(m, "| KernelBench |") != NULL);
   MK_CHECK(strstr(m, "| agrees |") != NULL);
 
   MK_CHECK_INT(mk_bench_write_html(&r, &html), ==, 0);
   const char *h = mk_buf_cstr(&html);
   MK_CHECK(strstr(h, "1/2</b>KernelBench agrees") != NULL);
-  MK_CHECK(strstr(h, "KernelBench: KernelBench finds &lt;it&gt; incorrect") != NULL);
+  MK_CHECK(strstr(h, "class=bad>KernelBench: KernelBench finds &lt;it&gt; incorrect") != NULL);
+  MK_CHECK(strstr(h, "class=note>KernelBench: KernelBench's timing finds more") != NULL);
   MK_CHECK(strstr(h, "<th>KernelBench</th>") != NULL);
 
   /* without any check the reports keep their old shape */
