@@ -56,6 +56,7 @@ typedef struct mk_eval_result {
   double ref_compile_ro_ms;  /* its mode="reduce-overhead" (CUDA graphs); < 0 when not timed */
   double max_abs_err, max_rel_err;
   double ref_tf32_noise; /* > 0: verified against the full-FP32 reference (mk_verify_result) */
+  double state_tf32_noise; /* > 0: its state (running statistics) was, outputs maybe not */
   int trials_passed, trials;
   bool cached;
   char gpu[64];          /* CUDA_VISIBLE_DEVICES of the GPU that ran it; "" on the CPU or

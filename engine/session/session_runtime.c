@@ -310,6 +310,7 @@ static void on_verified(void *data, const mk_verify_result *v) {
       .max_abs_err = v->max_abs_error,
       .max_rel_err = v->max_rel_error,
       .ref_tf32_noise = v->ref_tf32_noise,
+      .state_tf32_noise = v->state_tf32_noise,
       .trials_passed = v->trials_passed,
       .trials = v->trials,
       .cached = v->cached,

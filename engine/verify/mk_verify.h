@@ -85,6 +85,9 @@ typedef struct mk_verify_result {
   /* > 0: passed against the full-FP32 reference, whose TF32 run was itself off by
    * up to this much (docs/verify.md "The reference's own precision"); 0 otherwise */
   double ref_tf32_noise;
+  /* the same for the state the forward updated (batch-norm running statistics);
+   * outputs may have passed plainly */
+  double state_tf32_noise;
   int64_t failing_elements, elements;
   bool timing_available;
   const char *timing_reason; /* why not, when not */

@@ -136,6 +136,7 @@ void mk_verify_parse_result(const cJSON *res, mk_verify_result *r) {
   r->max_abs_error = jerr(res, "max_abs_error");
   r->max_rel_error = jerr(res, "max_rel_error");
   r->ref_tf32_noise = mk_json_num(cJSON_GetObjectItemCaseSensitive(res, "reference_tf32"), "noise", 0);
+  r->state_tf32_noise = mk_json_num(cJSON_GetObjectItemCaseSensitive(res, "state_tf32"), "noise", 0);
   r->failing_elements = (int64_t)mk_json_num(res, "failing_elements", 0);
   r->elements = (int64_t)mk_json_num(res, "elements", 0);
   if (strcmp(st, "ok") == 0) r->status = MK_VERIFY_OK;

@@ -191,6 +191,15 @@ MK_TEST(verify, parse_gpu_result) {
   mk_verify_parse_result(j, &r);
   MK_CHECK_INT(r.status, ==, MK_VERIFY_OK);
   MK_CHECK(r.ref_tf32_noise == 5.4e-4);
+  MK_CHECK(r.state_tf32_noise == 0);
+  cJSON_Delete(j);
+
+  /* Outputs plain, a buffer (running statistics) only against the FP32 run. */
+  j = cJSON_Parse("{\"status\":\"ok\",\"reference_tf32\":null,"
+                  "\"state_tf32\":{\"noise\":2.2e-4,\"factor\":2,\"compared_with\":\"fp32\"}}");
+  mk_verify_parse_result(j, &r);
+  MK_CHECK(r.ref_tf32_noise == 0);
+  MK_CHECK(r.state_tf32_noise == 2.2e-4);
   cJSON_Delete(j);
 
   j = cJSON_Parse("{\"status\":\"runtime_error\",\"error_kind\":\"oom\",\"reason\":\"out of memory\","

@@ -129,6 +129,56 @@ def test_the_rerun_leaves_the_reference_state_in_step():
     assert float(ref_buf["calls"]) == float(cand_buf["calls"]) == 4.0
 
 
+def _with_column_sums(matmul, buf: dict[str, torch.Tensor]):
+    """A forward that also updates state from its product, as batch norm updates its
+    running statistics from a convolution's output: here the column sums (64 rows add
+    up their TF32 errors past atol)."""
+    def forward(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        y = matmul(a, b)
+        buf["sums"].copy_(y.sum(0))
+        return y
+    return forward
+
+
+def _state_run(cand_matmul, exact_rerun: bool = True, shift: float = 0.0):
+    ref_buf, cand_buf = {"sums": torch.zeros(48)}, {"sums": torch.zeros(48)}
+    ref = _with_column_sums(tf32_reference, ref_buf)
+    inner = _with_column_sums(cand_matmul, cand_buf)
+
+    def cand(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        inner(a, b)  # the state from the exact product
+        cand_buf["sums"] += shift
+        return tf32_reference(a, b)  # outputs as the reference's: only the state differs
+    return run(cand, exact_rerun=exact_rerun, ref=ref, ref_state=lambda: ref_buf,
+               cand_state=lambda: cand_buf)
+
+
+def test_state_within_the_references_tf32_error_passes():
+    out = _state_run(lambda a, b: a @ b)
+    assert out.status == "ok", out.reason
+    assert out.tf32_noise is None  # the outputs passed plainly
+    assert out.state_tf32_noise is not None and out.state_tf32_noise > 1e-4
+    assert all("state_tf32_noise" in t for t in out.per_trial)
+    rep = out.to_json()
+    assert rep["reference_tf32"] is None
+    assert rep["state_tf32"] == {"noise": out.state_tf32_noise,
+                                 "factor": precision.NOISE_FACTOR, "compared_with": "fp32"}
+
+
+def test_state_fails_plainly_without_the_rerun():
+    out = _state_run(lambda a, b: a @ b, exact_rerun=False)
+    assert out.status == "mismatch"
+    assert "(state updated by forward)" in out.reason
+    assert out.state_tf32_noise is None
+
+
+def test_wrong_state_still_fails():
+    out = _state_run(lambda a, b: a @ b, shift=0.05)
+    assert out.status == "mismatch"
+    assert "buffer `sums`" in out.reason and "(state updated by forward)" in out.reason
+    assert out.state_tf32_noise is None
+
+
 def test_output_noise_ignores_non_float_and_non_finite():
     r = [torch.tensor([1.0, float("inf"), 2.0]), torch.tensor([1, 2])]
     e = [torch.tensor([1.5, float("inf"), 2.0]), torch.tensor([1, 3])]
