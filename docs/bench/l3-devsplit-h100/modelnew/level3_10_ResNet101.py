@@ -1,0 +1,232 @@
+# Replayed as one CUDA graph per input signature (MKEvolve): the composed
+# forward below, captured once, every call a fresh output.
+# ModelNew composed by MKEvolve: no subkernel could be replaced.
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, in_channels, out_channels, stride=1, downsample=None):
+        """
+        :param in_channels: Number of input channels
+        :param out_channels: Number of output channels
+        :param stride: Stride for the first convolutional layer
+        :param downsample: Downsample layer for the shortcut connection
+        """
+        super(Bottleneck, self).__init__()
+        self.conv1 = nn.Conv2d(in_channels, out_channels, kernel_size=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(out_channels)
+        self.conv2 = nn.Conv2d(out_channels, out_channels, kernel_size=3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(out_channels)
+        self.conv3 = nn.Conv2d(out_channels, out_channels * self.expansion, kernel_size=1, bias=False)
+        self.bn3 = nn.BatchNorm2d(out_channels * self.expansion)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = downsample
+        self.stride = stride
+
+    def forward(self, x):
+        """
+        :param x: Input tensor, shape (batch_size, in_channels, height, width)
+        :return: Output tensor, shape (batch_size, out_channels * expansion, height, width)
+        """
+        identity = x
+
+        out = self.conv1(x)
+        out = self.bn1(out)
+        out = self.relu(out)
+
+        out = self.conv2(out)
+        out = self.bn2(out)
+        out = self.relu(out)
+
+        out = self.conv3(out)
+        out = self.bn3(out)
+
+        if self.downsample is not None:
+            identity = self.downsample(x)
+
+        out += identity
+        out = self.relu(out)
+
+        return out
+
+class Model(nn.Module):
+    def __init__(self, layers, num_classes=1000):
+        """
+        :param block: Type of block to use (BasicBlock or Bottleneck)
+        :param layers: List of integers specifying the number of blocks in each layer
+        :param num_classes: Number of output classes
+        """
+        super(Model, self).__init__()
+        self.in_channels = 64
+
+        self.conv1 = nn.Conv2d(3, self.in_channels, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(self.in_channels)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+
+        block = Bottleneck
+
+        self.layer1 = self._make_layer(block, 64, layers[0])
+        self.layer2 = self._make_layer(block, 128, layers[1], stride=2)
+        self.layer3 = self._make_layer(block, 256, layers[2], stride=2)
+        self.layer4 = self._make_layer(block, 512, layers[3], stride=2)
+
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(512 * block.expansion, num_classes)
+
+    def _make_layer(self, block, out_channels, blocks, stride=1):
+        downsample = None
+        if stride != 1 or self.in_channels != out_channels * block.expansion:
+            downsample = nn.Sequential(
+                nn.Conv2d(self.in_channels, out_channels * block.expansion, kernel_size=1, stride=stride, bias=False),
+                nn.BatchNorm2d(out_channels * block.expansion),
+            )
+
+        layers = []
+        layers.append(block(self.in_channels, out_channels, stride, downsample))
+        self.in_channels = out_channels * block.expansion
+        for _ in range(1, blocks):
+            layers.append(block(self.in_channels, out_channels))
+
+        return nn.Sequential(*layers)
+
+    def forward(self, x):
+        """
+        :param x: Input tensor, shape (batch_size, 3, height, width)
+        :return: Output tensor, shape (batch_size, num_classes)
+        """
+        x = self.conv1(x)
+        x = self.bn1(x)
+        x = self.relu(x)
+        x = self.maxpool(x)
+
+        x = self.layer1(x)
+        x = self.layer2(x)
+        x = self.layer3(x)
+        x = self.layer4(x)
+
+        x = self.avgpool(x)
+        x = torch.flatten(x, 1)
+        x = self.fc(x)
+
+        return x
+
+# Test code
+batch_size = 10
+height = 224
+width = 224
+layers = [3, 4, 23, 3]
+num_classes = 1000
+
+def get_inputs():
+    return [torch.rand(batch_size, 3, height, width)]
+
+def get_init_inputs():
+    return [layers, num_classes]
+
+class ModelNew(Model):
+    pass
+
+
+# ---- CUDA graph of the whole forward (MKEvolve) ----
+import torch  # noqa: E402 (the runtime of the graph variant)
+
+MK_GRAPH_SHAPES = 4
+
+
+class _MkGraphs:
+    """One module's captured forwards, by input signature."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.modules = list(module.modules())
+        self.entries: dict = {}
+        self.why = ""
+
+    def state(self) -> list:
+        return [t for m in self.modules
+                for t in (*m._parameters.values(), *m._buffers.values()) if t is not None]
+
+    def key(self, module: torch.nn.Module, args: tuple):
+        state = self.state()
+        if torch.is_grad_enabled() and any(
+                t.requires_grad for t in (*state, *args) if isinstance(t, torch.Tensor)):
+            return None  # autograd does not flow through a replayed graph
+        parts: list = [module.training]
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                if a.device.type != "cuda":
+                    return None
+                parts.append((tuple(a.shape), a.stride(), a.dtype, a.device.index))
+            elif a is None or isinstance(a, (bool, int, float, str)):
+                parts.append((type(a).__name__, a))
+            else:
+                return None
+        if any(t.device.type != "cuda" for t in state):
+            return None
+        parts.append(tuple(t.data_ptr() for t in state))
+        return tuple(parts)
+
+    def capture(self, forward, args: tuple):
+        static = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        saved = [(t, t.detach().clone()) for t in self.state()]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                forward(*static)
+        torch.cuda.current_stream().wait_stream(side)
+        with torch.no_grad():
+            for t, s in saved:
+                t.copy_(s)
+        del saved
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = forward(*static)
+        return graph, static, out
+
+
+def _mk_fresh(out):
+    if isinstance(out, torch.Tensor):
+        return out.clone()
+    if isinstance(out, (tuple, list)):
+        return type(out)(_mk_fresh(o) for o in out)
+    return out
+
+
+def _mk_graph_call(module: torch.nn.Module, forward, args: tuple):
+    graphs = getattr(module, "_mk_graphs", None)
+    if graphs is None:
+        graphs = _MkGraphs(module)
+        module._mk_graphs = graphs
+    key = graphs.key(module, args)
+    if key is None:
+        return forward(*args)
+    entry = graphs.entries.get(key)
+    if entry is None and key not in graphs.entries:
+        if len(graphs.entries) >= MK_GRAPH_SHAPES:
+            return forward(*args)
+        try:
+            entry = graphs.capture(forward, args)
+        except Exception as e:  # not capturable (a host sync, say): run it plainly
+            graphs.why = f"{type(e).__name__}: {e}"
+            entry = None
+        graphs.entries[key] = entry
+    if entry is None:
+        return forward(*args)
+    graph, static, out = entry
+    for s, a in zip(static, args):
+        if isinstance(s, torch.Tensor):
+            s.copy_(a)
+    graph.replay()
+    return _mk_fresh(out)
+
+
+class ModelNew(ModelNew):
+    """ModelNew above, its forward replayed as one CUDA graph (launch-bound
+    programs); the plain forward where a graph would be wrong."""
+
+    def forward(self, *args):
+        return _mk_graph_call(self, super().forward, args)
