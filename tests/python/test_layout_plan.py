@@ -10,9 +10,9 @@ import pytest
 import torch
 
 pytest.importorskip("mkworker.replay")
-from mkworker import replay
+from mkworker import replay, verify
 from mkworker.capture import capture_file
-from mkworker.verify import MethodError, verify_subkernel
+from mkworker.verify import MethodError, as_composed, verify_subkernel
 
 ROOT = Path(__file__).resolve().parents[2]
 NET = str(ROOT / "tests" / "fixtures" / "propose" / "conv_net.py")
@@ -86,3 +86,48 @@ def test_bad_layouts_are_bad_requests(net):
         with pytest.raises(MethodError) as e:
             verify_subkernel(dict(base, layouts=bad), lambda m, f: None)
         assert e.value.kind == "bad_request"
+
+
+def test_the_timed_candidate_converts_its_outputs_as_the_composition_does():
+    # An NCHW result where the plan says channels_last: the composition copies it after
+    # the call, so the candidate's timing must include that copy (the reference's
+    # function converts what it makes itself).
+    def run(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x * 2, x.sum(1)
+    x = torch.randn(2, 3, 4, 5)
+    timed = as_composed(run, ["channels_last", None])
+    a, b = timed(x)
+    assert a.is_contiguous(memory_format=CL) and not run(x)[0].is_contiguous(memory_format=CL)
+    torch.testing.assert_close(a, x * 2)
+    assert b.shape == (2, 4, 5)
+    single = as_composed(lambda t: t.contiguous(memory_format=CL), ["contiguous"])(x)
+    assert single.is_contiguous()
+    assert as_composed(run, [None, None]) is run  # nothing planned: the call itself
+
+
+def test_verify_subkernel_times_the_composed_call(net, tmp_path, monkeypatch):
+    conv = _node(net, "conv2d", 1)
+    out = conv["outputs"][0]
+    seen = {}
+
+    def finish(*args, **kw):
+        seen["call"] = kw["cand_call"]
+        return {"status": "ok"}
+    monkeypatch.setattr(verify, "_finish", finish)
+    params = {"graph": net, "nodes": [conv["id"]], "inputs": conv["inputs"][:3],
+              "outputs": [out], "trials": 1, "atol": 1e-4, "rtol": 1e-4, "device": "cpu",
+              "layouts": {str(k): v for k, v in _plan(net).items()},
+              "candidate": {"source": "import torch.nn.functional as F\n\n"
+                                      "def run(x, w, b):\n"
+                                      "    return F.conv2d(x.contiguous(), w, b, 1, 1)\n",
+                            "name": "nchw", "origin": "llm"}}
+    verify_subkernel(params, lambda m, f: None)
+    x = torch.randn(2, conv_in_channels(net, conv), 8, 8)
+    w = replay.lookup_attr(replay.build_model(NET, "Model", 0, "cpu"),
+                           net["values"][conv["inputs"][1]]["name"])
+    y = seen["call"](x, w, None)
+    assert y.is_contiguous(memory_format=CL)  # converted as the plan says
+
+
+def conv_in_channels(g: dict, conv: dict) -> int:
+    return int(g["values"][conv["inputs"][1]]["shape"][1])

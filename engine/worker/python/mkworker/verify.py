@@ -1096,11 +1096,31 @@ def _verify_subkernel(graph: dict[str, Any], node_ids: list[int], in_vids: list[
         output_names=[f"output {i} = {_value_label(graph, v)}" for i, v in enumerate(out_vids)],
     )
     first_dim = _first_input_dim(graph)
+    timed_call = as_composed(run, [(layouts or {}).get(v) for v in out_vids])
     ref_key = (graph.get("source_sha256"), cls, tuple(node_ids), tuple(in_vids),
                tuple(out_vids), settings.batch, settings.seed, str(device),
                tuple(sorted((layouts or {}).items())))
     return _finish(ref, candidate_side, make, spec, settings, progress,
-                   ref_call=ref_fn, cand_call=run, first_dim=first_dim, ref_key=ref_key)
+                   ref_call=ref_fn, cand_call=timed_call, first_dim=first_dim, ref_key=ref_key)
+
+
+def as_composed(run: Callable[..., Any], layouts: list[str | None]) -> Callable[..., Any]:
+    """The candidate as the composed program calls it, for timing: each output converted
+    to the layout the plan gives its value (a no-op when it has it already), as the
+    composition does after the call. The reference's function converts what it makes
+    itself (replay.subkernel_fn), so both sides pay for the copies the program will make:
+    an NCHW output where the plan says channels_last cost ShuffleNetUnit's composition a
+    963 MB copy that no subkernel's timing had seen (H100)."""
+    if not any(layouts):
+        return run
+    apply = _replay().apply_layout
+
+    def call(*xs: Any) -> Any:
+        out = run(*xs)
+        if isinstance(out, tuple):
+            return tuple(apply(o, how) for o, how in zip(out, layouts, strict=False))
+        return apply(out, layouts[0])
+    return call
 
 
 def _first_input_dim(graph: dict[str, Any]) -> int | None:
