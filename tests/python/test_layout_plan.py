@@ -131,3 +131,32 @@ def test_verify_subkernel_times_the_composed_call(net, tmp_path, monkeypatch):
 
 def conv_in_channels(g: dict, conv: dict) -> int:
     return int(g["values"][conv["inputs"][1]]["shape"][1])
+
+
+@pytest.mark.parametrize("body, status", [
+    ("    x.add_(1)\n", "ok"),                 # returns None: no outputs
+    ("    x.add_(1)\n    return ()\n", "ok"),
+    ("    x.add_(2)\n", "mismatch"),           # the in-place update is what is compared
+    ("    return x + 1\n", "mismatch"),        # leaves the buffer unchanged
+])
+def test_a_subkernel_that_only_updates_state_is_verified(net, body, status):
+    # Batch norm's `num_batches_tracked.add_(1)`, whose result no op reads: no outputs,
+    # its in-place update compared (it was refused as a bad request).
+    node = next(n for n in net["nodes"] if n["op"].endswith(".add_") and n["mutates"])
+    params = {"graph": net, "nodes": [node["id"]], "inputs": node["inputs"], "outputs": [],
+              "trials": 2, "atol": 1e-4, "rtol": 1e-4, "device": "cpu",
+              "candidate": {"source": "MK_USES_TORCH = ('add',)\n\n\ndef run(x):\n" + body,
+                            "name": "c", "origin": "reference"}}
+    r = verify_subkernel(params, lambda m, f: None)
+    assert r["status"] == status, r["reason"]
+
+
+def test_no_outputs_and_no_update_is_a_bad_request(net):
+    conv = _node(net, "conv2d", 0)
+    params = {"graph": net, "nodes": [conv["id"]], "inputs": conv["inputs"], "outputs": [],
+              "trials": 1, "atol": 1e-4, "rtol": 1e-4, "device": "cpu",
+              "candidate": {"source": "def run(*a):\n    return ()\n", "name": "c",
+                            "origin": "llm"}}
+    with pytest.raises(MethodError) as e:
+        verify_subkernel(params, lambda m, f: None)
+    assert e.value.kind == "bad_request" and "in place" in str(e.value)

@@ -1006,8 +1006,12 @@ def verify_subkernel(params: dict[str, Any], progress: Progress) -> dict[str, An
     for n in node_ids:
         if not 0 <= n < len(graph["nodes"]):
             raise MethodError("bad_request", f"node id {n} is not in the graph")
-    if not out_vids:
-        raise MethodError("bad_request", "`outputs` must name at least one value")
+    if not out_vids and not any(graph["nodes"][n].get("mutates") for n in node_ids):
+        # A subkernel with no outputs is one that only updates state in place (a batch
+        # norm's `num_batches_tracked.add_(1)` whose result no op reads): its in-place
+        # updates are what is compared. Anything else would compare nothing.
+        raise MethodError("bad_request", "`outputs` must name at least one value, unless "
+                                         "the nodes update a value in place")
     settings = Settings.parse(params, graph.get("batch"))
     layouts = _layouts(params, nvals)
     cand_p = params.get("candidate")
@@ -1084,7 +1088,7 @@ def _verify_subkernel(graph: dict[str, Any], node_ids: list[int], in_vids: list[
 
     owned = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     ref = Side(call=lambda xs: ref_fn(*xs), owned=lambda: owned)
-    run = cand.run
+    run = _none_is_no_outputs(cand.run) if not out_vids else cand.run
     candidate_side = Side(call=lambda xs: run(*xs), owned=lambda: owned)
     spec = TrialSpec(
         seeds=[settings.seed + 1 + t for t in range(settings.trials)],
@@ -1102,6 +1106,15 @@ def _verify_subkernel(graph: dict[str, Any], node_ids: list[int], in_vids: list[
                tuple(sorted((layouts or {}).items())))
     return _finish(ref, candidate_side, make, spec, settings, progress,
                    ref_call=ref_fn, cand_call=timed_call, first_dim=first_dim, ref_key=ref_key)
+
+
+def _none_is_no_outputs(run: Callable[..., Any]) -> Callable[..., Any]:
+    """A subkernel without outputs returns the empty tuple (docs/candidates.md); a
+    function that returns nothing returns None, which means the same."""
+    def call(*xs: Any) -> Any:
+        out = run(*xs)
+        return () if out is None else out
+    return call
 
 
 def as_composed(run: Callable[..., Any], layouts: list[str | None]) -> Callable[..., Any]:
