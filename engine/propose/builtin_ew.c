@@ -550,6 +550,16 @@ static int emit_where(const ew_call *x, mk_buf *o, mk_errmsg *err) {
   return mk_buf_printf(o, "tl.where(%s != 0, %s, %s)", C, X, Y);
 }
 
+/* x.masked_fill(mask, value): the value (a number, -inf for attention's
+ * causal mask, or a 0-d tensor) where the mask is set. */
+static int emit_masked_fill(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  char M[512], V[512];
+  int rc;
+  if ((rc = operand_str(x->c, bi_arg(x->n, 1, "mask"), M, sizeof M, err))) return rc;
+  if ((rc = operand_str(x->c, bi_arg(x->n, 2, "value"), V, sizeof V, err))) return rc;
+  return mk_buf_printf(o, "tl.where(%s != 0, %s, %s)", M, V, x->A);
+}
+
 static int emit_addc(const ew_call *x, mk_buf *o, mk_errmsg *err) {
   char T1[512], T2[512];
   int rc;
@@ -643,6 +653,7 @@ static const ew_op ew_ops[] = {
     {"clamp clip clamp_min clamp_max", A_OTHER, NULL, emit_clamp},
     {"threshold", A_OTHER, NULL, emit_threshold},
     {"where", A_OTHER, NULL, emit_where},
+    {"masked_fill", A_OTHER, NULL, emit_masked_fill},
     /* p == 0 or eval mode (bi_ew_supported refuses the rest): identity */
     {"dropout dropout1d dropout2d dropout3d alpha_dropout feature_alpha_dropout", A_OTHER, "$A",
      NULL},

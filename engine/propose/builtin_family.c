@@ -9,7 +9,8 @@
 
 static const char *const view_ops[] = {
     "view", "reshape", "flatten", "squeeze", "unsqueeze", "permute", "transpose", "t", "expand",
-    "expand_as", "contiguous", "unflatten", "view_as", "reshape_as", "movedim", "swapaxes", NULL};
+    "expand_as", "contiguous", "unflatten", "view_as", "reshape_as", "movedim", "swapaxes", "split",
+    "chunk", "unbind", "narrow", "select", NULL};
 static const char *const reduce_ops[] = {"sum", "mean", "amax", "amin", "logsumexp", "max", "min",
                                          NULL};
 static const char *const softmax_ops[] = {"softmax", "log_softmax", NULL};
@@ -32,6 +33,14 @@ static bool is_elementwise(const mk_node *n, const char *s) {
   return binary_minmax || bi_ew_supported(n, NULL);
 }
 
+/* The view ops, and indexing with slices, ints, None and Ellipsis only (a
+ * view: `self.bias[:, :, :T, :T]`); indexing with tensors gathers. */
+static bool in_list(const char *s, const char *const *list);
+
+static bool is_view(const mk_node *n, const char *s) {
+  return in_list(s, view_ops) || (strcmp(s, "getitem") == 0 && n->category == MK_OP_VIEW);
+}
+
 /* A view op is replayed in the launcher as recorded. */
 static int emit_view_stage(bi_emit *e, int s, mk_errmsg *err) {
   const mk_graph *g = e->p->g;
@@ -44,7 +53,7 @@ static int emit_view_stage(bi_emit *e, int s, mk_errmsg *err) {
  * families named by their ops. */
 static const bi_family families[] = {
     {BI_EW, "elementwise", NULL, is_elementwise, NULL, bi_emit_ew_stage},
-    {BI_VIEW, "view", view_ops, NULL, NULL, emit_view_stage},
+    {BI_VIEW, "view", view_ops, is_view, NULL, emit_view_stage},
     {BI_REDUCE, "reduce", reduce_ops, NULL, bi_reduce_check, bi_emit_reduce_stage},
     {BI_SOFTMAX, "softmax", softmax_ops, NULL, bi_reduce_check, bi_emit_reduce_stage},
     {BI_NORM, "norm", norm_ops, NULL, bi_norm_check, bi_emit_norm_stage},

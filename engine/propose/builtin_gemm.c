@@ -7,7 +7,10 @@
  * split, faster than cuBLAS fp32 on H200 and within 1e-4) or "ieee"; plain
  * tf32 fails the tolerance and is never proposed (docs/builtin-proposer.md).
  * The "torch" variant keeps cuBLAS for the product and fuses only the
- * epilogue (MK_USES_TORCH). */
+ * epilogue (MK_USES_TORCH). Batched products take one batch dim (bmm, 3-d
+ * matmul) or two (4-d matmul: attention's (batch, heads) views, read through
+ * their strides, so the transposed head views of a split projection are never
+ * copied); leading dims that broadcast stay PyTorch's. */
 #include "builtin_internal.h"
 
 #include <stdio.h>
@@ -16,7 +19,8 @@
 typedef struct gemm_info {
   int a, b, bias;     /* value ids (bias -1 if none) */
   bool weight_nk;     /* b is [N, K] (linear) */
-  bool batched;       /* bmm / 3-d matmul */
+  bool batched;       /* bmm / 3-d matmul, or 4-d matmul (batch_dims 2) */
+  int batch_dims;
   int a_rank;
 } gemm_info;
 
@@ -55,8 +59,18 @@ static int parse(const mk_graph *g, const mk_node *n, gemm_info *gi, mk_errmsg *
   if (b->rank == 2 && a->rank >= 2) return 0;
   if (b->rank == 3 && a->rank == 3 && !gi->weight_nk && a->shape[0] == b->shape[0]) {
     gi->batched = true;
+    gi->batch_dims = 1;
     return 0;
   }
+  if (b->rank == 4 && a->rank == 4 && !gi->weight_nk && a->shape[0] == b->shape[0] &&
+      a->shape[1] == b->shape[1]) {
+    gi->batched = true;
+    gi->batch_dims = 2;
+    return 0;
+  }
+  if (a->rank == b->rank && a->rank >= 3)
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s whose leading dims broadcast or pass 4-d",
+                   n->span.line, s);
   return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s of ranks %d and %d", n->span.line, s, a->rank,
                  b->rank);
 }
@@ -71,7 +85,8 @@ static int emit_kernel(bi_emit *e, int s, const gemm_info *gi, const char *kname
   mk_buf *k = e->kernels;
   mk_buf_printf(k,
                 "\n\n@triton.jit\ndef %s(a_ptr, b_ptr, %s%sM, N, K, stride_ab, stride_am, stride_ak,\n"
-                "        stride_bb, stride_bk, stride_bn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,\n"
+                "        stride_bb, stride_bk, stride_bn, B1, stride_ab1, stride_bb1,\n"
+                "        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,\n"
                 "        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, IDX64: tl.constexpr):\n",
                 kname, gi->bias >= 0 ? "bias_ptr, " : "", sig);
   bi_stage_comment(e->p, s, 4, k);
@@ -91,13 +106,16 @@ static int emit_kernel(bi_emit *e, int s, const gemm_info *gi, const char *kname
                 "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)\n"
                 "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)\n"
                 "    rk = tl.arange(0, BLOCK_K)\n"
-                "    if IDX64:  # an operand or the result has more than 2**31 elements\n"
+                "    if IDX64:  # an operand's storage or the result has more than 2**31 elements\n"
                 "        batch = batch.to(tl.int64)\n"
                 "        rm = rm.to(tl.int64)\n"
                 "        rn = rn.to(tl.int64)\n"
                 "        rk = rk.to(tl.int64)\n"
-                "    a_base = a_ptr + batch * stride_ab\n"
-                "    b_base = b_ptr + batch * stride_bb\n"
+                "    # a second batch dim (4-d: heads) of B1, each operand by its own strides\n"
+                "    b0 = batch // B1\n"
+                "    b1 = batch %% B1\n"
+                "    a_base = a_ptr + b0 * stride_ab + b1 * stride_ab1\n"
+                "    b_base = b_ptr + b0 * stride_bb + b1 * stride_bb1\n"
                 "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
                 "    for k0 in range(0, K, BLOCK_K):\n"
                 "        kk = k0 + rk\n"
@@ -138,14 +156,25 @@ int bi_emit_gemm_stage(bi_emit *e, int s, mk_errmsg *err) {
     mk_buf *b = e->body;
     bi_stage_comment(p, s, 4, b);
     if (st->epi >= 0) bi_stage_comment(p, st->epi, 4, b);
-    /* A as [batch, M, K] (contiguous rows), B by its own strides. */
+    /* A as [batch, M, K] (contiguous rows), B by its own strides; a 4-d A
+     * (the head views of attention) by its strides too. */
     mk_buf_printf(b, "    a%d = ", res);
     bi_run_name(p, gi.a, b);
-    mk_buf_puts(b, ".contiguous()\n");
+    mk_buf_puts(b, gi.batch_dims == 2 ? "\n" : ".contiguous()\n");
     mk_buf_printf(b, "    b%d = ", res);
     bi_run_name(p, gi.b, b);
     mk_buf_puts(b, "\n");
-    if (gi.batched) {
+    if (gi.batch_dims == 2) {
+      mk_buf_printf(b, "    bat%d, b1_%d, m%d, k%d = a%d.shape\n", res, res, res, res, res);
+      mk_buf_printf(b, "    if tuple(b%d.shape[:2]) != (bat%d, b1_%d):\n"
+                       "        raise ValueError(\"batch dims do not match\")\n", res, res, res);
+      mk_buf_printf(b, "    n%d = b%d.shape[3]\n", res, res);
+      mk_buf_printf(b, "    batch%d = bat%d * b1_%d\n", res, res, res);
+      mk_buf_printf(b, "    sab%d, sab1_%d, sam%d, sak%d = a%d.stride()\n", res, res, res, res, res);
+      mk_buf_printf(b, "    sbb%d, sbb1_%d, sbk%d, sbn%d = b%d.stride()\n", res, res, res, res, res);
+      mk_buf_printf(b, "    out%d = (bat%d, b1_%d, m%d, n%d)\n", res, res, res, res, res);
+    } else if (gi.batched) {
+      mk_buf_printf(b, "    b1_%d, sab1_%d, sbb1_%d = 1, 0, 0\n", res, res, res);
       mk_buf_printf(b, "    batch%d, m%d, k%d = a%d.shape\n", res, res, res, res);
       mk_buf_printf(b, "    n%d = b%d.shape[2]\n", res, res);
       mk_buf_printf(b, "    sab%d, sam%d, sak%d = a%d.stride()\n", res, res, res, res);
@@ -154,6 +183,7 @@ int bi_emit_gemm_stage(bi_emit *e, int s, mk_errmsg *err) {
     } else {
       mk_buf_printf(b, "    k%d = a%d.shape[-1]\n", res, res);
       mk_buf_printf(b, "    m%d = a%d.numel() // max(k%d, 1)\n", res, res, res);
+      mk_buf_printf(b, "    b1_%d, sab1_%d, sbb1_%d = 1, 0, 0\n", res, res, res);
       mk_buf_printf(b, "    batch%d, sab%d, sam%d, sak%d = 1, 0, k%d, 1\n", res, res, res, res, res);
       if (gi.weight_nk) {
         mk_buf_printf(b, "    n%d = b%d.shape[0]\n", res, res);
@@ -182,10 +212,13 @@ int bi_emit_gemm_stage(bi_emit *e, int s, mk_errmsg *err) {
       }
       mk_buf_printf(b,
                     "%sm%d, n%d, k%d, sab%d, sam%d, sak%d, sbb%d, sbk%d, sbn%d,\n"
+                    "            b1_%d, sab1_%d, sbb1_%d,\n"
                     "            BLOCK_M=%d, BLOCK_N=%d, BLOCK_K=%d, GROUP_M=8,\n"
-                    "            IDX64=max(a%d.numel(), b%d.numel(), batch%d * m%d * n%d) >= 2**31,\n"
+                    "            IDX64=max(a%d.untyped_storage().nbytes() // 4,\n"
+                    "                      b%d.untyped_storage().nbytes() // 4, batch%d * m%d * n%d) >= 2**31,\n"
                     "            num_warps=%d, num_stages=%d)\n",
-                    mk_buf_cstr(&call), res, res, res, res, res, res, res, res, res, e->cfg->bm,
+                    mk_buf_cstr(&call), res, res, res, res, res, res, res, res, res, res, res, res,
+                    e->cfg->bm,
                     e->cfg->bn, e->cfg->bk, res, res, res, res, res, e->cfg->gemm_warps, e->cfg->stages);
     }
   }

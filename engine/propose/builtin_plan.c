@@ -329,6 +329,20 @@ static void decide_norm_on_load(bi_plan *p) {
   }
 }
 
+/* True for a view of values made outside the subkernel (a slice of a buffer:
+ * attention's `self.bias[:, :, :T, :T]`): it depends on nothing the subkernel
+ * computes, so its stage comes first (a line of the launcher) instead of
+ * cutting an elementwise run in two; the run can then be the epilogue of the
+ * GEMM before it, reading the view. */
+static bool view_of_outside_values(const bi_plan *p, const mk_node *n, bi_kind kind) {
+  if (kind != BI_VIEW || n->nmutates > 0) return false;
+  for (int k = 0; k < n->ninputs; k++) {
+    int prod = p->g->values[n->inputs[k]].producer;
+    if (prod >= 0 && p->stage_of[prod] != -2) return false;
+  }
+  return true;
+}
+
 int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_errmsg *err) {
   *out = (bi_plan){.g = g, .sk = sk, .chain_lo = -1, .chain_hi = -1};
   out->stage_of = malloc((size_t)(g->nnodes + 1) * sizeof *out->stage_of);
@@ -359,6 +373,12 @@ int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_er
   int rc = 0, nq = 0;
   for (int i = 0; i < sk->nnodes && rc == 0; i++) {
     const mk_node *n = &g->nodes[sk->nodes[i]];
+    bi_kind kind;
+    if (n->replayable && classify(g, n, &kind, NULL) == 0 && view_of_outside_values(out, n, kind))
+      rc = push_stage(out, kind, &sk->nodes[i], 1);
+  }
+  for (int i = 0; i < sk->nnodes && rc == 0; i++) {
+    const mk_node *n = &g->nodes[sk->nodes[i]];
     if (!n->replayable) {
       rc = mk_errf(err, MK_EUNSUPPORTED, "line %d: %s reads a value that was not recorded exactly",
                    n->span.line, n->op);
@@ -375,6 +395,7 @@ int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_er
       q[nq++] = sk->nodes[i];
       continue;
     }
+    if (out->stage_of[sk->nodes[i]] >= 0) continue; /* an outside view, taken first */
     if (nq) {
       rc = add_ew_runs(out, q, nq);
       nq = 0;

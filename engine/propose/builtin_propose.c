@@ -537,11 +537,29 @@ static bool ends_in_norm_applied_by_pool(const bi_plan *p) {
   return last >= 0 && norms == 1 && pools == 1 && p->st[last].pro_norm >= 0;
 }
 
+/* One GEMM whose epilogue carries every other stage that computes (views are
+ * free): the product and what follows it in one kernel, as after attention's
+ * q @ k^T (scale, causal mask, activation), so the product is not written
+ * and read again by a second kernel. */
+static bool gemm_epilogue_covers(const bi_plan *p) {
+  int gemm = -1;
+  for (int s = 0; s < p->nst; s++) {
+    if (p->st[s].kind != BI_GEMM) continue;
+    if (gemm >= 0) return false;
+    gemm = s;
+  }
+  if (gemm < 0 || p->st[gemm].epi < 0) return false;
+  for (int s = 0; s < p->nst; s++)
+    if (s != gemm && s != p->st[gemm].epi && p->st[s].kind != BI_VIEW) return false;
+  return true;
+}
+
 bool mk_builtin_fuses(const mk_graph *g, const mk_subkernel *sk) {
   bi_plan p;
   mk_errmsg ignored = {{0}};
   if (g == NULL || sk == NULL || bi_plan_build(g, sk, &p, &ignored)) return false;
-  bool fused = p.nst >= 2 && (bi_conv_chain_covers(&p, 0) || ends_in_norm_applied_by_pool(&p));
+  bool fused = p.nst >= 2 && (bi_conv_chain_covers(&p, 0) || ends_in_norm_applied_by_pool(&p) ||
+                              gemm_epilogue_covers(&p));
   bi_plan_free(&p);
   return fused;
 }
@@ -549,8 +567,8 @@ bool mk_builtin_fuses(const mk_graph *g, const mk_subkernel *sk) {
 int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk_errmsg *err) {
   if (req == NULL || req->graph == NULL || req->subkernel == NULL || out == NULL)
     return mk_errf(err, MK_EINVAL, "no subkernel given");
-  /* Only in-place updates (num_batches_tracked += 1): nothing to return, and
-   * verify_subkernel compares outputs, so a candidate could not be judged. */
+  /* Only in-place updates (num_batches_tracked += 1): the verifier can judge
+   * them, but a kernel launch for one increment gains nothing over PyTorch's. */
   if (req->subkernel->noutputs == 0)
     return mk_errf(err, MK_EUNSUPPORTED,
                    "subkernel %s has no outputs (only in-place updates): the verifier has nothing "

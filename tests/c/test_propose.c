@@ -19,6 +19,8 @@ static const mk_subkernel *find_sk(const mk_partition *p, const char *prefix) {
   return NULL;
 }
 
+static char *first_candidate(const mk_graph *g, const int *nodes, int nnodes, char **name);
+
 MK_TEST(propose, reference_replays_recorded_calls) {
   mk_graph *g = load("ir", "conv_min_tanh.json");
   MK_REQUIRE(g != NULL);
@@ -247,6 +249,50 @@ MK_TEST(propose, elementwise_broadcast_loads_by_pattern) {
                       "memory_format=torch.channels_last)\n") != NULL);
   MK_CHECK(strstr(cl, "v9 = v9.contiguous()") == NULL);
   MK_CHECK(strstr(cl, "MK_CHANNELS_LAST = (\"conv.weight\", )") != NULL);
+  mk_candidate_list_free(&l);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+/* A 4-d matmul (attention's heads) reads both operands through their strides,
+ * its second batch dim passed as B1; leading dims that broadcast are refused
+ * with the reason (PyTorch keeps them). */
+MK_TEST(propose, four_d_matmuls_run_over_two_batch_dims) {
+  mk_graph *g = load("propose", "attention_4d.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  const mk_subkernel *sk = find_sk(&p, "matmul_mul");
+  MK_REQUIRE(sk != NULL);
+  mk_candidate_list l = {0};
+  mk_propose_request req = {.graph = g, .subkernel = sk, .max_candidates = 1};
+  MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
+  const char *src = l.items[0].source;
+  MK_CHECK(strstr(src, "b0 = batch // B1") != NULL);
+  MK_CHECK(strstr(src, "a_base = a_ptr + b0 * stride_ab + b1 * stride_ab1") != NULL);
+  MK_CHECK(strstr(src, ".contiguous()") == NULL); /* the head views are read in place */
+  MK_CHECK(strstr(src, "untyped_storage().nbytes()") != NULL); /* views reach past numel */
+  mk_candidate_list_free(&l);
+  /* heads of 1 on one side: a broadcast, refused */
+  const mk_node *mm = NULL;
+  for (int i = 0; i < sk->nnodes && !mm; i++)
+    if (strstr(g->nodes[sk->nodes[i]].op, "matmul")) mm = &g->nodes[sk->nodes[i]];
+  MK_REQUIRE(mm != NULL);
+  /* merged with the mask and ReLU after it (a slice of a buffer, taken first):
+   * one kernel, the mask read in its epilogue */
+  char *name = NULL;
+  char *merged = first_candidate(g, (int[]){9, 10, 11, 12, 13, 14}, 6, &name);
+  MK_REQUIRE(merged != NULL);
+  MK_CHECK(strstr(merged, "# fused epilogue") != NULL);
+  const char *jit = strstr(merged, "@triton.jit");
+  MK_CHECK(jit != NULL && strstr(jit + 1, "@triton.jit") == NULL);
+  MK_CHECK(strstr(merged, "tl.where(") != NULL);
+  free(merged);
+  free(name);
+  g->values[mm->inputs[0]].shape[1] = 1;
+  MK_CHECK_INT(mk_builtin_propose(&req, &l, &err), ==, MK_EUNSUPPORTED);
+  MK_CHECK(strstr(err.text, "leading dims broadcast") != NULL);
   mk_candidate_list_free(&l);
   mk_partition_free(&p);
   mk_graph_free(g);
@@ -598,6 +644,24 @@ MK_TEST(propose, builtin_fuses_whole_convolution_chains) {
   MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){13, 14, 15, 16}, 4, &sk, &err) == 0);
   MK_CHECK(mk_builtin_fuses(g, &sk));
   mk_subkernel_free(&sk);
+  mk_graph_free(g);
+  /* a GEMM whose epilogue carries the rest (views aside); not two GEMMs, nor a
+   * GEMM alone or with only a view after it */
+  g = load("propose", "attention_4d.json");
+  MK_REQUIRE(g != NULL);
+  struct { int nodes[8], n; bool fused; } gemm_cases[] = {
+      {{9, 10, 11, 12, 13, 14}, 6, true}, /* q @ k^T -> * scale -> mask from a slice -> relu */
+      {{9, 10}, 2, true},                 /* q @ k^T -> * scale */
+      {{9, 10, 11, 12, 13, 14, 15}, 7, false}, /* ... then @ v: a second GEMM */
+      {{15}, 1, false},                   /* a lone GEMM */
+      {{0, 1}, 2, false},                 /* linear -> split: nothing computes after it */
+  };
+  for (size_t i = 0; i < sizeof gemm_cases / sizeof gemm_cases[0]; i++) {
+    MK_REQUIRE(mk_subkernel_from_nodes(g, gemm_cases[i].nodes, gemm_cases[i].n, &sk, &err) == 0);
+    if (mk_builtin_fuses(g, &sk) != gemm_cases[i].fused) fprintf(stderr, "    gemm case %zu\n", i);
+    MK_CHECK(mk_builtin_fuses(g, &sk) == gemm_cases[i].fused);
+    mk_subkernel_free(&sk);
+  }
   mk_graph_free(g);
 }
 

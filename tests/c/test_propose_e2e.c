@@ -285,6 +285,19 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
   run_fixture("conv_net.json", 2);
 }
 
+/* 4-d matmuls of attention heads through their strides (the transposed head
+ * views of a split projection), with the scale, causal mask (a sliced buffer,
+ * masked_fill with -inf) and ReLU after them: every subkernel's candidates,
+ * and the whole graph's first two. */
+MK_TEST(propose_e2e, attention_heads_match_reference) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  run_fixture("attention_4d.json", 0);
+  run_fixture_as("attention_4d.json", 2, true);
+}
+
 /* Pools that apply the norm they read while loading (builtin_plan.c,
  * decide_norm_on_load): group, batch (training and eval) and instance norms,
  * with prologues and epilogues, padded windows, 2-d and 3-d: the whole graph
