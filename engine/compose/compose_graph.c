@@ -21,12 +21,18 @@
  *     replayed outputs carry a backward that raises with the reason: the
  *     variant is for inference, like the kernels it replays;
  *   - the plain forward whenever a graph would be wrong: an input or the
- *     state off the GPU, an argument that is not a tensor
+ *     state off the GPU, a submodule in another mode than at capture (every
+ *     module's training flag is in the key), an argument that is not a tensor
  *     or a plain scalar, a parameter replaced by another tensor (the key
  *     holds every state tensor's address), or capture failing (the reason
  *     is kept in `_mk_graphs.why`);
  *   - bounded memory: at most MK_GRAPH_SHAPES signatures are captured, later
- *     ones run the plain forward. */
+ *     ones run the plain forward;
+ *   - little Python per call, the point of the variant: the key walks live
+ *     views of the modules' parameter and buffer dicts and reads flags and
+ *     addresses in list comprehensions (ResNet-101's 626 tensors: ~130 us of
+ *     host time per call on this CPU, ~370-580 us before, most of it
+ *     `tensor.device` objects). */
 #include "mk_compose.h"
 
 #include <stdbool.h>
@@ -48,13 +54,17 @@ static const char graph_runtime[] =
     "        self.modules = list(module.modules())\n"
     "        self.entries: dict = {}\n"
     "        self.why = \"\"\n"
+    "        # Live views of every module's parameter and buffer dicts: a replaced parameter\n"
+    "        # shows up in them, and walking them is ~4x cheaper per call than walking the\n"
+    "        # modules (ResNet-101: 626 tensors in 287 modules, ~80 us of Python otherwise).\n"
+    "        self.views = [d.values() for m in self.modules for d in (m._parameters, m._buffers)]\n"
     "\n"
     "    def state(self) -> list:\n"
-    "        return [t for m in self.modules\n"
-    "                for t in (*m._parameters.values(), *m._buffers.values()) if t is not None]\n"
+    "        return [t for v in self.views for t in v if t is not None]\n"
     "\n"
-    "    def key(self, module: torch.nn.Module, args: tuple, state: list):\n"
-    "        parts: list = [module.training]\n"
+    "    def key(self, args: tuple, state: list):\n"
+    "        # every module's mode (one submodule may be put in eval alone)\n"
+    "        parts: list = [tuple([m.training for m in self.modules])]\n"
     "        for a in args:\n"
     "            if isinstance(a, torch.Tensor):\n"
     "                if a.device.type != \"cuda\":\n"
@@ -64,9 +74,10 @@ static const char graph_runtime[] =
     "                parts.append((type(a).__name__, a))\n"
     "            else:\n"
     "                return None\n"
-    "        if any(t.device.type != \"cuda\" for t in state):\n"
+    "        if not all([t.is_cuda for t in state]):\n"
     "            return None\n"
-    "        parts.append(tuple(t.data_ptr() for t in state))\n"
+    "        # moved or replaced storage (.to(), .data = ...): a graph holds addresses\n"
+    "        parts.append(tuple([t.data_ptr() for t in state]))\n"
     "        return tuple(parts)\n"
     "\n"
     "    def capture(self, forward, args: tuple):\n"
@@ -130,7 +141,7 @@ static const char graph_runtime[] =
     "        graphs = _MkGraphs(module)\n"
     "        module._mk_graphs = graphs\n"
     "    state = graphs.state()\n"
-    "    key = graphs.key(module, args, state)\n"
+    "    key = graphs.key(args, state)\n"
     "    if key is None:\n"
     "        return forward(*args)\n"
     "    entry = graphs.entries.get(key)\n"

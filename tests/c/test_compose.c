@@ -181,6 +181,9 @@ MK_TEST(compose, cuda_graph_variant_wraps_and_falls_back_on_cpu) {
   check_module_in_python(py, out.len,
                          "assert torch.equal(a(x),b(x));assert torch.equal(a(x),b(x));"
                          "assert float(b.calls)==2.0;assert b._mk_graphs.entries=={};"
+                         /* the state the key reads is live: a replaced parameter is in it */
+                         "g=b._mk_graphs;w2=torch.nn.Parameter(torch.zeros(4,8));b.fc.weight=w2;"
+                         "assert any(t is w2 for t in g.state()) and len(g.state())==3;"
                          /* replayed outputs while autograd records: a backward that
                           * says why there is none, never gradients silently missing */
                          "w=b.fc.weight;o=m._mk_fresh((torch.ones(2),),w)[0];assert o.requires_grad;"
