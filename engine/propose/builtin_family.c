@@ -15,7 +15,7 @@ static const char *const reduce_ops[] = {"sum", "mean", "amax", "amin", "logsume
                                          NULL};
 static const char *const softmax_ops[] = {"softmax", "log_softmax", NULL};
 static const char *const norm_ops[] = {"layer_norm", "group_norm", "instance_norm", "batch_norm",
-                                       "rms_norm", NULL};
+                                       "rms_norm", "normalize", NULL};
 static const char *const pool_ops[] = {
     "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",

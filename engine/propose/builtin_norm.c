@@ -1,4 +1,6 @@
-/* builtin_norm.c — layer/group/instance/batch/RMS normalisation.
+/* builtin_norm.c — layer/group/instance/batch/RMS normalisation, and
+ * F.normalize over the last dim (an RMS row whose scale is
+ * 1 / max(||x||_2, eps), no weight).
  *
  * Every norm is "statistics over a set of elements, then an affine map per
  * element". The sets ("rows") are:
@@ -40,6 +42,7 @@ typedef struct norm_info {
   bool batch_stats; /* statistics from the input (else from running stats) */
   long long groups;
   int nnorm; /* layer / rms: number of normalized trailing dims */
+  bool l2;   /* F.normalize(p=2): rstd = 1 / max(sqrt(sum of squares), eps) */
   int rank;
 } norm_info;
 
@@ -103,6 +106,24 @@ static int parse(const mk_graph *g, const mk_node *n, norm_info *ni, mk_errmsg *
       bad |= bad_tensor_arg(n, 3, "bias");
       ni->eps = num_arg(n, 4, "eps", 1e-5);
     }
+  } else if (strcmp(s, "normalize") == 0) {
+    /* F.normalize(input, p=2.0, dim=1, eps=1e-12): rows along a trailing dim only */
+    ni->kind = N_RMS;
+    ni->l2 = true;
+    ni->nnorm = 1;
+    double pnorm = num_arg(n, 1, "p", 2.0);
+    long long dim = 1;
+    const cJSON *da = bi_arg(n, 2, "dim");
+    if (da && !bi_arg_int(da, &dim))
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: normalize over several dims", n->span.line);
+    if (pnorm != 2.0)
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: normalize with p=%g (only p=2)", n->span.line, pnorm);
+    if (dim != -1 && dim != iv->rank - 1)
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: normalize over dim %lld, not the last",
+                     n->span.line, dim);
+    ni->eps = num_arg(n, 3, "eps", 1e-12);
+    if (bi_arg(n, 4, "out") && !bi_arg_none(bi_arg(n, 4, "out")))
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: normalize with out=", n->span.line);
   } else if (strcmp(s, "group_norm") == 0) {
     ni->kind = N_GROUP;
     if (!bi_arg_int(bi_arg(n, 1, "num_groups"), &ni->groups) || ni->groups < 1)
@@ -247,7 +268,7 @@ static void chan_expr(const norm_info *ni, mk_buf *k) {
 static const char *kind_name(norm_kind k) {
   switch (k) {
   case N_LAYER: return "layer_norm";
-  case N_RMS: return "rms_norm";
+  case N_RMS: return "rms_norm (or normalize)";
   case N_GROUP: return "group_norm";
   case N_INSTANCE: return "instance_norm";
   case N_BATCH: return "batch_norm";
@@ -285,16 +306,29 @@ static int stats_loop(bi_emit *e, int s, const norm_info *ni, const char *lo, co
                         "        m2 += delta * tl.where(mask, x - mean, 0.0)\n");
 }
 
+/* rstd from `var` over `count` elements: 1 / sqrt(var + eps), or for
+ * F.normalize 1 / max(sqrt(var * count), eps) (the L2 norm of the row). */
+static void rstd_line(const norm_info *ni, const char *count, int indent, mk_buf *k) {
+  mk_buf_indent(k, indent);
+  if (ni->l2) {
+    mk_buf_printf(k, "rstd = 1.0 / tl.maximum(tl.sqrt(var * %s), ", count);
+    bi_tl_float(ni->eps, k);
+    mk_buf_puts(k, ")\n");
+    return;
+  }
+  mk_buf_puts(k, "rstd = 1.0 / tl.sqrt(var + ");
+  bi_tl_float(ni->eps, k);
+  mk_buf_puts(k, ")\n");
+}
+
 /* Lines after the stats: mean, var, rstd, and the running statistics. `cnt`,
  * `mean`, `m2` are per-lane (or per-partial) vectors. */
 static void combine(bi_emit *e, const norm_info *ni, const char *update_if, mk_buf *k) {
   mk_buf_puts(k, "    tot = tl.sum(cnt, axis=0)\n"
                  "    gmean = tl.sum(cnt * mean, axis=0) / tot\n"
                  "    dm = tl.where(cnt > 0, mean - gmean, 0.0)\n"
-                 "    var = tl.sum(m2 + cnt * dm * dm, axis=0) / tot\n"
-                 "    rstd = 1.0 / tl.sqrt(var + ");
-  bi_tl_float(ni->eps, k);
-  mk_buf_puts(k, ")\n");
+                 "    var = tl.sum(m2 + cnt * dm * dm, axis=0) / tot\n");
+  rstd_line(ni, "tot", 4, k);
   if (ni->kind == N_BATCH && ni->rmean >= 0) {
     /* In place, as torch: running = (1 - momentum) * running + momentum * batch,
      * with the unbiased variance for running_var. */
@@ -414,9 +448,8 @@ static int emit_regs_kernel(bi_emit *e, int s, const norm_info *ni, const char *
                    "    d = tl.where(mask, x - gmean[:, None], 0.0)\n"
                    "    var = tl.sum(d * d, axis=1) / M\n");
   }
-  mk_buf_puts(k, "    rstd = 1.0 / tl.sqrt(var + ");
-  bi_tl_float(ni->eps, k);
-  mk_buf_puts(k, ")\n    y = d * rstd[:, None]\n");
+  rstd_line(ni, "M", 4, k);
+  mk_buf_puts(k, "    y = d * rstd[:, None]\n");
   if (ni->weight >= 0 || ni->bias >= 0) {
     mk_buf_puts(k, "    ch = ");
     chan_expr(ni, k);

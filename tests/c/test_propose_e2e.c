@@ -298,6 +298,17 @@ MK_TEST(propose_e2e, attention_heads_match_reference) {
   run_fixture_as("attention_4d.json", 2, true);
 }
 
+/* F.normalize over the last dim as a norm row (1 / max(||x||, eps)): SwinV2's
+ * cosine attention, rows of zeros (the eps clamp), long rows (split rows); one
+ * over dim 1 stays PyTorch's: every configuration of every subkernel. */
+MK_TEST(propose_e2e, normalize_matches_reference) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  run_fixture("normalize_rows.json", 0);
+}
+
 /* Pools that apply the norm they read while loading (builtin_plan.c,
  * decide_norm_on_load): group, batch (training and eval) and instance norms,
  * with prologues and epilogues, padded windows, 2-d and 3-d: the whole graph
