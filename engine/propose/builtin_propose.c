@@ -571,8 +571,9 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
    * them, but a kernel launch for one increment gains nothing over PyTorch's. */
   if (req->subkernel->noutputs == 0)
     return mk_errf(err, MK_EUNSUPPORTED,
-                   "subkernel %s has no outputs (only in-place updates): the verifier has nothing "
-                   "to compare, the reference stays",
+                   "subkernel %s has no outputs (only in-place updates, such as "
+                   "num_batches_tracked += 1): a kernel launch gains nothing there, the "
+                   "reference stays",
                    req->subkernel->name ? req->subkernel->name : "?");
   bi_plan p;
   int rc = bi_plan_build(req->graph, req->subkernel, &p, err);
