@@ -145,21 +145,25 @@ void mk_bench_kbcheck_judge(const cJSON *result, const char *error, const mk_ben
   set_reason(out, &b);
 }
 
-void mk_bench_kbcheck_rejudge(mk_bench_record *rec, double speed_tolerance) {
+bool mk_bench_kbcheck_rejudge(mk_bench_record *rec, double speed_tolerance) {
   mk_bench_kbcheck *kb = &rec->kb;
   bool verdict = kb->status == MK_BENCH_KB_AGREE || kb->status == MK_BENCH_KB_DISAGREE;
-  if (!verdict || (kb->correct == 1) != rec->correct) return;
+  if (!verdict || (kb->correct == 1) != rec->correct) return false;
   cJSON *answer = mk_bench_kbcheck_to_json(kb);
-  if (answer == NULL) return;
+  if (answer == NULL) return false;
   cJSON_AddBoolToObject(answer, "available", 1);
   cJSON_DeleteItemFromObjectCaseSensitive(answer, "reason");
   mk_bench_kbcheck again;
   mk_bench_kbcheck_judge(answer, NULL, rec, speed_tolerance, &again);
   cJSON_Delete(answer);
+  bool changed = again.status != kb->status ||
+                 (again.reason == NULL) != (kb->reason == NULL) ||
+                 (again.reason && strcmp(again.reason, kb->reason) != 0);
   again.root = kb->root;
   kb->root = NULL;
   mk_bench_kbcheck_free(kb);
   *kb = again;
+  return changed;
 }
 
 cJSON *mk_bench_kbcheck_to_json(const mk_bench_kbcheck *kb) {

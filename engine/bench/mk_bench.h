@@ -136,8 +136,9 @@ void mk_bench_kbcheck_judge(const cJSON *result, const char *error, const mk_ben
 /* A kept verdict (a resumed record) judged again by the current rule and
  * speed_tolerance from what the record holds of KernelBench's answer; nothing
  * is evaluated again. Only speed is judged again: a verdict on correctness
- * keeps its reason (KernelBench's own words, not kept elsewhere). */
-void mk_bench_kbcheck_rejudge(mk_bench_record *rec, double speed_tolerance);
+ * keeps its reason (KernelBench's own words, not kept elsewhere). True when
+ * the verdict or its reason changed (the record is then worth saving). */
+bool mk_bench_kbcheck_rejudge(mk_bench_record *rec, double speed_tolerance);
 void mk_bench_kbcheck_free(mk_bench_kbcheck *kb);
 /* "agree", "disagree", "unavailable", "error", or "not run". */
 const char *mk_bench_kb_status_name(mk_bench_kb_status s);

@@ -338,10 +338,9 @@ static void start_next(bench_cli *b) {
         crosscheck_or_complete(j);
         continue;
       }
-      if (b->kb) { /* a kept verdict under the current rule, without a new run */
-        mk_bench_kbcheck_rejudge(&cached, b->kb_tolerance);
+      /* a kept verdict under the current rule, without a new run */
+      if (b->kb && mk_bench_kbcheck_rejudge(&cached, b->kb_tolerance))
         save_record(b, &b->probs[i], &cached);
-      }
       mk_bench_results_add(&b->results, &cached);
       b->done++;
       fprintf(stderr, "[%d/%d] %-55.55s cached\n", b->done, b->nprobs, b->probs[i].id);

@@ -33,10 +33,14 @@ static bool is_elementwise(const mk_node *n, const char *s) {
   return binary_minmax || bi_ew_supported(n, NULL);
 }
 
+static bool in_list(const char *s, const char *const *list) {
+  for (; *list; list++)
+    if (strcmp(s, *list) == 0) return true;
+  return false;
+}
+
 /* The view ops, and indexing with slices, ints, None and Ellipsis only (a
  * view: `self.bias[:, :, :T, :T]`); indexing with tensors gathers. */
-static bool in_list(const char *s, const char *const *list);
-
 static bool is_view(const mk_node *n, const char *s) {
   return in_list(s, view_ops) || (strcmp(s, "getitem") == 0 && n->category == MK_OP_VIEW);
 }
@@ -62,12 +66,6 @@ static const bi_family families[] = {
     {BI_TORCH, "torch", torch_ops, NULL, NULL, bi_emit_torch_stage},
 };
 #define NFAMILIES (sizeof families / sizeof families[0])
-
-static bool in_list(const char *s, const char *const *list) {
-  for (; *list; list++)
-    if (strcmp(s, *list) == 0) return true;
-  return false;
-}
 
 const bi_family *bi_family_of_node(const mk_node *n) {
   char s[64];

@@ -19,8 +19,7 @@
 typedef struct gemm_info {
   int a, b, bias;     /* value ids (bias -1 if none) */
   bool weight_nk;     /* b is [N, K] (linear) */
-  bool batched;       /* bmm / 3-d matmul, or 4-d matmul (batch_dims 2) */
-  int batch_dims;
+  int batch_dims;     /* 0; 1: bmm / 3-d matmul; 2: 4-d matmul (batch, heads) */
   int a_rank;
 } gemm_info;
 
@@ -58,13 +57,11 @@ static int parse(const mk_graph *g, const mk_node *n, gemm_info *gi, mk_errmsg *
     return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with a bias that is not 1-d", n->span.line, s);
   if (b->rank == 2 && a->rank >= 2) return 0;
   if (b->rank == 3 && a->rank == 3 && !gi->weight_nk && a->shape[0] == b->shape[0]) {
-    gi->batched = true;
     gi->batch_dims = 1;
     return 0;
   }
   if (b->rank == 4 && a->rank == 4 && !gi->weight_nk && a->shape[0] == b->shape[0] &&
       a->shape[1] == b->shape[1]) {
-    gi->batched = true;
     gi->batch_dims = 2;
     return 0;
   }
@@ -164,6 +161,8 @@ int bi_emit_gemm_stage(bi_emit *e, int s, mk_errmsg *err) {
     mk_buf_printf(b, "    b%d = ", res);
     bi_run_name(p, gi.b, b);
     mk_buf_puts(b, "\n");
+    /* the second batch dim (heads) and its strides: none below 4-d */
+    if (gi.batch_dims < 2) mk_buf_printf(b, "    b1_%d, sab1_%d, sbb1_%d = 1, 0, 0\n", res, res, res);
     if (gi.batch_dims == 2) {
       mk_buf_printf(b, "    bat%d, b1_%d, m%d, k%d = a%d.shape\n", res, res, res, res, res);
       mk_buf_printf(b, "    if tuple(b%d.shape[:2]) != (bat%d, b1_%d):\n"
@@ -173,8 +172,7 @@ int bi_emit_gemm_stage(bi_emit *e, int s, mk_errmsg *err) {
       mk_buf_printf(b, "    sab%d, sab1_%d, sam%d, sak%d = a%d.stride()\n", res, res, res, res, res);
       mk_buf_printf(b, "    sbb%d, sbb1_%d, sbk%d, sbn%d = b%d.stride()\n", res, res, res, res, res);
       mk_buf_printf(b, "    out%d = (bat%d, b1_%d, m%d, n%d)\n", res, res, res, res, res);
-    } else if (gi.batched) {
-      mk_buf_printf(b, "    b1_%d, sab1_%d, sbb1_%d = 1, 0, 0\n", res, res, res);
+    } else if (gi.batch_dims == 1) {
       mk_buf_printf(b, "    batch%d, m%d, k%d = a%d.shape\n", res, res, res, res);
       mk_buf_printf(b, "    n%d = b%d.shape[2]\n", res, res);
       mk_buf_printf(b, "    sab%d, sam%d, sak%d = a%d.stride()\n", res, res, res, res);
@@ -183,7 +181,6 @@ int bi_emit_gemm_stage(bi_emit *e, int s, mk_errmsg *err) {
     } else {
       mk_buf_printf(b, "    k%d = a%d.shape[-1]\n", res, res);
       mk_buf_printf(b, "    m%d = a%d.numel() // max(k%d, 1)\n", res, res, res);
-      mk_buf_printf(b, "    b1_%d, sab1_%d, sbb1_%d = 1, 0, 0\n", res, res, res);
       mk_buf_printf(b, "    batch%d, sab%d, sam%d, sak%d = 1, 0, k%d, 1\n", res, res, res, res, res);
       if (gi.weight_nk) {
         mk_buf_printf(b, "    n%d = b%d.shape[0]\n", res, res);

@@ -379,6 +379,7 @@ int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_er
   }
   for (int i = 0; i < sk->nnodes && rc == 0; i++) {
     const mk_node *n = &g->nodes[sk->nodes[i]];
+    if (out->stage_of[sk->nodes[i]] >= 0) continue; /* an outside view, taken first */
     if (!n->replayable) {
       rc = mk_errf(err, MK_EUNSUPPORTED, "line %d: %s reads a value that was not recorded exactly",
                    n->span.line, n->op);
@@ -395,7 +396,6 @@ int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_er
       q[nq++] = sk->nodes[i];
       continue;
     }
-    if (out->stage_of[sk->nodes[i]] >= 0) continue; /* an outside view, taken first */
     if (nq) {
       rc = add_ew_runs(out, q, nq);
       nq = 0;

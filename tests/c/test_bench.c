@@ -254,7 +254,8 @@ MK_TEST(bench, kept_verdicts_are_judged_again) {
                               .evaluator = mk_strdup("kernelbench.eval.eval_kernel_against_ref"),
                               .root = mk_strdup("/kb"), .compiled = 1, .correct = 1, .speedup = 2.6,
                               .runtime = -1, .ref_runtime = -1};
-  mk_bench_kbcheck_rejudge(&rec, 0.25);
+  MK_CHECK(mk_bench_kbcheck_rejudge(&rec, 0.25)); /* changed: worth saving */
+  MK_CHECK(!mk_bench_kbcheck_rejudge(&rec, 0.25)); /* the same verdict again */
   MK_CHECK_INT(rec.kb.status, ==, MK_BENCH_KB_AGREE);
   MK_REQUIRE(rec.kb.reason != NULL);
   MK_CHECK(strstr(rec.kb.reason, "finds more: speedup vs eager 2.60x there, 2.00x here") != NULL);
@@ -267,7 +268,7 @@ MK_TEST(bench, kept_verdicts_are_judged_again) {
   mk_bench_kbcheck_free(&rec.kb);
   rec.kb = (mk_bench_kbcheck){.status = MK_BENCH_KB_DISAGREE, .reason = mk_strdup("Output mismatch"),
                               .compiled = 1, .correct = 0, .speedup = -1};
-  mk_bench_kbcheck_rejudge(&rec, 0.25);
+  MK_CHECK(!mk_bench_kbcheck_rejudge(&rec, 0.25));
   MK_CHECK_INT(rec.kb.status, ==, MK_BENCH_KB_DISAGREE);
   MK_CHECK_STR(rec.kb.reason, "Output mismatch");
   mk_bench_kbcheck_free(&rec.kb);
