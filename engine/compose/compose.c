@@ -490,6 +490,22 @@ static int emit_forward(const mk_graph *g, const mk_partition *p, const mk_candi
     else mk_buf_printf(out, "x%d", i);
   }
   mk_buf_puts(out, "):\n");
+  /* The program's device, for the recorded device constants of the PyTorch
+   * calls written inline below: the first input's (replay's rule,
+   * docs/capture.md). Kernels' run() bind their own. */
+  int first_input = -1;
+  for (int v = 0; v < g->nvalues; v++)
+    if (g->values[v].kind == MK_VALUE_INPUT &&
+        (first_input < 0 || g->values[v].index < g->values[first_input].index))
+      first_input = v;
+  int *inline_nodes = malloc(sizeof *inline_nodes * ((size_t)g->nnodes + 1)), ninline = 0;
+  if (inline_nodes == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
+  for (int s = 0; s < p->nsubkernels; s++)
+    if (is_reference(chosen ? chosen[s] : NULL))
+      for (int i = 0; i < p->subkernels[s].nnodes && ninline < g->nnodes; i++)
+        inline_nodes[ninline++] = p->subkernels[s].nodes[i];
+  mk_pyemit_device_binding(g, inline_nodes, ninline, first_input, value_name, nc, 8, out);
+  free(inline_nodes);
   for (int v = 0; v < g->nvalues; v++)
     if (g->values[v].kind == MK_VALUE_INPUT) emit_conversion(nc, v, out);
   for (int s = 0; s < p->nsubkernels; s++) {

@@ -28,7 +28,10 @@ int bi_emit_run_signature(const mk_graph *g, const mk_subkernel *sk, mk_buf *out
     if (i) mk_buf_puts(out, ", ");
     bi_value_name(g, sk->inputs[i], out);
   }
-  return mk_buf_puts(out, "):\n");
+  mk_buf_puts(out, "):\n");
+  /* Recorded devices are the device run() is given its tensors on. */
+  return mk_pyemit_device_binding(g, sk->nodes, sk->nnodes, sk->ninputs ? sk->inputs[0] : -1,
+                                  bi_graph_namer, (void *)g, 4, out);
 }
 
 int bi_emit_return(const mk_graph *g, const mk_subkernel *sk, mk_buf *out) {

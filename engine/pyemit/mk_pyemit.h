@@ -25,6 +25,19 @@
  * expression for value `vid` (e.g. "v12", "x", "self.conv.weight"). */
 typedef int (*mk_value_namer)(void *ctx, int vid, mk_buf *out);
 
+/* The local name every recorded device constant is spelled as. Captures run
+ * on the CPU, so `torch.zeros(n, device=x.device)` records "cpu"; replay maps
+ * every device constant to the device it runs on (docs/capture.md), and
+ * emitted code must do the same or a GPU run mixes devices. */
+#define MK_PYEMIT_DEVICE_VAR "_mk_dev"
+
+/* When any of `nodes` uses a device constant, appends
+ * `_mk_dev = <tensor_vid>.device` at `indent` (the device the emitted code
+ * runs on, taken from one of its tensors); with tensor_vid < 0 (no tensor in
+ * scope) the recorded device. Nothing when no node uses one. */
+int mk_pyemit_device_binding(const mk_graph *g, const int *nodes, int nnodes, int tensor_vid,
+                             mk_value_namer namer, void *ctx, int indent, mk_buf *out);
+
 /* Appends the Python literal for one encoded argument. MK_EUNSUPPORTED (with
  * a reason) for arguments that were not recorded exactly ("opaque"). */
 int mk_pyemit_arg(const cJSON *arg, mk_value_namer namer, void *ctx, mk_buf *out, mk_errmsg *err);

@@ -149,7 +149,10 @@ static int emit_tagged(const cJSON *arg, mk_value_namer namer, void *ctx, mk_buf
   if (!cJSON_IsString(tag) || !is_safe_token(tag->valuestring))
     return mk_errf(err, MK_EUNSUPPORTED, "argument '%s' cannot be written as Python", k);
   if (strcmp(k, "dtype") == 0) return mk_buf_printf(out, "torch.%s", tag->valuestring);
-  if (strcmp(k, "device") == 0) return mk_buf_printf(out, "torch.device('%s')", tag->valuestring);
+  /* Captures run on the CPU: a recorded device is the program's device
+   * (`device=x.device`), as replay reads it. The emitter binds the name
+   * before the first call that uses it (mk_pyemit_device_binding). */
+  if (strcmp(k, "device") == 0) return mk_buf_puts(out, MK_PYEMIT_DEVICE_VAR);
   if (strcmp(k, "memory_format") == 0 || strcmp(k, "layout") == 0)
     return mk_buf_printf(out, "torch.%s", tag->valuestring);
   return mk_errf(err, MK_EUNSUPPORTED, "argument of kind '%s' cannot be written as Python", k);
@@ -373,6 +376,44 @@ int mk_pyemit_node(const mk_graph *g, const mk_node *n, mk_value_namer namer, vo
   }
   rc = mk_pyemit_mutations(n, namer, ctx, indent, out);
   return rc ? rc : out->err;
+}
+
+/* The first device constant inside an encoded argument ("cpu"), or NULL. */
+static const char *first_device(const cJSON *arg) {
+  if (arg == NULL) return NULL;
+  if (cJSON_IsObject(arg) && arg->child && arg->child->string &&
+      strcmp(arg->child->string, "device") == 0 && cJSON_IsString(arg->child))
+    return arg->child->valuestring;
+  if (cJSON_IsArray(arg) || cJSON_IsObject(arg))
+    for (const cJSON *c = arg->child; c; c = c->next) {
+      const char *d = first_device(c);
+      if (d) return d;
+    }
+  return NULL;
+}
+
+int mk_pyemit_device_binding(const mk_graph *g, const int *nodes, int nnodes, int tensor_vid,
+                             mk_value_namer namer, void *ctx, int indent, mk_buf *out) {
+  const char *recorded = NULL;
+  for (int i = 0; i < nnodes && recorded == NULL; i++) {
+    if (nodes[i] < 0 || nodes[i] >= g->nnodes) continue;
+    const mk_node *n = &g->nodes[nodes[i]];
+    recorded = first_device(n->args);
+    if (recorded == NULL) recorded = first_device(n->kwargs);
+  }
+  if (recorded == NULL) return 0;
+  mk_buf_indent(out, indent);
+  mk_buf_puts(out, MK_PYEMIT_DEVICE_VAR " = ");
+  if (tensor_vid >= 0 && tensor_vid < g->nvalues) {
+    namer(ctx, tensor_vid, out);
+    mk_buf_puts(out, ".device\n");
+  } else if (is_safe_token(recorded)) {
+    /* Nothing to take the device from: the recorded one, as before. */
+    mk_buf_printf(out, "torch.device('%s')\n", recorded);
+  } else {
+    mk_buf_puts(out, "torch.device('cpu')\n");
+  }
+  return out->err;
 }
 
 int mk_pyemit_prelude(mk_buf *out) {

@@ -355,3 +355,29 @@ MK_TEST(compose, inputs_a_kernel_converts_itself_are_not_converted_first) {
   MK_CHECK(strstr(py, "        x0 = x0.contiguous(memory_format=torch.channels_last)\n") != NULL);
   free(py);
 }
+
+/* Devices recorded by the capture ("cpu": `device=x.device`, `.to(x.device)`)
+ * are the program's device in the composition, as replay reads them: on a
+ * device other than the capture's, nothing is left on the CPU. The meta
+ * device stands in for a GPU (tests/fixtures/propose/device_constants.py). */
+static void check_device_constants(bool builtin) {
+  char *py = NULL;
+  MK_REQUIRE(compose_fixture("device_constants", builtin, NULL, &py) == 0);
+  MK_CHECK(strstr(py, "torch.device('cpu')") == NULL);
+  if (!builtin) MK_CHECK(strstr(py, "        _mk_dev = x0.device\n") != NULL);
+  MK_CHECK(strstr(py, "device=_mk_dev") != NULL);
+  /* Triton kernels do not run on meta tensors: the builtin form runs on the CPU only. */
+  run_composed(py, builtin ? "ra=a(*x);rb=b(*x);assert torch.equal(ra,rb)"
+                           : "ra=a(*x);rb=b(*x);assert torch.equal(ra,rb);"
+                             "b=b.to('meta');r=b(torch.randn(3,2,5,8,device='meta'));"
+                             "assert r.device.type=='meta' and r.shape==ra.shape,r.device");
+  free(py);
+}
+
+MK_TEST(compose, recorded_devices_are_the_programs_with_pytorch_subkernels) {
+  check_device_constants(false);
+}
+
+MK_TEST(compose, recorded_devices_are_the_programs_with_builtin_subkernels) {
+  check_device_constants(true);
+}

@@ -34,7 +34,37 @@ MK_TEST(propose, reference_replays_recorded_calls) {
   MK_CHECK(strstr(c.source, "F.conv2d(x0, conv_weight, conv_bias, (1, 1), (0, 0), "
                             "(1, 1), 1)") != NULL);
   MK_CHECK(strstr(c.source, "    return v") != NULL);
+  MK_CHECK(strstr(c.source, "_mk_dev") == NULL); /* no device constant: nothing bound */
   mk_candidate_free(&c);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+/* A reference that makes or moves tensors with a recorded device binds the
+ * device run() is given its tensors on (the capture's "cpu" is the program's
+ * device); one with no device constant binds nothing (see above). */
+MK_TEST(propose, reference_binds_the_run_device) {
+  mk_graph *g = load("propose", "device_constants.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  int with = 0, without = 0;
+  for (int s = 0; s < p.nsubkernels; s++) {
+    mk_candidate c = {0};
+    MK_REQUIRE(mk_reference_candidate(g, &p.subkernels[s], &c, &err) == 0);
+    MK_CHECK(strstr(c.source, "torch.device(") == NULL || p.subkernels[s].ninputs == 0);
+    if (strstr(c.source, "device=_mk_dev") || strstr(c.source, ".to(_mk_dev)")) {
+      with++;
+      if (p.subkernels[s].ninputs > 0) MK_CHECK(strstr(c.source, "    _mk_dev = ") != NULL);
+    } else {
+      without++;
+      MK_CHECK(strstr(c.source, "_mk_dev") == NULL);
+    }
+    mk_candidate_free(&c);
+  }
+  MK_CHECK_INT(with, ==, p.nsubkernels); /* each of its subkernels makes or moves a tensor */
+  MK_CHECK_INT(without, ==, 0);
   mk_partition_free(&p);
   mk_graph_free(g);
 }
