@@ -89,6 +89,17 @@ struct mk_search {
    * comparison: the composition with them did (choose_variants). */
   bool plain_only;
   char *graph_path;    /* the CUDA-graph variant being verified (PH_GRAPH), owned */
+  /* A composition with kernels that is correct but slower than eager may be
+   * launch-bound (a Triton launch costs host time per kernel): its CUDA-graph
+   * variant is verified before the reference takes over (the rescue), and
+   * kept at the end if faster than what the later rounds reached. */
+  bool rescue_tried, rescue_pending;
+  char *rescue_path;          /* the rescue graph variant that beat eager, owned */
+  mk_eval_result rescue;      /* its result (report_json not kept: rescue_report) */
+  char *rescue_report;        /* owned */
+  double rescue_plain_ms;     /* the plain composition it replays */
+  int *rescue_chosen;         /* the chosen variant of each subkernel in it, owned */
+  int rescue_reverted;        /* how many the later rounds reverted */
   mk_search_result *res;
 };
 
@@ -1234,9 +1245,14 @@ static void on_final(void *data, const mk_eval_result *r) {
   if ((r->status == MK_EVAL_OK && !slower && !widened) || r->status == MK_EVAL_CANCELLED ||
       s->cancelled || s->final_round >= 2) {
     s->ph = r->status == MK_EVAL_OK && graph_worth_trying(s) ? PH_GRAPH : PH_DONE;
-  } else if (s->final_round == 0 && !s->plain_only && !slower && chosen_widened(s) > 0) {
+  } else if (s->final_round == 0 && !s->plain_only && chosen_widened(s) > 0 && (widened || !slower)) {
+    /* without the widened variants first, slower or not: the rescue below
+     * needs a composition that passed plainly */
     s->plain_only = true;
     s->res->reverted += chosen_widened(s);
+  } else if (s->final_round == 0 && slower && !widened && !s->rescue_tried && graph_worth_trying(s)) {
+    s->rescue_tried = s->rescue_pending = true;
+    s->ph = PH_GRAPH;
   } else {
     s->final_round = slower ? 2 : s->final_round + 1;
     for (int i = 0; i < s->part.nsubkernels; i++)
@@ -1288,8 +1304,79 @@ static void phase_final(mk_search *s) {
 
 /* A graph variant is kept when it beats the plain composition beyond timing
  * noise (MK_SLOWER_MARGIN); the plain one stays otherwise. */
+static void revert_to_reference_round(mk_search *s) {
+  s->final_round = 2;
+  for (int i = 0; i < s->part.nsubkernels; i++)
+    if (s->st[i].chosen > 0) {
+      s->res->reverted++;
+      s->rescue_reverted++;
+    }
+  s->ph = PH_FINAL;
+}
+
+/* The rescue's verdict: a graph variant faster than eager beyond noise is
+ * kept aside (finish() compares it with the final composition); the
+ * reference round runs either way. */
+static void on_rescue_graph(mk_search *s, const mk_eval_result *r) {
+  s->rescue_pending = false;
+  bool beats_eager = r->status == MK_EVAL_OK && r->time_ms > 0 && r->ref_eager_ms > 0 &&
+                     r->time_ms * MK_SLOWER_MARGIN < r->ref_eager_ms;
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddStringToObject(f, "status", mk_eval_status_name(r->status));
+  cJSON_AddNumberToObject(f, "time_ms", r->time_ms);
+  cJSON_AddNumberToObject(f, "plain_ms", s->res->final.time_ms);
+  if (r->status != MK_EVAL_OK) cJSON_AddStringToObject(f, "reason", r->reason);
+  cJSON_AddBoolToObject(f, "rescue", true);
+  cJSON_AddBoolToObject(f, "beats_eager", beats_eager);
+  log_event(s, "cuda_graph", f);
+  int *chosen = beats_eager ? malloc(sizeof *chosen * ((size_t)s->part.nsubkernels + 1)) : NULL;
+  if (chosen) {
+    for (int i = 0; i < s->part.nsubkernels; i++) chosen[i] = s->st[i].chosen;
+    s->rescue = *r;
+    s->rescue.report_json = NULL;
+    s->rescue_report = r->report_json ? mk_strdup(r->report_json) : NULL;
+    s->rescue_plain_ms = s->res->final.time_ms;
+    s->rescue_chosen = chosen;
+    s->rescue_path = s->graph_path;
+    s->graph_path = NULL;
+  }
+  revert_to_reference_round(s);
+  batch_done(s);
+}
+
+/* At the end: the rescue graph replaces the final composition when it is
+ * faster beyond noise (or the final one failed); the chosen variants are
+ * those it composed. */
+static void prefer_rescue(mk_search *s) {
+  mk_search_result *res = s->res;
+  if (s->rescue_path == NULL || s->cancelled || s->st == NULL) return;
+  bool final_ok = res->final.status == MK_EVAL_OK && res->final.time_ms > 0;
+  if (final_ok && s->rescue.time_ms * MK_SLOWER_MARGIN >= res->final.time_ms) return;
+  for (int i = 0; i < s->part.nsubkernels; i++) s->st[i].chosen = s->rescue_chosen[i];
+  res->reverted -= s->rescue_reverted;
+  res->cuda_graph = true;
+  res->plain_ms = s->rescue_plain_ms;
+  res->cuda_graph_ms = s->rescue.time_ms;
+  res->cuda_graph_reason[0] = '\0';
+  res->final = s->rescue;
+  free(res->final_report);
+  res->final_report = s->rescue_report;
+  s->rescue_report = NULL;
+  free(res->modelnew_path);
+  res->modelnew_path = s->rescue_path;
+  s->rescue_path = NULL;
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddNumberToObject(f, "time_ms", res->final.time_ms);
+  cJSON_AddNumberToObject(f, "plain_ms", res->plain_ms);
+  log_event(s, "rescue_kept", f);
+}
+
 static void on_graph(void *data, const mk_eval_result *r) {
   mk_search *s = data;
+  if (s->rescue_pending) {
+    on_rescue_graph(s, r);
+    return;
+  }
   mk_search_result *res = s->res;
   bool faster = r->status == MK_EVAL_OK && r->time_ms > 0 &&
                 r->time_ms * MK_SLOWER_MARGIN < res->final.time_ms;
@@ -1329,7 +1416,7 @@ static int write_graph_variant(mk_search *s, char **path_out, mk_errmsg *err) {
   mk_buf_init(&path, 4096);
   rc = mk_compose_cuda_graph(src, "ModelNew", &out, err);
   free(src);
-  mk_buf_printf(&path, "%s/modelnew.graph.py", s->cfg.workdir);
+  mk_buf_printf(&path, "%s/modelnew.%sgraph.py", s->cfg.workdir, s->rescue_pending ? "round0." : "");
   if (!rc && (rc = mk_write_file(mk_buf_cstr(&path), mk_buf_cstr(&out), out.len)) != 0)
     mk_errf(err, rc, "cannot write %s", mk_buf_cstr(&path));
   mk_buf_free(&out);
@@ -1401,6 +1488,7 @@ static void finish(mk_search *s) {
   if (s->finished) return;
   s->finished = true;
   if (s->cancelled) prune_cancelled(s);
+  prefer_rescue(s);
   mk_search_result *r = s->res;
   r->partition = s->part;
   memset(&s->part, 0, sizeof s->part);
@@ -1430,6 +1518,9 @@ static void finish(mk_search *s) {
   free(s->source);
   free(s->workdir);
   free(s->graph_path);
+  free(s->rescue_path);
+  free(s->rescue_report);
+  free(s->rescue_chosen);
   free(s);
   done(data, status, r, status && r->final.reason[0] ? r->final.reason : NULL);
 }

@@ -729,12 +729,15 @@ MK_TEST(search, untimed_prior_reference_is_timed) {
 static int slow_composition(void *self, const char *path, mk_eval_cb cb, void *data) {
   fake_eval *fe = self;
   fe->compositions++;
-  /* the composed program is correct but slower than eager; the plain subclass is not */
+  /* the composed program is correct but slower than eager; the plain subclass
+   * is not; graph_ms > 0: the time of the slower one replayed as a graph */
   char *text = NULL;
   MK_CHECK(mk_read_file(path, 1 << 22, &text, NULL) == 0);
   bool plain = text && strstr(text, "    pass\n") != NULL;
   free(text);
-  mk_eval_result r = {.status = MK_EVAL_OK, .time_ms = plain ? 1.0 : 1.5, .ref_eager_ms = 1.0};
+  double ms = plain ? 1.0 : 1.5;
+  if (strstr(path, "modelnew.round0.graph.py") != NULL) ms = fe->graph_ms > 0 ? fe->graph_ms : 1.5;
+  mk_eval_result r = {.status = MK_EVAL_OK, .time_ms = ms, .ref_eager_ms = 1.0};
   cb(data, &r);
   return 0;
 }
@@ -758,8 +761,9 @@ MK_TEST(search, slower_composition_falls_back_to_the_model) {
   MK_REQUIRE(mk_search_start(g, &p, SOURCE, &cfg, prop, ev, NULL, on_done, &o, NULL, NULL) == 0);
   MK_REQUIRE(o.res != NULL);
   MK_CHECK_INT(o.status, ==, 0);
-  /* the composition, straight to the plain subclass, then its CUDA-graph variant (not faster) */
-  MK_CHECK_INT(fe.compositions, ==, 3);
+  /* the composition, its CUDA-graph variant (the rescue: as slow), the plain
+   * subclass, then its CUDA-graph variant (not faster) */
+  MK_CHECK_INT(fe.compositions, ==, 4);
   MK_CHECK(!o.res->cuda_graph);
   MK_CHECK(o.res->final.time_ms == 1.0);
   MK_CHECK(o.res->reverted > 0);
@@ -771,6 +775,50 @@ MK_TEST(search, slower_composition_falls_back_to_the_model) {
   mk_partition_free(&p);
   mk_graph_free(g);
 }
+
+/* A composition with kernels, correct but slower than eager, may be
+ * launch-bound: its CUDA-graph variant is verified before the reference
+ * takes over, and kept (with its kernels chosen) when faster than eager and
+ * than the reference round; otherwise the reference round stands. */
+static void check_rescue(double graph_ms, bool kept) {
+  mk_graph *g = NULL;
+  MK_REQUIRE(mk_graph_from_json(GRAPH_JSON, strlen(GRAPH_JSON), &g, NULL) == 0);
+  mk_partition p = {0};
+  MK_REQUIRE(mk_decompose_initial(g, &p, NULL) == 0);
+  const char *names[] = {"ok_0.5"};
+  fake_prop fp = {.names = names, .nnames = 1};
+  fake_eval fe = {.ref_ms = 1.0, .timed = true, .graph_ms = graph_ms};
+  mk_search_config cfg;
+  config(&cfg);
+  outcome o = {0};
+  mk_proposer prop = {.self = &fp, .name = "fake", .propose = fake_propose};
+  mk_evaluator ev = {.self = &fe, .evaluate = fake_evaluate, .evaluate_composition = slow_composition,
+                     .timed = true};
+  MK_REQUIRE(mk_search_start(g, &p, SOURCE, &cfg, prop, ev, NULL, on_done, &o, NULL, NULL) == 0);
+  MK_REQUIRE(o.res != NULL);
+  MK_CHECK_INT(o.status, ==, 0);
+  MK_CHECK_INT(fe.compositions, ==, 4); /* round 0, its graph, the reference round, its graph */
+  MK_CHECK(o.res->cuda_graph == kept);
+  MK_CHECK(o.res->final.time_ms == (kept ? graph_ms : 1.0));
+  int chosen = 0;
+  for (int i = 0; i < o.res->partition.nsubkernels; i++) chosen += o.res->states[i].chosen > 0;
+  if (kept) {
+    MK_CHECK(o.res->plain_ms == 1.5);
+    MK_CHECK(chosen > 0);
+    MK_CHECK_INT(o.res->reverted, ==, 0);
+    MK_CHECK(strstr(o.res->modelnew_path, "modelnew.round0.graph.py") != NULL);
+  } else {
+    MK_CHECK_INT(chosen, ==, 0);
+    MK_CHECK(o.res->reverted > 0);
+  }
+  mk_search_result_free(o.res);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+MK_TEST(search, slower_composition_kept_as_a_graph_when_that_is_fastest) { check_rescue(0.6, true); }
+
+MK_TEST(search, slower_composition_graph_not_faster_than_eager_gives_way) { check_rescue(1.1, false); }
 
 /* On a GPU the verified composition is tried again as one CUDA graph and
  * kept when faster; untimed (CPU) runs never try it. */
