@@ -95,6 +95,7 @@ static void propose_all(mk_backend *b, const char *dir, const char *name, int ma
     } else {
       MK_CHECK_INT(rc, ==, MK_EUNSUPPORTED);
       MK_CHECK(err.text[0] != '\0');
+      if (getenv("MK_TEST_VERBOSE")) fprintf(stderr, "    %s %s: %s\n", name, p.subkernels[i].name, err.text);
     }
     mk_candidate_list_free(&l);
   }
@@ -248,6 +249,10 @@ static void write_gpu_cases(mk_backend *b, const char *fixture, const char *dir,
       cJSON *shape = cJSON_AddArrayToObject(in, "shape");
       for (int d = 0; d < v->rank; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)v->shape[d]));
       cJSON_AddStringToObject(in, "dtype", mk_dtype_name(v->dtype));
+      /* Variances must be positive for normalising with them to mean anything. */
+      size_t nl = v->name ? strlen(v->name) : 0;
+      if (nl >= 3 && (strcmp(v->name + nl - 3, "var") == 0 || strcmp(v->name + nl - 3, "rv2") == 0))
+        cJSON_AddTrueToObject(in, "positive");
       cJSON_AddItemToArray(ins, in);
     }
     cJSON *cands = cJSON_AddArrayToObject(o, "candidates");
@@ -278,6 +283,28 @@ static void write_gpu_cases(mk_backend *b, const char *fixture, const char *dir,
   mk_graph_free(g);
 }
 
+/* Writes the cases of `names` under dir (created): manifest.json, and per
+ * subkernel with CUDA candidates its reference, candidates and cubins.
+ * Returns the number of candidates written. */
+static int write_case_dir(mk_backend *b, const char *dir, const char *const *names, size_t nnames) {
+  mkdir(dir, 0700);
+  cJSON *man = cJSON_CreateObject();
+  cJSON *sks = cJSON_AddArrayToObject(man, "subkernels");
+  int ncand = 0;
+  for (size_t f = 0; f < nnames; f++) write_gpu_cases(b, names[f], dir, sks, &ncand);
+  char *text = cJSON_PrintUnformatted(man);
+  write_file(dir, "manifest.json", text, strlen(text));
+  free(text);
+  cJSON_Delete(man);
+  return ncand;
+}
+
+/* The fixtures with norms and pools (tests/python/test_cuda_norm_pool.py runs their
+ * CUDA candidates on a GPU, in NCHW and channels_last). */
+static const char *const norm_pool_fixtures[] = {"norms.json", "pools.json", "norm_pools.json",
+                                                 "normalize_rows.json", "conv_bn_tails.json",
+                                                 "conv_norm_tails.json"};
+
 /* Runs on the device (skips here): tests/python/propose_harness.py compares
  * every CUDA candidate's outputs and in-place updates with the reference. */
 MK_TEST(propose_cuda, gpu_candidates_match_the_reference) {
@@ -294,17 +321,10 @@ MK_TEST(propose_cuda, gpu_candidates_match_the_reference) {
   }
   char dir[256];
   snprintf(dir, sizeof dir, "/tmp/mk_test_propose_cuda.%d", (int)getpid());
-  mkdir(dir, 0700);
-  cJSON *man = cJSON_CreateObject();
-  cJSON *sks = cJSON_AddArrayToObject(man, "subkernels");
-  int ncand = 0;
   static const char *const names[] = {"ew_broadcast.json", "reductions.json", "conv_chain.json",
-                                      "cost_ops.json", "repeated_blocks.json"};
-  for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) write_gpu_cases(b, names[f], dir, sks, &ncand);
-  char *text = cJSON_PrintUnformatted(man);
-  write_file(dir, "manifest.json", text, strlen(text));
-  free(text);
-  cJSON_Delete(man);
+                                      "cost_ops.json", "repeated_blocks.json", "norms.json",
+                                      "pools.json", "norm_pools.json", "normalize_rows.json"};
+  int ncand = write_case_dir(b, dir, names, sizeof names / sizeof names[0]);
   mk_buf cmd;
   mk_buf_init(&cmd, 8192);
   mk_buf_printf(&cmd, "PYTHONPATH='%s/engine/worker/python' '%s' '%s/tests/python/propose_harness.py' '%s' 2>&1",
@@ -325,5 +345,48 @@ MK_TEST(propose_cuda, gpu_candidates_match_the_reference) {
   MK_CHECK_INT(ok, ==, ncand);
   MK_CHECK_INT(bad, ==, 0);
   mk_buf_free(&cmd);
+  mk_backend_close(b);
+}
+
+/* The CUDA norm and pool candidates of the fixtures, written for the GPU test
+ * (tests/python/test_cuda_norm_pool.py): into $MK_CUDA_NORM_POOL_OUT when set
+ * (the test runs this binary so), else into a temporary folder that is
+ * removed. Needs NVRTC (the cubins), not a GPU. Checks that every norm and
+ * pool kind of the fixtures made CUDA candidates, so the GPU test has them. */
+MK_TEST(propose_cuda, norm_pool_cases_for_the_gpu) {
+  mk_backend *b = NULL;
+  mk_errmsg err = {{0}};
+  if (mk_backend_open(NULL, &b, &err)) {
+    mk_test_skip(err.text);
+    return;
+  }
+  const char *keep = getenv("MK_CUDA_NORM_POOL_OUT");
+  char dir[1024];
+  if (keep && *keep) snprintf(dir, sizeof dir, "%s", keep);
+  else snprintf(dir, sizeof dir, "/tmp/mk_test_cuda_norm_pool.%d", (int)getpid());
+  int ncand = write_case_dir(b, dir, norm_pool_fixtures, sizeof norm_pool_fixtures / sizeof norm_pool_fixtures[0]);
+  char path[1200], *text = NULL;
+  size_t len = 0;
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  MK_REQUIRE(mk_read_file(path, 1 << 24, &text, &len) == 0);
+  /* Every kind has its subkernel: the subkernel names are the ops'. */
+  static const char *const kinds[] = {"\"batch_norm", "\"layer_norm", "\"group_norm", "\"instance_norm",
+                                      "\"rms_norm", "\"normalize", "\"max_pool2d", "\"max_pool3d",
+                                      "\"avg_pool2d", "\"avg_pool3d", "\"adaptive_avg_pool2d",
+                                      "\"adaptive_max_pool2d", "\"max_pool1d", "\"adaptive_avg_pool3d"};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    if (!strstr(text, kinds[i])) fprintf(stderr, "    no CUDA case for %s\n", kinds[i] + 1);
+    MK_CHECK(strstr(text, kinds[i]) != NULL);
+  }
+  /* Long rows: the split-rows variant is among them. */
+  MK_CHECK(strstr(text, "cuda_t256_split32.py") != NULL);
+  free(text);
+  fprintf(stderr, "    %d CUDA norm / pool candidates written to %s\n", ncand, dir);
+  MK_CHECK(ncand >= 100);
+  if (!(keep && *keep)) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    MK_CHECK(system(cmd) == 0);
+  }
   mk_backend_close(b);
 }
