@@ -157,6 +157,50 @@ MK_TEST(export_cuda, norms_and_pools_are_exported) {
   composed_free(&c);
 }
 
+static int no_node(void *ctx, const mk_graph *g, const mk_node *n, mk_buf *out, mk_errmsg *err) {
+  (void)ctx;
+  (void)g;
+  (void)out;
+  return mk_errf(err, MK_EUNSUPPORTED, "no torch stage expected here (%s)", n->op);
+}
+
+/* The split-rows variant (long rows) regenerates for the export too: its
+ * partials tensor and its two launches; a variant the plan does not make
+ * (split rows of short rows) is refused. */
+MK_TEST(export_cuda, split_norm_rows_regenerate) {
+  mk_graph *g = mk_test_load_graph("propose", "norms.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  int found = 0;
+  for (int i = 0; i < p.nsubkernels; i++) {
+    const char *name = p.subkernels[i].name;
+    bool long_rows = strcmp(name, "batch_norm_2") == 0;
+    if (!long_rows && strcmp(name, "batch_norm") != 0) continue;
+    found++;
+    mk_builtin_cuda_cpp code;
+    int rc = mk_builtin_cuda_cpp_for(g, &p.subkernels[i], "cuda_t256_split32", "sk0::launch", no_node, NULL, &code,
+                                     &err);
+    if (long_rows) {
+      if (rc) fprintf(stderr, "    %s\n", err.text);
+      MK_CHECK(rc == 0);
+      const char *l = mk_buf_cstr(&code.launcher);
+      MK_CHECK(strstr(l, "at::Tensor part") != NULL);
+      MK_CHECK(strstr(l, "sk0::launch::_k1_norm_stats_batch_norm(rows") != NULL);
+      MK_CHECK(strstr(l, "sk0::launch::_k2_norm_apply_batch_norm(rows") != NULL);
+      MK_CHECK(strstr(mk_buf_cstr(&code.kernels), "_k2_norm_apply_batch_norm fffffffqqqqqqqqqq\n") != NULL);
+    } else {
+      MK_CHECK_INT(rc, ==, MK_EUNSUPPORTED);
+      MK_CHECK(strstr(err.text, "makes no cuda_t256_split32 variant") != NULL);
+    }
+    mk_builtin_cuda_cpp_free(&code);
+  }
+  MK_CHECK_INT(found, ==, 2);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
 /* Replaces the first `from` after `after` in text (a copy). */
 static char *edited(const char *text, const char *after, const char *from, const char *to) {
   const char *a = strstr(text, after);
