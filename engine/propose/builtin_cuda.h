@@ -9,7 +9,9 @@
  *
  * Files: builtin_cuda_ew.c (elementwise runs: expressions, broadcasting and
  * strided leaves), builtin_cuda_reduce.c (reductions and softmax over a run
- * of dims), builtin_cuda_propose.c (stages in order, the module, variants).
+ * of dims), builtin_cuda_norm.c (layer / RMS / group / instance / batch
+ * norms, F.normalize), builtin_cuda_pool.c (max / avg / adaptive pools 1-3d),
+ * builtin_cuda_propose.c (stages in order, the module, variants).
  * Values are float32 (comparison results bool); other dtypes are refused
  * with a reason. Fusion decisions of the Triton plan are not used: each EW
  * run is its own kernel. */
@@ -21,6 +23,8 @@
 typedef struct bc_emit {
   const bi_plan *p;
   int threads;        /* threads per block of every kernel */
+  int split;          /* norms with input statistics: blocks per row (0: one block per row) */
+  bool need_pool;     /* the launcher helper _pool_out_size is used */
   mk_buf *cuda;       /* MK_CUDA_SOURCE text */
   mk_buf *sigs;       /* MK_CUDA_KERNELS entries: "name": "signature", */
   mk_buf *body;       /* lines of run(...), indented 4 */
@@ -48,6 +52,17 @@ int bc_register_kernel(bc_emit *e, const char *name, const char *sig);
 
 int bc_emit_ew_stage(bc_emit *e, int s, mk_errmsg *err);
 int bc_emit_reduce_stage(bc_emit *e, int s, mk_errmsg *err); /* REDUCE and SOFTMAX */
+int bc_emit_norm_stage(bc_emit *e, int s, mk_errmsg *err);
+int bc_emit_pool_stage(bc_emit *e, int s, mk_errmsg *err);
+
+/* Shortest row (at capture) the split-rows norm variant is proposed for:
+ * shorter rows leave most of a row's blocks without work (builtin_norm.c's rule). */
+#define BC_NORM_SPLIT_ROW 4096
+/* Blocks per row of the split-rows variant (`_split32`, as Triton's). */
+#define BC_NORM_SPLIT 32
+/* True if the plan has a norm with input statistics whose rows are long
+ * enough for the split-rows variant. */
+bool bc_norm_splits(const bi_plan *p);
 /* `// replaces: op (line N), ...` before a stage's C++ statements. */
 void bc_cpp_comment(const bc_emit *e, int s);
 

@@ -292,6 +292,21 @@ typedef struct bi_gn_info {
   double eps, momentum;
 } bi_gn_info;
 bool bi_group_norm_info(const mk_graph *g, const mk_node *n, bi_gn_info *out);
+/* Any norm node as the norm emitter reads it (builtin_norm.c), for the CUDA
+ * generator (builtin_cuda_norm.c): the same checks and reasons as the Triton
+ * plan, so both backends accept the same nodes. */
+typedef enum bi_norm_kind { BI_NK_LAYER, BI_NK_RMS, BI_NK_GROUP, BI_NK_INSTANCE, BI_NK_BATCH } bi_norm_kind;
+typedef struct bi_norm_info {
+  bi_norm_kind kind;
+  int in, weight, bias, rmean, rvar; /* value ids, -1 if absent */
+  double eps, momentum;
+  bool batch_stats; /* statistics from the input (else the running ones) */
+  bool l2;          /* F.normalize(p=2): rstd = 1 / max(||row||_2, eps) */
+  long long groups; /* group_norm */
+  int nnorm;        /* layer / rms: normalized trailing dims */
+  int rank;         /* input rank */
+} bi_norm_info;
+int bi_norm_parse(const mk_graph *g, const mk_node *n, bi_norm_info *out, mk_errmsg *err);
 /* True if the implicit GEMM of conv stage s is likely to beat cuDNN: its
  * chain keeps a full-size tensor from memory (a reduction, pool or norm), or
  * the GEMM's reduction dim (input channels x taps) is short. Otherwise its

@@ -946,3 +946,16 @@ bool bi_group_norm_info(const mk_graph *g, const mk_node *n, bi_gn_info *out) {
                       .groups = ni.groups, .eps = ni.eps, .momentum = ni.momentum};
   return true;
 }
+
+int bi_norm_parse(const mk_graph *g, const mk_node *n, bi_norm_info *out, mk_errmsg *err) {
+  norm_info ni;
+  int rc = parse(g, n, &ni, err);
+  if (rc) return rc;
+  static const bi_norm_kind kinds[] = {[N_LAYER] = BI_NK_LAYER, [N_RMS] = BI_NK_RMS, [N_GROUP] = BI_NK_GROUP,
+                                       [N_INSTANCE] = BI_NK_INSTANCE, [N_BATCH] = BI_NK_BATCH};
+  *out = (bi_norm_info){.kind = kinds[ni.kind], .in = ni.in, .weight = ni.weight, .bias = ni.bias,
+                        .rmean = ni.rmean, .rvar = ni.rvar, .eps = ni.eps, .momentum = ni.momentum,
+                        .batch_stats = ni.batch_stats, .l2 = ni.l2, .groups = ni.groups, .nnorm = ni.nnorm,
+                        .rank = ni.rank};
+  return 0;
+}

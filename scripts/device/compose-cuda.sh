@@ -5,7 +5,8 @@
 #      with the devkit's C test runner; its NVRTC test compiles all sections;
 #   2. the GPU pytests: nvcc builds them, ModelNew matches Model, KernelBench's
 #      eval_kernel_against_ref compiles it and finds it correct; the worker's
-#      CUDA launches (test_cuda_candidates.py);
+#      CUDA launches (test_cuda_candidates.py); the CUDA norm and pool
+#      candidates against torch, NCHW and channels_last (test_cuda_norm_pool.py);
 #   3. evolve --backend cuda and --backend auto on conv_chain: the search,
 #      the whole-program check of the load_inline file, the JSON's backends.
 # Run from the repository root after scripts/devkit.sh; carry: .devkit .kb .whl
@@ -18,8 +19,9 @@ mkdir -p "$OUT/composed"
 MK_REPO_DIR="$root" MK_COMPOSE_CUDA_OUT="$OUT/composed" timeout 60 "$root/.devkit/mk_tests" compose_cuda \
   2>&1 | tail -8 | tee "$OUT/compose-tests.txt"
 (cd "$root/tests/python" && MK_COMPOSED_CUDA_DIR="$OUT/composed" MK_KB_ROOT="$KB/kbeval" \
-  PYTHONPATH="$MKEVOLVE_WORKER_PATH:$PYTHONPATH" timeout 240 python3 -m pytest -q -rs \
-  test_compose_cuda.py test_cuda_candidates.py 2>&1 | tail -15) | tee "$OUT/pytest-gpu.txt"
+  MK_TESTS_BIN="$root/.devkit/mk_tests" PYTHONPATH="$MKEVOLVE_WORKER_PATH:$PYTHONPATH" timeout 400 \
+  python3 -m pytest -q -rs test_compose_cuda.py test_cuda_candidates.py test_cuda_norm_pool.py 2>&1 |
+  tail -25) | tee "$OUT/pytest-gpu.txt"
 fixture="$root/tests/fixtures/propose/conv_chain.py"
 for b in cuda auto; do
   work=/tmp/mk-evolve-$b

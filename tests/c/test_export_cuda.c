@@ -37,10 +37,13 @@ static int plan_text(const composed *c, const char *text, mk_export_cuda *cuda, 
   return rc;
 }
 
-MK_TEST(export_cuda, subkernels_are_planned_and_regenerated) {
+/* Fixture `name` composed of CUDA candidates, planned, its launchers checked,
+ * and its project written: into $<keep_env> when set (kept for
+ * tests/suites/65-export.sh to compile), else into a temporary folder. */
+static void export_fixture(const char *name, const char *ns, const char *keep_env) {
   composed c;
   mk_errmsg err = {{0}};
-  MK_REQUIRE(compose_cuda("conv_chain", &c, &err) == 0);
+  MK_REQUIRE(compose_cuda(name, &c, &err) == 0);
   MK_REQUIRE(c.ncuda > 0);
   mk_export_cuda cuda;
   int rc = plan_text(&c, mk_buf_cstr(&c.out), &cuda, &err);
@@ -77,28 +80,32 @@ MK_TEST(export_cuda, subkernels_are_planned_and_regenerated) {
   MK_CHECK(strstr(mk_buf_cstr(&fwd), "return {") != NULL);
   mk_buf_free(&fwd);
   /* the project */
-  const char *keep = getenv("MK_EXPORT_CUDA_DIR");
+  const char *keep = getenv(keep_env);
   char dir[1024];
   if (keep && *keep) snprintf(dir, sizeof dir, "%s", keep);
   else snprintf(dir, sizeof dir, "/tmp/mk_test_export_cuda.%d", (int)getpid());
   mk_export_modelnew m;
   MK_REQUIRE(mk_export_read_modelnew(mk_buf_cstr(&c.out), &m, &err) == 0);
-  mk_export_project p = {.dir = dir, .ns = "mk_conv_chain", .problem_file = "problem.py", .class_name = "Model",
-                         .composed_from = "conv_chain_modelnew.py", .g = c.g, .m = &m, .cuda = &cuda,
+  char from[128];
+  snprintf(from, sizeof from, "%s_modelnew.py", name);
+  mk_export_project p = {.dir = dir, .ns = ns, .problem_file = "problem.py", .class_name = "Model",
+                         .composed_from = from, .g = c.g, .m = &m, .cuda = &cuda,
                          .device = "cuda", .atol = 1e-4, .rtol = 1e-4};
   rc = mk_export_write_project(&p, &err);
   if (rc) fprintf(stderr, "project: %s\n", err.text);
   MK_CHECK(rc == 0);
   char path[1200], *text = NULL;
   size_t len = 0;
-  snprintf(path, sizeof path, "%s/mk_conv_chain_kernels.cu", dir);
+  snprintf(path, sizeof path, "%s/%s_kernels.cu", dir, ns);
   MK_CHECK(mk_read_file(path, 1 << 24, &text, &len) == 0);
   MK_CHECK(text && strstr(text, "namespace launch {") && !strstr(text, "extern \"C\" __global__") &&
            strstr(text, "<<<dim3((unsigned)grid)"));
   free(text);
   snprintf(path, sizeof path, "%s/CMakeLists.txt", dir);
   MK_CHECK(mk_read_file(path, 1 << 20, &text, &len) == 0);
-  MK_CHECK(text && strstr(text, "LANGUAGES CXX CUDA") && strstr(text, "mk_conv_chain_kernels.cu"));
+  char kfile[160];
+  snprintf(kfile, sizeof kfile, "%s_kernels.cu", ns);
+  MK_CHECK(text && strstr(text, "LANGUAGES CXX CUDA") && strstr(text, kfile));
   free(text);
   snprintf(path, sizeof path, "%s/export.json", dir);
   MK_CHECK(mk_read_file(path, 1 << 20, &text, &len) == 0);
@@ -112,6 +119,86 @@ MK_TEST(export_cuda, subkernels_are_planned_and_regenerated) {
     MK_CHECK(system(cmd) == 0);
   }
   composed_free(&c);
+}
+
+MK_TEST(export_cuda, subkernels_are_planned_and_regenerated) {
+  export_fixture("conv_chain", "mk_conv_chain", "MK_EXPORT_CUDA_DIR");
+}
+
+/* Norms (group, batch in training and eval, instance) and pools (max, avg,
+ * adaptive, 2-d and 3-d) as CUDA subkernels: regenerated for the export like
+ * the elementwise ones, their launchers C++ over ATen (the [N, C, S] views,
+ * torch's pooling sizes, the running statistics' fresh versions). */
+MK_TEST(export_cuda, norms_and_pools_are_exported) {
+  export_fixture("norm_pools", "mk_norm_pools", "MK_EXPORT_CUDA_NORM_DIR");
+  composed c;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(compose_cuda("norm_pools", &c, &err) == 0);
+  mk_export_cuda cuda;
+  mk_export_modelnew m;
+  MK_REQUIRE(mk_export_read_modelnew(mk_buf_cstr(&c.out), &m, &err) == 0);
+  int rc = mk_export_cuda_plan(c.g, &m, &cuda, &err);
+  if (rc) fprintf(stderr, "plan: %s\n", err.text);
+  MK_REQUIRE(rc == 0);
+  mk_buf all;
+  mk_buf_init(&all, 0);
+  for (int i = 0; i < cuda.n; i++) mk_buf_puts(&all, mk_buf_cstr(&cuda.sks[i].code.launcher));
+  const char *l = mk_buf_cstr(&all);
+  MK_CHECK(strstr(l, "_norm_group_norm") != NULL);
+  MK_CHECK(strstr(l, "_norm_batch_norm") != NULL);
+  MK_CHECK(strstr(l, "_norm_eval_batch_norm") != NULL);
+  MK_CHECK(strstr(l, "_pool_max_pool2d") != NULL);
+  MK_CHECK(strstr(l, "_pool_avg_pool3d") != NULL);
+  MK_CHECK(strstr(l, "mk_pool_out_size(") != NULL);
+  MK_CHECK(strstr(l, ".reshape(ncs") != NULL);
+  mk_buf_free(&all);
+  mk_export_cuda_free(&cuda);
+  mk_export_modelnew_free(&m);
+  composed_free(&c);
+}
+
+static int no_node(void *ctx, const mk_graph *g, const mk_node *n, mk_buf *out, mk_errmsg *err) {
+  (void)ctx;
+  (void)g;
+  (void)out;
+  return mk_errf(err, MK_EUNSUPPORTED, "no torch stage expected here (%s)", n->op);
+}
+
+/* The split-rows variant (long rows) regenerates for the export too: its
+ * partials tensor and its two launches; a variant the plan does not make
+ * (split rows of short rows) is refused. */
+MK_TEST(export_cuda, split_norm_rows_regenerate) {
+  mk_graph *g = mk_test_load_graph("propose", "norms.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  int found = 0;
+  for (int i = 0; i < p.nsubkernels; i++) {
+    const char *name = p.subkernels[i].name;
+    bool long_rows = strcmp(name, "batch_norm_2") == 0;
+    if (!long_rows && strcmp(name, "batch_norm") != 0) continue;
+    found++;
+    mk_builtin_cuda_cpp code;
+    int rc = mk_builtin_cuda_cpp_for(g, &p.subkernels[i], "cuda_t256_split32", "sk0::launch", no_node, NULL, &code,
+                                     &err);
+    if (long_rows) {
+      if (rc) fprintf(stderr, "    %s\n", err.text);
+      MK_CHECK(rc == 0);
+      const char *l = mk_buf_cstr(&code.launcher);
+      MK_CHECK(strstr(l, "at::Tensor part") != NULL);
+      MK_CHECK(strstr(l, "sk0::launch::_k1_norm_stats_batch_norm(rows") != NULL);
+      MK_CHECK(strstr(l, "sk0::launch::_k2_norm_apply_batch_norm(rows") != NULL);
+      MK_CHECK(strstr(mk_buf_cstr(&code.kernels), "_k2_norm_apply_batch_norm fffffffqqqqqqqqqq\n") != NULL);
+    } else {
+      MK_CHECK_INT(rc, ==, MK_EUNSUPPORTED);
+      MK_CHECK(strstr(err.text, "makes no cuda_t256_split32 variant") != NULL);
+    }
+    mk_builtin_cuda_cpp_free(&code);
+  }
+  MK_CHECK_INT(found, ==, 2);
+  mk_partition_free(&p);
+  mk_graph_free(g);
 }
 
 /* Replaces the first `from` after `after` in text (a copy). */

@@ -116,9 +116,44 @@ MK_TEST(propose_backend, auto_keeps_the_parents_language) {
   mk_graph_free(g);
 }
 
-/* cuda where the CUDA generator has no kernel (a GEMM) and on the CPU: no
- * candidates, a reason, and the search keeps the PyTorch reference; auto
- * there is Triton's. */
+/* cuda on the norm and pool subkernels (batch norm is what level-3 nets are
+ * full of): CUDA candidates, not the reference. */
+MK_TEST(propose_backend, cuda_writes_norms_and_pools) {
+  static const char *const fixtures[] = {"norms.json", "pools.json"};
+  static const char *const kinds[] = {"batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm",
+                                      "max_pool", "avg_pool", "adaptive_"};
+  int anchored = 0;
+  for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
+    mk_graph *g = load(fixtures[f]);
+    MK_REQUIRE(g != NULL);
+    mk_partition p = {0};
+    mk_errmsg err = {{0}};
+    MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+    for (int i = 0; i < p.nsubkernels; i++) {
+      bool anchor = false;
+      for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        anchor |= strncmp(p.subkernels[i].name, kinds[k], strlen(kinds[k])) == 0;
+      if (!anchor) continue;
+      anchored++;
+      mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[i], .device = "cuda",
+                                .backend = MK_KBACKEND_CUDA};
+      mk_candidate_list c = {0};
+      err.text[0] = '\0';
+      int rc = mk_builtin_propose_backend(&req, &c, &err);
+      if (rc) fprintf(stderr, "    %s: %s\n", p.subkernels[i].name, err.text);
+      MK_CHECK_INT(rc, ==, 0);
+      MK_CHECK(c.n > 0 && count_backend(&c, "cuda") == c.n);
+      mk_candidate_list_free(&c);
+    }
+    mk_partition_free(&p);
+    mk_graph_free(g);
+  }
+  MK_CHECK(anchored >= 20);
+}
+
+/* cuda where the CUDA generator has no kernel (a GEMM: norms and pools have
+ * CUDA kernels now) and on the CPU: no candidates, a reason, and the search
+ * keeps the PyTorch reference; auto there is Triton's. */
 MK_TEST(propose_backend, cuda_without_a_kernel_leaves_the_reference) {
   mk_graph *g = load("linear_epilogue.json");
   MK_REQUIRE(g != NULL);

@@ -95,6 +95,7 @@ static void propose_all(mk_backend *b, const char *dir, const char *name, int ma
     } else {
       MK_CHECK_INT(rc, ==, MK_EUNSUPPORTED);
       MK_CHECK(err.text[0] != '\0');
+      if (getenv("MK_TEST_VERBOSE")) fprintf(stderr, "    %s %s: %s\n", name, p.subkernels[i].name, err.text);
     }
     mk_candidate_list_free(&l);
   }
@@ -122,7 +123,12 @@ MK_TEST(propose_cuda, every_fixture_candidate_compiles_with_nvrtc) {
   for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) propose_all(b, "propose", names[f], 0, &t);
   fprintf(stderr, "    %d/%d subkernels with CUDA candidates, %d candidates, %d compiled\n", t.covered,
           t.subkernels, t.candidates, t.compiled);
-  MK_CHECK(t.covered >= 4);
+  /* 50 of 70 since norms and pools have CUDA kernels (21 before); what is left
+   * is a GEMM, ops the builtin generator has no kernel for, subkernels of views
+   * or delegated calls only, and in-place counter updates. */
+  MK_CHECK_INT(t.subkernels, ==, 70);
+  MK_CHECK_INT(t.covered, ==, 50);
+  MK_CHECK_INT(t.candidates, ==, 152);
   if (b) MK_CHECK_INT(t.compiled, ==, t.candidates);
   mk_backend_close(b);
   if (b == NULL) mk_test_skip("NVRTC unavailable: generated, not compiled");
@@ -138,10 +144,61 @@ MK_TEST(propose_cuda, ir_fixtures_generate_compile_or_explain) {
   for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) propose_all(b, "ir", names[f], 1, &t);
   fprintf(stderr, "    %d/%d subkernels with CUDA candidates, %d compiled\n", t.covered, t.subkernels,
           t.compiled);
-  MK_CHECK(t.covered > 0);
+  /* 11 of 18: bn_relu_sum's batch norm and gemm_groupnorm_hardtanh's group norm too (9 before). */
+  MK_CHECK_INT(t.covered, ==, 11);
   if (b) MK_CHECK_INT(t.compiled, ==, t.candidates);
   mk_backend_close(b);
   if (b == NULL) mk_test_skip("NVRTC unavailable: generated, not compiled");
+}
+
+/* The candidate of norms.json's subkernel `name`, variant `variant` (NULL: none). */
+static char *norm_candidate(mk_graph *g, const mk_partition *p, const char *name, const char *variant) {
+  for (int i = 0; i < p->nsubkernels; i++) {
+    if (strcmp(p->subkernels[i].name, name) != 0) continue;
+    mk_candidate_list l = {0};
+    mk_errmsg err = {{0}};
+    mk_propose_request req = {.graph = g, .subkernel = &p->subkernels[i], .device = "cuda"};
+    char *src = NULL;
+    if (mk_builtin_cuda_propose(&req, &l, &err) == 0)
+      for (int k = 0; k < l.n && src == NULL; k++)
+        if (strcmp(l.items[k].name, variant) == 0) src = mk_strdup(l.items[k].source);
+    mk_candidate_list_free(&l);
+    return src;
+  }
+  return NULL;
+}
+
+/* Norms read their input as [N, C, S] through its strides (no copy for
+ * channels_last), batch norm in training updates the running statistics in
+ * place and hands their fresh versions on, eval mode is elementwise over the
+ * running statistics, and long rows get the split-rows variant. */
+MK_TEST(propose_cuda, norms_read_strides_and_update_running_statistics) {
+  mk_graph *g = load("propose", "norms.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  char *bn = norm_candidate(g, &p, "batch_norm", "cuda_t256");
+  MK_REQUIRE(bn != NULL);
+  MK_CHECK(strstr(bn, ".reshape(ncs") != NULL);
+  MK_CHECK(strstr(bn, "*xn") != NULL && strstr(bn, ".stride()") != NULL);
+  MK_CHECK(strstr(bn, "rm[row] = (1.0f - 0.2f) * rm[row] + 0.2f * gmean;") != NULL); /* momentum=0.2 */
+  MK_CHECK(strstr(bn, "var * tot / fmaxf(tot - 1.0f, 1.0f)") != NULL);            /* unbiased */
+  MK_CHECK(strstr(bn, " = bn_running_mean\n") != NULL);
+  free(bn);
+  /* short rows: no split variant */
+  MK_CHECK(norm_candidate(g, &p, "batch_norm", "cuda_t256_split32") == NULL);
+  char *split = norm_candidate(g, &p, "batch_norm_2", "cuda_t256_split32");
+  MK_REQUIRE(split != NULL);
+  MK_CHECK(strstr(split, "_norm_stats_") != NULL && strstr(split, "_norm_apply_") != NULL);
+  MK_CHECK(strstr(split, "if (chunk == 0 && threadIdx.x == 0) {") != NULL);
+  free(split);
+  char *ev = norm_candidate(g, &p, "batch_norm_mul", "cuda_t256");
+  MK_REQUIRE(ev != NULL);
+  MK_CHECK(strstr(ev, "_norm_eval_batch_norm") != NULL && strstr(ev, "sqrtf(rv[c] + 0.001f)") != NULL);
+  free(ev);
+  mk_partition_free(&p);
+  mk_graph_free(g);
 }
 
 MK_TEST(propose_cuda, variants_are_deterministic_and_cpu_is_refused) {
@@ -248,6 +305,10 @@ static void write_gpu_cases(mk_backend *b, const char *fixture, const char *dir,
       cJSON *shape = cJSON_AddArrayToObject(in, "shape");
       for (int d = 0; d < v->rank; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)v->shape[d]));
       cJSON_AddStringToObject(in, "dtype", mk_dtype_name(v->dtype));
+      /* Variances must be positive for normalising with them to mean anything. */
+      size_t nl = v->name ? strlen(v->name) : 0;
+      if (nl >= 3 && (strcmp(v->name + nl - 3, "var") == 0 || strcmp(v->name + nl - 3, "rv2") == 0))
+        cJSON_AddTrueToObject(in, "positive");
       cJSON_AddItemToArray(ins, in);
     }
     cJSON *cands = cJSON_AddArrayToObject(o, "candidates");
@@ -278,6 +339,28 @@ static void write_gpu_cases(mk_backend *b, const char *fixture, const char *dir,
   mk_graph_free(g);
 }
 
+/* Writes the cases of `names` under dir (created): manifest.json, and per
+ * subkernel with CUDA candidates its reference, candidates and cubins.
+ * Returns the number of candidates written. */
+static int write_case_dir(mk_backend *b, const char *dir, const char *const *names, size_t nnames) {
+  mkdir(dir, 0700);
+  cJSON *man = cJSON_CreateObject();
+  cJSON *sks = cJSON_AddArrayToObject(man, "subkernels");
+  int ncand = 0;
+  for (size_t f = 0; f < nnames; f++) write_gpu_cases(b, names[f], dir, sks, &ncand);
+  char *text = cJSON_PrintUnformatted(man);
+  write_file(dir, "manifest.json", text, strlen(text));
+  free(text);
+  cJSON_Delete(man);
+  return ncand;
+}
+
+/* The fixtures with norms and pools (tests/python/test_cuda_norm_pool.py runs their
+ * CUDA candidates on a GPU, in NCHW and channels_last). */
+static const char *const norm_pool_fixtures[] = {"norms.json", "pools.json", "norm_pools.json",
+                                                 "normalize_rows.json", "conv_bn_tails.json",
+                                                 "conv_norm_tails.json"};
+
 /* Runs on the device (skips here): tests/python/propose_harness.py compares
  * every CUDA candidate's outputs and in-place updates with the reference. */
 MK_TEST(propose_cuda, gpu_candidates_match_the_reference) {
@@ -294,17 +377,10 @@ MK_TEST(propose_cuda, gpu_candidates_match_the_reference) {
   }
   char dir[256];
   snprintf(dir, sizeof dir, "/tmp/mk_test_propose_cuda.%d", (int)getpid());
-  mkdir(dir, 0700);
-  cJSON *man = cJSON_CreateObject();
-  cJSON *sks = cJSON_AddArrayToObject(man, "subkernels");
-  int ncand = 0;
   static const char *const names[] = {"ew_broadcast.json", "reductions.json", "conv_chain.json",
-                                      "cost_ops.json", "repeated_blocks.json"};
-  for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) write_gpu_cases(b, names[f], dir, sks, &ncand);
-  char *text = cJSON_PrintUnformatted(man);
-  write_file(dir, "manifest.json", text, strlen(text));
-  free(text);
-  cJSON_Delete(man);
+                                      "cost_ops.json", "repeated_blocks.json", "norms.json",
+                                      "pools.json", "norm_pools.json", "normalize_rows.json"};
+  int ncand = write_case_dir(b, dir, names, sizeof names / sizeof names[0]);
   mk_buf cmd;
   mk_buf_init(&cmd, 8192);
   mk_buf_printf(&cmd, "PYTHONPATH='%s/engine/worker/python' '%s' '%s/tests/python/propose_harness.py' '%s' 2>&1",
@@ -325,5 +401,48 @@ MK_TEST(propose_cuda, gpu_candidates_match_the_reference) {
   MK_CHECK_INT(ok, ==, ncand);
   MK_CHECK_INT(bad, ==, 0);
   mk_buf_free(&cmd);
+  mk_backend_close(b);
+}
+
+/* The CUDA norm and pool candidates of the fixtures, written for the GPU test
+ * (tests/python/test_cuda_norm_pool.py): into $MK_CUDA_NORM_POOL_OUT when set
+ * (the test runs this binary so), else into a temporary folder that is
+ * removed. Needs NVRTC (the cubins), not a GPU. Checks that every norm and
+ * pool kind of the fixtures made CUDA candidates, so the GPU test has them. */
+MK_TEST(propose_cuda, norm_pool_cases_for_the_gpu) {
+  mk_backend *b = NULL;
+  mk_errmsg err = {{0}};
+  if (mk_backend_open(NULL, &b, &err)) {
+    mk_test_skip(err.text);
+    return;
+  }
+  const char *keep = getenv("MK_CUDA_NORM_POOL_OUT");
+  char dir[1024];
+  if (keep && *keep) snprintf(dir, sizeof dir, "%s", keep);
+  else snprintf(dir, sizeof dir, "/tmp/mk_test_cuda_norm_pool.%d", (int)getpid());
+  int ncand = write_case_dir(b, dir, norm_pool_fixtures, sizeof norm_pool_fixtures / sizeof norm_pool_fixtures[0]);
+  char path[1200], *text = NULL;
+  size_t len = 0;
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  MK_REQUIRE(mk_read_file(path, 1 << 24, &text, &len) == 0);
+  /* Every kind has its subkernel: the subkernel names are the ops'. */
+  static const char *const kinds[] = {"\"batch_norm", "\"layer_norm", "\"group_norm", "\"instance_norm",
+                                      "\"rms_norm", "\"normalize", "\"max_pool2d", "\"max_pool3d",
+                                      "\"avg_pool2d", "\"avg_pool3d", "\"adaptive_avg_pool2d",
+                                      "\"adaptive_max_pool2d", "\"max_pool1d", "\"adaptive_avg_pool3d"};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    if (!strstr(text, kinds[i])) fprintf(stderr, "    no CUDA case for %s\n", kinds[i] + 1);
+    MK_CHECK(strstr(text, kinds[i]) != NULL);
+  }
+  /* Long rows: the split-rows variant is among them. */
+  MK_CHECK(strstr(text, "cuda_t256_split32.py") != NULL);
+  free(text);
+  fprintf(stderr, "    %d CUDA norm / pool candidates written to %s\n", ncand, dir);
+  MK_CHECK(ncand >= 100);
+  if (!(keep && *keep)) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    MK_CHECK(system(cmd) == 0);
+  }
   mk_backend_close(b);
 }

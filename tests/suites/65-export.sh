@@ -77,19 +77,23 @@ elif [ ! -x "$tests_bin" ]; then
   echo "SKIP 65-export/cuda-compile: no $tests_bin"
 else
   c=$work/cuda_project
-  MK_EXPORT_CUDA_DIR=$c "$tests_bin" export_cuda/subkernels_are_planned_and_regenerated > "$work/cuda-plan.log" 2>&1 ||
+  n=$work/cuda_norm_project
+  MK_EXPORT_CUDA_DIR=$c MK_EXPORT_CUDA_NORM_DIR=$n "$tests_bin" export_cuda > "$work/cuda-plan.log" 2>&1 ||
     { cat "$work/cuda-plan.log"; fail "the CUDA export's C test"; }
-  nvcc -c -std=c++17 "$c/mk_conv_chain_kernels.cu" -o "$work/kernels.o" > "$work/nvcc.log" 2>&1 ||
-    { cat "$work/nvcc.log"; fail "nvcc does not compile the exported kernels"; }
   ti=$("$py" -c 'import os, torch; print(os.path.dirname(torch.__file__))')/include
   # the CPU wheel ships c10/cuda's headers without the CMake-made one they include
   mkdir -p "$work/stub/c10/cuda/impl"
   [ -f "$ti/c10/cuda/impl/cuda_cmake_macros.h" ] || echo '#pragma once' > "$work/stub/c10/cuda/impl/cuda_cmake_macros.h"
   cuda_inc=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")/include
   [ -f "$cuda_inc/cuda_runtime_api.h" ] || cuda_inc=/usr/local/cuda/include
-  g++ -std=c++17 -fsyntax-only -I"$c" -I"$work/stub" -isystem "$ti" -isystem "$ti/torch/csrc/api/include" \
-    -isystem "$cuda_inc" "$c/mk_conv_chain.cpp" > "$work/gxx.log" 2>&1 ||
-    { cat "$work/gxx.log"; fail "the exported CUDA launchers do not compile against libtorch's headers"; }
+  # conv_chain (elementwise runs) and norm_pools (norms, pools)
+  for proj in "$c/mk_conv_chain" "$n/mk_norm_pools"; do
+    nvcc -c -std=c++17 "${proj}_kernels.cu" -o "$work/kernels.o" > "$work/nvcc.log" 2>&1 ||
+      { cat "$work/nvcc.log"; fail "nvcc does not compile the exported kernels of $proj"; }
+    g++ -std=c++17 -fsyntax-only -I"$(dirname "$proj")" -I"$work/stub" -isystem "$ti" \
+      -isystem "$ti/torch/csrc/api/include" -isystem "$cuda_inc" "$proj.cpp" > "$work/gxx.log" 2>&1 ||
+      { cat "$work/gxx.log"; fail "the exported CUDA launchers of $proj do not compile against libtorch's headers"; }
+  done
   echo "ok   CUDA C++ subkernels: kernels compile with nvcc, launchers against libtorch's headers (no link: no GPU)"
 fi
 
