@@ -150,13 +150,17 @@ class _MkGraphs:
         self.modules = list(module.modules())
         self.entries: dict = {}
         self.why = ""
+        # Live views of every module's parameter and buffer dicts: a replaced parameter
+        # shows up in them, and walking them is ~4x cheaper per call than walking the
+        # modules (ResNet-101: 626 tensors in 287 modules, ~80 us of Python otherwise).
+        self.views = [d.values() for m in self.modules for d in (m._parameters, m._buffers)]
 
     def state(self) -> list:
-        return [t for m in self.modules
-                for t in (*m._parameters.values(), *m._buffers.values()) if t is not None]
+        return [t for v in self.views for t in v if t is not None]
 
-    def key(self, module: torch.nn.Module, args: tuple, state: list):
-        parts: list = [module.training]
+    def key(self, args: tuple, state: list):
+        # every module's mode (one submodule may be put in eval alone)
+        parts: list = [tuple([m.training for m in self.modules])]
         for a in args:
             if isinstance(a, torch.Tensor):
                 if a.device.type != "cuda":
@@ -166,9 +170,10 @@ class _MkGraphs:
                 parts.append((type(a).__name__, a))
             else:
                 return None
-        if any(t.device.type != "cuda" for t in state):
+        if not all([t.is_cuda for t in state]):
             return None
-        parts.append(tuple(t.data_ptr() for t in state))
+        # moved or replaced storage (.to(), .data = ...): a graph holds addresses
+        parts.append(tuple([t.data_ptr() for t in state]))
         return tuple(parts)
 
     def capture(self, forward, args: tuple):
@@ -232,7 +237,7 @@ def _mk_graph_call(module: torch.nn.Module, forward, args: tuple):
         graphs = _MkGraphs(module)
         module._mk_graphs = graphs
     state = graphs.state()
-    key = graphs.key(module, args, state)
+    key = graphs.key(args, state)
     if key is None:
         return forward(*args)
     entry = graphs.entries.get(key)

@@ -1,0 +1,195 @@
+# Replayed as one CUDA graph per input signature (MKEvolve): the composed
+# forward below, captured once, every call a fresh output.
+# ModelNew composed by MKEvolve: no subkernel could be replaced.
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, input_size, hidden_size, num_layers, output_size, dropout=0.0):
+        """
+        Initialize the LSTM model.
+
+        :param input_size: The number of expected features in the input `x`
+        :param hidden_size: The number of features in the hidden state `h`
+        :param num_layers: Number of recurrent layers
+        :param output_size: The number of output features
+        :param dropout: If non-zero, introduces a Dropout layer on the outputs of each LSTM layer except the last layer
+        """
+        super(Model, self).__init__()
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.lstm = nn.LSTM(input_size, hidden_size, num_layers,
+                            batch_first=True, dropout=dropout, bidirectional=False)
+        self.fc = nn.Linear(hidden_size, output_size)
+
+    def forward(self, x, h0=None, c0=None):
+        """
+        Forward pass through the LSTM model.
+
+        :param x: The input tensor, shape (batch_size, sequence_length, input_size)
+        :param h0: Optional initial hidden state (num_layers, batch_size, hidden_size)
+        :param c0: Optional initial cell state (num_layers, batch_size, hidden_size)
+        :return: The output tensor, shape (batch_size, output_size)
+        """
+        batch_size = x.size(0)
+
+        if h0 is None:
+            h0 = torch.randn(self.num_layers, batch_size, self.hidden_size, device=x.device)
+        if c0 is None:
+            c0 = torch.randn(self.num_layers, batch_size, self.hidden_size, device=x.device)
+
+        out, _ = self.lstm(x, (h0, c0))  # out: (batch_size, seq_length, hidden_size)
+        out = self.fc(out[:, -1, :])     # out: (batch_size, output_size)
+
+        return out
+
+# === Test configuration ===
+batch_size = 10
+sequence_length = 512
+input_size = 128
+hidden_size = 256
+num_layers = 6
+output_size = 10
+dropout = 0.0
+
+def get_inputs():
+    return [torch.rand(batch_size, sequence_length, input_size)]
+
+def get_init_inputs():
+    return [input_size, hidden_size, num_layers, output_size, dropout]
+
+
+class ModelNew(Model):
+    pass
+
+
+# ---- CUDA graph of the whole forward (MKEvolve) ----
+import torch  # noqa: E402 (the runtime of the graph variant)
+
+MK_GRAPH_SHAPES = 4
+
+
+class _MkGraphs:
+    """One module's captured forwards, by input signature."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.modules = list(module.modules())
+        self.entries: dict = {}
+        self.why = ""
+        # Live views of every module's parameter and buffer dicts: a replaced parameter
+        # shows up in them, and walking them is ~4x cheaper per call than walking the
+        # modules (ResNet-101: 626 tensors in 287 modules, ~80 us of Python otherwise).
+        self.views = [d.values() for m in self.modules for d in (m._parameters, m._buffers)]
+
+    def state(self) -> list:
+        return [t for v in self.views for t in v if t is not None]
+
+    def key(self, args: tuple, state: list):
+        # every module's mode (one submodule may be put in eval alone)
+        parts: list = [tuple([m.training for m in self.modules])]
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                if a.device.type != "cuda":
+                    return None
+                parts.append((tuple(a.shape), a.stride(), a.dtype, a.device.index))
+            elif a is None or isinstance(a, (bool, int, float, str)):
+                parts.append((type(a).__name__, a))
+            else:
+                return None
+        if not all([t.is_cuda for t in state]):
+            return None
+        # moved or replaced storage (.to(), .data = ...): a graph holds addresses
+        parts.append(tuple([t.data_ptr() for t in state]))
+        return tuple(parts)
+
+    def capture(self, forward, args: tuple):
+        # A replay records no autograd history, so neither does its capture.
+        with torch.no_grad():
+            static = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+            saved = [(t, t.clone()) for t in self.state()]
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(2):
+                    forward(*static)
+            torch.cuda.current_stream().wait_stream(side)
+            for t, s in saved:
+                t.copy_(s)
+            del saved
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = forward(*static)
+        return graph, static, out
+
+
+class _MkForwardOnly(torch.autograd.Function):
+    """A replayed output while autograd records: the replay kept no history, so a
+    backward through it stops here with the reason, never with gradients silently
+    missing."""
+
+    @staticmethod
+    def forward(ctx, anchor: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        return out.clone()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        raise RuntimeError(
+            "this ModelNew replays its forward as a CUDA graph, which records no autograd "
+            "history: it is for inference (gradients come from the original Model)")
+
+
+def _mk_fresh(out, anchor):
+    if isinstance(out, torch.Tensor):
+        if anchor is not None and (out.is_floating_point() or out.is_complex()):
+            return _MkForwardOnly.apply(anchor, out)
+        return out.clone()
+    if isinstance(out, (tuple, list)):
+        return type(out)(_mk_fresh(o, anchor) for o in out)
+    return out
+
+
+def _mk_autograd_anchor(state: list, args: tuple):
+    """A tensor autograd tracks, when it records: the outputs then carry a backward
+    that says why there is none."""
+    if not torch.is_grad_enabled():
+        return None
+    return next((t for t in (*state, *args)
+                 if isinstance(t, torch.Tensor) and t.requires_grad), None)
+
+
+def _mk_graph_call(module: torch.nn.Module, forward, args: tuple):
+    graphs = getattr(module, "_mk_graphs", None)
+    if graphs is None:
+        graphs = _MkGraphs(module)
+        module._mk_graphs = graphs
+    state = graphs.state()
+    key = graphs.key(args, state)
+    if key is None:
+        return forward(*args)
+    entry = graphs.entries.get(key)
+    if entry is None and key not in graphs.entries:
+        if len(graphs.entries) >= MK_GRAPH_SHAPES:
+            return forward(*args)
+        try:
+            entry = graphs.capture(forward, args)
+        except Exception as e:  # not capturable (a host sync, say): run it plainly
+            graphs.why = f"{type(e).__name__}: {e}"
+            entry = None
+        graphs.entries[key] = entry
+    if entry is None:
+        return forward(*args)
+    graph, static, out = entry
+    with torch.no_grad():
+        for s, a in zip(static, args, strict=True):
+            if isinstance(s, torch.Tensor):
+                s.copy_(a)
+    graph.replay()
+    return _mk_fresh(out, _mk_autograd_anchor(state, args))
+
+
+class ModelNew(ModelNew):
+    """ModelNew above, its forward replayed as one CUDA graph (launch-bound
+    programs); the plain forward where a graph would be wrong."""
+
+    def forward(self, *args):
+        return _mk_graph_call(self, super().forward, args)
