@@ -87,6 +87,10 @@ typedef struct mk_evaluator {
   int (*evaluate)(void *self, const mk_graph *g, const mk_subkernel *sk, const mk_candidate *c,
                   mk_eval_cb cb, void *data);
   int (*evaluate_composition)(void *self, const char *modelnew_path, mk_eval_cb cb, void *data);
+  /* Optional: as evaluate_composition, for a CUDA-graph variant; the
+   * verifier also times torch.compile's "reduce-overhead" mode (which replays
+   * graphs too) for the result's ref_compile_ro_ms. NULL: evaluate_composition. */
+  int (*evaluate_graph)(void *self, const char *modelnew_path, mk_eval_cb cb, void *data);
   void (*cancel)(void *self);
   /* Optional: the time limit, in seconds, of the evaluations submitted from
    * now on (0: the evaluator's own). The CPU plan sets it per job. */

@@ -1441,7 +1441,9 @@ static void phase_graph(mk_search *s) {
   }
   start_batch(s);
   s->pending++;
-  if (s->ev.evaluate_composition(s->ev.self, s->graph_path, on_graph, s) < 0) {
+  int (*check)(void *, const char *, mk_eval_cb, void *) =
+      s->ev.evaluate_graph ? s->ev.evaluate_graph : s->ev.evaluate_composition;
+  if (check(s->ev.self, s->graph_path, on_graph, s) < 0) {
     mk_eval_result r = {.status = MK_EVAL_ERROR, .time_ms = -1};
     snprintf(r.reason, sizeof r.reason, "the verifier refused the CUDA-graph variant");
     on_graph(s, &r);

@@ -388,14 +388,16 @@ static int evaluate(void *self, const mk_graph *g, const mk_subkernel *sk, const
   return 0;
 }
 
-static int evaluate_composition(void *self, const char *path, mk_eval_cb cb, void *data) {
-  session_eval_ctx *ec = self;
+static int check_composition(session_eval_ctx *ec, const char *path, bool graph, mk_eval_cb cb,
+                             void *data) {
   if (ec->s->rt == NULL || ec->s->rt->verify == NULL) return MK_ECANCELED; /* session closing */
   eval_req *req = malloc(sizeof *req);
   if (req == NULL) return MK_ENOMEM;
   *req = (eval_req){cb, data, ec->m, 0, .composition = true};
   mk_verify_options o;
   options_for(ec->s, ec->m, &o);
+  /* a graph variant is compared with compile's own graph mode too */
+  o.compile_reduce_overhead = graph;
   mk_errmsg err = {{0}};
   const char *ref = ec->m->g && ec->m->g->file ? ec->m->g->file : ec->m->path;
   if (mk_verify_submit_composition(ec->s->rt->verify, path, "ModelNew", ref,
@@ -404,6 +406,14 @@ static int evaluate_composition(void *self, const char *path, mk_eval_cb cb, voi
     return submit_failed(req);
   track_job(ec->m, req->job);
   return 0;
+}
+
+static int evaluate_composition(void *self, const char *path, mk_eval_cb cb, void *data) {
+  return check_composition(self, path, false, cb, data);
+}
+
+static int evaluate_graph(void *self, const char *path, mk_eval_cb cb, void *data) {
+  return check_composition(self, path, true, cb, data);
 }
 
 /* Cancels every verification in flight for the module: each calls back
@@ -424,7 +434,8 @@ static void set_limit(void *self, double seconds) {
 mk_evaluator session_runtime_evaluator(mk_session *s, module_state *m) {
   m->eval = (session_eval_ctx){s, m, 0};
   return (mk_evaluator){.self = &m->eval, .evaluate = evaluate,
-                        .evaluate_composition = evaluate_composition, .cancel = cancel_all,
+                        .evaluate_composition = evaluate_composition,
+                        .evaluate_graph = evaluate_graph, .cancel = cancel_all,
                         .limit = set_limit, .timed = s->rt->gpu,
                         .parallel = mk_worker_pool_gpus(s->rt->pool)};
 }

@@ -49,6 +49,9 @@ typedef struct mk_verify_options {
   bool skip_compile;      /* time the reference eager only, not under torch.compile */
   bool compile_baselines; /* also time torch.compile's "max-autotune-no-cudagraphs" and
                              "reduce-overhead" modes, in the same run (default false) */
+  bool compile_reduce_overhead; /* also time "reduce-overhead" alone: the fair baseline of
+                                   a CUDA-graph variant (default false; the search's
+                                   graph check sets it) */
 } mk_verify_options;
 
 void mk_verify_options_init(mk_verify_options *o);

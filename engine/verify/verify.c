@@ -642,6 +642,10 @@ static void add_options(cJSON *params, mk_cache_key *k, const mk_verify_options 
     cJSON_AddItemToArray(modes, cJSON_CreateString("max-autotune-no-cudagraphs"));
     cJSON_AddItemToArray(modes, cJSON_CreateString("reduce-overhead"));
     mk_cache_key_int(k, "compile_baselines", 1);
+  } else if (o->compile_reduce_overhead && !o->skip_compile) {
+    cJSON *modes = cJSON_AddArrayToObject(params, "compile_modes");
+    cJSON_AddItemToArray(modes, cJSON_CreateString("reduce-overhead"));
+    mk_cache_key_int(k, "compile_ro", 1);
   }
   mk_cache_key_int(k, "trials", o->trials);
   mk_cache_key_int(k, "seed", o->seed);

@@ -94,6 +94,7 @@ typedef struct fake_eval {
   bool timed;
   double graph_ms;       /* > 0: time of the CUDA-graph variant (else 1.0 like the others) */
   double delay_s;        /* each evaluation takes this long (wall-time budgets) */
+  int graph_checks;      /* compositions sent through evaluate_graph */
 } fake_eval;
 
 static int fake_evaluate(void *self, const mk_graph *g, const mk_subkernel *sk,
@@ -135,6 +136,12 @@ static int fake_evaluate_composition(void *self, const char *path, mk_eval_cb cb
   return 0;
 }
 
+/* The graph check: counted, then judged like any composition. */
+static int fake_evaluate_graph(void *self, const char *path, mk_eval_cb cb, void *data) {
+  ((fake_eval *)self)->graph_checks++;
+  return fake_evaluate_composition(self, path, cb, data);
+}
+
 typedef struct outcome {
   int done, status;
   mk_search_result *res;
@@ -163,7 +170,8 @@ static int run_search(fake_prop *fp, fake_eval *fe, mk_search_config *cfg, outco
   mk_proposer prop = {.self = fp, .name = "fake", .propose = fake_propose,
                       .fuses = fp->fuse ? fake_fuses : NULL};
   mk_evaluator ev = {.self = fe, .evaluate = fake_evaluate,
-                     .evaluate_composition = fake_evaluate_composition, .timed = fe->timed};
+                     .evaluate_composition = fake_evaluate_composition,
+                     .evaluate_graph = fake_evaluate_graph, .timed = fe->timed};
   int rc = mk_search_start(g, &p, SOURCE, cfg, prop, ev, NULL, on_done, o, NULL, &err);
   mk_partition_free(&p);
   *gout = g;
@@ -835,6 +843,7 @@ MK_TEST(search, cuda_graph_variant_kept_only_when_faster) {
     MK_REQUIRE(o.res != NULL);
     MK_CHECK_INT(o.status, ==, 0);
     MK_CHECK_INT(fe.compositions, ==, timed ? 2 : 1);
+    MK_CHECK_INT(fe.graph_checks, ==, timed ? 1 : 0); /* the variant through evaluate_graph */
     MK_CHECK(o.res->cuda_graph == (bool)timed);
     if (timed) {
       MK_CHECK(o.res->final.time_ms == 0.5);

@@ -473,6 +473,46 @@ MK_TEST(verify, composition_and_no_cache) {
   env_stop(&e);
 }
 
+/* Which torch.compile modes a composition check asks for: none by default,
+ * "reduce-overhead" alone for a CUDA-graph variant (its fair baseline), both
+ * other modes with compile_baselines; skip_compile asks for none. */
+MK_TEST(verify, composition_compile_modes_requested) {
+  env e;
+  MK_REQUIRE(env_start(&e, false) == 0);
+  char ref[512], mine[512];
+  module_file(&e, ref, sizeof ref, "problem.py", "class Model: pass\n");
+  module_file(&e, mine, sizeof mine, "new.py", "class ModelNew: pass  # FAST\n");
+  struct { bool ro, baselines, skip; int nmodes; const char *last; } cases[] = {
+      {false, false, false, -1, NULL},
+      {true, false, false, 1, "reduce-overhead"},
+      {true, true, false, 2, "reduce-overhead"},
+      {true, false, true, -1, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    mk_verify_options opt;
+    mk_verify_options_init(&opt);
+    opt.compile_reduce_overhead = cases[i].ro;
+    opt.compile_baselines = cases[i].baselines;
+    opt.skip_compile = cases[i].skip;
+    vout a = {0};
+    mk_errmsg err;
+    MK_REQUIRE(mk_verify_submit_composition(e.v, mine, NULL, ref, NULL, &opt, on_verified, &a,
+                                            NULL, &err) == 0);
+    MK_CHECK(run_until(&e.loop, &a.calls, 1, 20));
+    MK_REQUIRE(a.echo != NULL);
+    const cJSON *modes = cJSON_GetObjectItem(a.echo, "compile_modes");
+    if (cases[i].nmodes < 0) {
+      MK_CHECK(modes == NULL);
+    } else {
+      MK_REQUIRE(cJSON_IsArray(modes));
+      MK_CHECK_INT(cJSON_GetArraySize(modes), ==, cases[i].nmodes);
+      MK_CHECK_STR(cJSON_GetArrayItem(modes, cases[i].nmodes - 1)->valuestring, cases[i].last);
+    }
+    cJSON_Delete(a.echo);
+  }
+  env_stop(&e);
+}
+
 /* Two stand-in GPUs: each result names the GPU that ran it (both run, one
  * job each, when two are submitted together); a cached one names none. */
 MK_TEST(verify, result_names_its_gpu) {
