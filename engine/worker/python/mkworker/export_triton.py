@@ -195,6 +195,8 @@ class Tape:
                            "aten::equal", "aten::allclose", "aten::nonzero"):
             raise ExportTritonError(f"{where} reads a tensor's values on the host (data-dependent: "
                                     "a replay of fixed launches cannot follow it)")
+        if any(w in schema.name for w in _RANDOM):
+            raise ExportTritonError(f"{where} draws random numbers: not replayable")
         types = schema_types(schema)
         rec_args = []
         for i, (a, typ) in enumerate(zip(schema.arguments, types, strict=True)):
@@ -309,6 +311,9 @@ def _launch_args(tape: Tape, fn: Any, args: tuple[Any, ...], kwargs: dict[str, A
 
 
 _TORCH_TRITON: dict[Any, str] = {}
+# ATen ops that draw random numbers (also those without a Generator argument).
+_RANDOM = ("rand", "normal", "bernoulli", "dropout", "multinomial", "uniform", "exponential",
+           "cauchy", "geometric", "poisson")
 _PLAIN = (bool, int, float, str, type(None))
 
 
@@ -409,6 +414,14 @@ def record(modelnew: str, subkernels: list[tuple[int, int, str]], seed: int,
     torch.backends.cudnn.allow_tf32 = False
     problem = loader.load(modelnew)
     mod = problem.module
+    with contextlib.suppress(ImportError):
+        from triton.runtime.autotuner import Autotuner
+
+        for name, obj in vars(mod).items():
+            if isinstance(obj, Autotuner):
+                raise ExportTritonError(f"kernel {name} is autotuned: the export compiles one "
+                                        "configuration, and which one the autotuner picks depends "
+                                        "on the GPU it runs on")
     queues: dict[int, list[tuple[int, str]]] = {}
     for index, section, name in subkernels:
         queues.setdefault(section, []).append((index, name))
@@ -472,13 +485,26 @@ def ptx_params(ptx: str, name: str) -> list[str]:
 
 
 def _bind(fn: Any, backend: Any, args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-    """(signature, constexprs, attrs, options) as the JIT's binder makes them."""
+    """(signature, constexprs, attrs, options) as the JIT's binder makes them (JITFunction.run:
+    its _pack_args where the installed Triton has it, else the same steps written out)."""
     from triton.runtime import jit
 
     binder = jit.create_function_from_signature(fn.signature, fn.params, backend)
     bound, specialization, options = binder(*args, **kwargs)
-    options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, specialization,
-                                                          options)
+    if hasattr(fn, "_pack_args"):
+        options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound,
+                                                              specialization, options)
+        return signature, constexprs, attrs, options
+    from triton._utils import find_paths_if, get_iterable_path
+
+    options = backend.parse_options(kwargs)
+    sigvals = [x[0] for x in specialization]
+    signature = {p.name: v for p, v in zip(fn.params, sigvals, strict=True)}
+    paths = find_paths_if(sigvals, lambda _, val: val == "constexpr")
+    constexprs = {p: get_iterable_path(list(bound.values()), p) for p in paths}
+    attrvals = ["" if x[0] == "constexpr" else x[1] for x in specialization]
+    paths = find_paths_if(attrvals, lambda _, x: isinstance(x, str))
+    attrs = {p: backend.parse_attr(get_iterable_path(attrvals, p)) for p in paths}
     return signature, constexprs, attrs, options
 
 
