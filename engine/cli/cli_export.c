@@ -25,7 +25,7 @@ extern char **environ;
 typedef struct export_opts {
   const char *modelnew, *out_dir, *ns, *device, *python;
   double atol, rtol, timeout_s;
-  int seed;
+  int seed, arch;
   bool kernels_as_pytorch, no_data;
   bool device_given; /* --device was passed (else cuda when CUDA kernels are compiled in) */
 } export_opts;
@@ -33,7 +33,7 @@ typedef struct export_opts {
 static void usage(FILE *out) {
   fputs("usage: mkevolve export MODELNEW.py -o DIR [--namespace NAME] [--device cpu|cuda]\n"
         "                       [--atol X] [--rtol X] [--seed N] [--kernels-as-pytorch]\n"
-        "                       [--no-data] [--python PATH] [--timeout S]\n"
+        "                       [--arch sm_NN] [--no-data] [--python PATH] [--timeout S]\n"
         "\n"
         "Writes a CMake project that runs the composition of MODELNEW.py (a ModelNew written by\n"
         "`mkevolve evolve`) from C++ over libtorch: a library (NAME.h, NAME.cpp: load_weights,\n"
@@ -48,8 +48,10 @@ static void usage(FILE *out) {
         "  --seed N              seed for the Model's weights and the inputs (default 0)\n"
         "  --kernels-as-pytorch  export Triton and CUDA C++ subkernels as their verified PyTorch\n"
         "                        reference (ATen); without it CUDA C++ subkernels of the builtin\n"
-        "                        generator are compiled in (nvcc) and Triton ones are refused\n"
-        "  --no-data             write the sources only (no Python run: no weights, no example)\n"
+        "                        generator are compiled in (nvcc), and Triton ones are compiled\n"
+        "                        ahead of time (cubins, for the shapes of get_inputs() only)\n"
+        "  --arch sm_NN          the GPU the Triton kernels are compiled for (default sm_90)\n"
+        "  --no-data             write no weights and no example (Triton kernels still run Python)\n"
         "  --python PATH         the Python that writes the data (default $MKEVOLVE_PYTHON or .venv)\n"
         "  --timeout S           seconds for the worker's start and the capture (default 120)\n",
         out);
@@ -76,6 +78,10 @@ static int parse_args(int argc, char **argv, export_opts *o) {
       if (mk_cli_parse_double(argv[++i], 0, 1e9, &o->rtol)) return 2;
     } else if (v && !strcmp(a, "--timeout")) {
       if (mk_cli_parse_double(argv[++i], 0.1, 86400, &o->timeout_s)) return 2;
+    } else if (v && !strcmp(a, "--arch")) {
+      const char *s = argv[++i];
+      if (!strncmp(s, "sm_", 3)) s += 3;
+      if (mk_cli_parse_int(s, 50, 1000, &o->arch)) return 2;
     } else if (v && !strcmp(a, "--seed")) {
       if (mk_cli_parse_int(argv[++i], 0, 1 << 30, &o->seed)) return 2;
     } else if (a[0] == '-' || o->modelnew) {
@@ -95,28 +101,29 @@ static bool valid_namespace(const char *s) {
   return true;
 }
 
-/* Refuses Triton subkernels unless --kernels-as-pytorch (the export would
- * otherwise not run what the ModelNew runs); CUDA C++ ones are compiled in
- * (mk_export_cuda_plan, after the capture) unless that flag says otherwise. */
+/* With --kernels-as-pytorch, says which kernels run as their PyTorch
+ * reference; without it CUDA C++ subkernels are compiled in
+ * (mk_export_cuda_plan) and Triton ones compiled ahead of time
+ * (plan_triton), after the capture. */
 static int check_kernels(const mk_export_modelnew *m, const export_opts *o, mk_errmsg *err) {
+  bool cpu = o->device_given && strcmp(o->device, "cuda") != 0;
+  if (!o->kernels_as_pytorch && !cpu) return 0;
   mk_buf list;
   mk_buf_init(&list, 1 << 16);
-  int n = 0, ntriton = 0;
+  int n = 0;
   for (int i = 0; i < m->nsubkernels; i++) {
     const mk_export_subkernel *sk = &m->subkernels[i];
-    if (sk->backend == MK_EXPORT_PYTORCH || (sk->backend == MK_EXPORT_CUDA && !o->kernels_as_pytorch)) continue;
-    ntriton += sk->backend == MK_EXPORT_TRITON;
+    if (sk->backend == MK_EXPORT_PYTORCH || (!o->kernels_as_pytorch && sk->backend != MK_EXPORT_TRITON)) continue;
     mk_buf_printf(&list, "%ssk%d %s (%s: %s)", n++ ? ", " : "", sk->index, sk->name,
                   sk->backend == MK_EXPORT_CUDA ? "CUDA C++" : "Triton", sk->variant);
   }
   int rc = 0;
-  if (ntriton && !o->kernels_as_pytorch)
+  if (n && !o->kernels_as_pytorch) /* Triton kernels compiled in run on a GPU only */
     rc = mk_errf(err, MK_EUNSUPPORTED,
-                 "%d subkernel%s run%s a Triton kernel, which the C++ export does not compile (it would "
-                 "need Triton's AOT compiler per input shape): %.600s. Pass --kernels-as-pytorch to export "
-                 "them as their verified PyTorch reference (ATen calls), or compose with --backend cuda "
-                 "(docs/export.md)",
-                 n, n == 1 ? "" : "s", n == 1 ? "s" : "", mk_buf_cstr(&list));
+                 "%d subkernel%s run%s a Triton kernel, which the export compiles for a GPU (sm_%d): the test "
+                 "cannot run on --device %s: %.600s. Leave --device out (cuda), or pass --kernels-as-pytorch to "
+                 "export them as their verified PyTorch reference (ATen calls; docs/export.md)",
+                 n, n == 1 ? "" : "s", n == 1 ? "s" : "", o->arch, o->device, mk_buf_cstr(&list));
   else if (n)
     fprintf(stderr, "mkevolve export: %d subkernel%s exported as the PyTorch reference (--kernels-as-pytorch): %s\n",
             n, n == 1 ? "" : "s", mk_buf_cstr(&list));
@@ -144,6 +151,96 @@ static int plan_cuda(const mk_graph *g, const mk_export_modelnew *m, const expor
   *device = "cuda";
   fprintf(stderr, "mkevolve export: %d CUDA C++ subkernel%s compiled in (nvcc; the project needs a CUDA libtorch)\n",
           cuda->n, cuda->n == 1 ? "" : "s");
+  return 0;
+}
+
+static const char *helper_python(const export_opts *o) {
+  const char *py = o->python ? o->python : getenv("MKEVOLVE_PYTHON");
+  return py == NULL || !*py ? MK_DEFAULT_PYTHON : py;
+}
+
+/* Runs `py -m module args...` with the worker package on PYTHONPATH; 0 when it exits 0. */
+static int run_module(const export_opts *o, char *const *args) {
+  const char *py = helper_python(o);
+  const char *wp = getenv("MKEVOLVE_WORKER_PATH");
+  if (wp == NULL || !*wp) wp = MK_WORKER_PYTHONPATH;
+  const char *old = getenv("PYTHONPATH");
+  char *pp = old && *old ? mk_strdup_printf("%s:%s", wp, old) : mk_strdup(wp);
+  int status = 1;
+  char *argv[16] = {(char *)py, "-m"};
+  int n = 2;
+  for (; args[n - 2] && n < 15; n++) argv[n] = args[n - 2];
+  argv[n] = NULL;
+  if (pp && setenv("PYTHONPATH", pp, 1) == 0) {
+    pid_t pid;
+    int wst = 0;
+    if (posix_spawnp(&pid, py, NULL, NULL, argv, environ) != 0)
+      fprintf(stderr, "mkevolve export: cannot run %s (set MKEVOLVE_PYTHON or --python)\n", py);
+    else if (waitpid(pid, &wst, 0) == pid && WIFEXITED(wst) && WEXITSTATUS(wst) == 0)
+      status = 0;
+    else
+      fprintf(stderr, "mkevolve export: %s -m %s failed (above)\n", py, args[0]);
+  }
+  free(pp);
+  return status;
+}
+
+/* The Triton subkernels compiled ahead of time: mkworker.export_triton records
+ * their launches (running the ModelNew once) and compiles their kernels for
+ * --arch; engine/export turns its plan into the replays. */
+static int plan_triton(const mk_graph *g, const mk_export_modelnew *m, const export_opts *o, const char *modelnew,
+                       const char *dir, mk_export_cuda *cuda, const char **device) {
+  if (o->kernels_as_pytorch) return 0;
+  mk_buf list;
+  mk_buf_init(&list, 1 << 16);
+  int n = 0;
+  for (int i = 0; i < m->nsubkernels; i++) {
+    const mk_export_subkernel *sk = &m->subkernels[i];
+    if (sk->backend != MK_EXPORT_TRITON) continue;
+    mk_buf_printf(&list, "%s%d:%d:", n++ ? "," : "", sk->index, sk->section);
+    for (const char *p = sk->name; *p; p++) mk_buf_putc(&list, *p == ',' || *p == ':' ? '_' : *p);
+  }
+  if (n == 0) {
+    mk_buf_free(&list);
+    return 0;
+  }
+  if (o->device_given && strcmp(o->device, "cuda") != 0) {
+    fprintf(stderr, "mkevolve export: %d Triton subkernel%s compiled in: the test runs on --device cuda, not %s "
+                    "(--kernels-as-pytorch exports them as ATen calls)\n",
+            n, n == 1 ? " is" : "s are", o->device);
+    mk_buf_free(&list);
+    return 1;
+  }
+  char arch[16], seed[16];
+  snprintf(arch, sizeof arch, "%d", o->arch);
+  snprintf(seed, sizeof seed, "%d", o->seed);
+  char *plan_path = mk_strdup_printf("%s/.triton_plan.json", dir);
+  char *args[] = {"mkworker.export_triton", (char *)modelnew, plan_path, "--arch", arch, "--seed", seed,
+                  "--subkernels", (char *)mk_buf_cstr(&list), NULL};
+  fprintf(stderr, "mkevolve export: compiling %d Triton subkernel%s for sm_%d (running the ModelNew once to "
+                  "record their launches)\n", n, n == 1 ? "" : "s", o->arch);
+  int status = plan_path ? run_module(o, args) : 1;
+  mk_buf_free(&list);
+  char *text = NULL;
+  size_t len = 0;
+  if (!status && mk_read_file(plan_path, 1u << 30, &text, &len) != 0) {
+    fprintf(stderr, "mkevolve export: cannot read %s\n", plan_path);
+    status = 1;
+  }
+  if (plan_path) unlink(plan_path);
+  free(plan_path);
+  mk_errmsg err = {{0}};
+  if (!status && mk_export_triton_plan(g, m, text, cuda, &err) != 0) {
+    fprintf(stderr, "mkevolve export: %s: %s (--kernels-as-pytorch exports Triton subkernels as their PyTorch "
+                    "reference)\n", o->modelnew, err.text);
+    status = 1;
+  }
+  free(text);
+  if (status) return status;
+  *device = "cuda";
+  fprintf(stderr, "mkevolve export: %d Triton subkernel%s compiled in (%d kernels for sm_%d; the project needs a "
+                  "CUDA libtorch and the CUDA driver API)\n",
+          n, n == 1 ? "" : "s", cuda->nkernels, o->arch);
   return 0;
 }
 
@@ -205,26 +302,9 @@ static int capture(const char *file, const char *class_name, const export_opts *
 /* python -m mkworker.export_data DIR/export.json, with the worker package on
  * PYTHONPATH; its output goes to the terminal. */
 static int run_helper(const export_opts *o, const char *dir) {
-  const char *py = o->python ? o->python : getenv("MKEVOLVE_PYTHON");
-  if (py == NULL || !*py) py = MK_DEFAULT_PYTHON;
-  const char *wp = getenv("MKEVOLVE_WORKER_PATH");
-  if (wp == NULL || !*wp) wp = MK_WORKER_PYTHONPATH;
-  const char *old = getenv("PYTHONPATH");
-  char *pp = old && *old ? mk_strdup_printf("%s:%s", wp, old) : mk_strdup(wp);
   char *manifest = mk_strdup_printf("%s/export.json", dir);
-  int status = 1;
-  if (pp && manifest && setenv("PYTHONPATH", pp, 1) == 0) {
-    char *argv[] = {(char *)py, "-m", "mkworker.export_data", manifest, NULL};
-    pid_t pid;
-    int wst = 0;
-    if (posix_spawnp(&pid, py, NULL, NULL, argv, environ) != 0)
-      fprintf(stderr, "mkevolve export: cannot run %s (set MKEVOLVE_PYTHON or --python)\n", py);
-    else if (waitpid(pid, &wst, 0) == pid && WIFEXITED(wst) && WEXITSTATUS(wst) == 0)
-      status = 0;
-    else
-      fprintf(stderr, "mkevolve export: %s -m mkworker.export_data failed (above)\n", py);
-  }
-  free(pp);
+  char *args[] = {"mkworker.export_data", manifest, NULL};
+  int status = manifest ? run_module(o, args) : 1;
   free(manifest);
   return status;
 }
@@ -270,6 +350,7 @@ static int export_run(const export_opts *o) {
   int status = write_problem(dir, &m, problem, sizeof problem);
   if (!status) status = capture(problem, m.class_name, o, &g);
   if (!status) status = plan_cuda(g, &m, o, &cuda, &device);
+  if (!status) status = plan_triton(g, &m, o, modelnew, dir, &cuda, &device);
   if (!status) {
     mk_export_project p = {.dir = dir, .ns = ns, .problem_file = "problem.py", .class_name = m.class_name,
                            .composed_from = modelnew, .g = g, .m = &m, .cuda = &cuda, .device = device,
@@ -292,7 +373,7 @@ static int export_run(const export_opts *o) {
 }
 
 int mk_cli_export(int argc, char **argv) {
-  export_opts o = {.device = "cpu", .atol = 1e-4, .rtol = 1e-4, .timeout_s = 120};
+  export_opts o = {.device = "cpu", .atol = 1e-4, .rtol = 1e-4, .timeout_s = 120, .arch = MK_EXPORT_DEFAULT_ARCH};
   int p = parse_args(argc, argv, &o);
   if (p == 1) {
     usage(stdout);

@@ -470,8 +470,12 @@ static int emit_cuda_sk(const mk_graph *g, const mk_export_cuda_sk *c, const uns
   if (cuda_moves_a_write(g, c))
     return mk_errf(err, MK_EUNSUPPORTED, "subkernel sk%d updates a tensor in place that a call between its "
                                          "nodes reads: the export does not rearrange them", c->index);
-  mk_buf_printf(out, "  // ---- sk%d %s: CUDA C++ kernels (namespace sk%d of the .cu file) ----\n", c->index,
-                c->sk.name ? c->sk.name : "?", c->section);
+  if (c->backend == MK_EXPORT_TRITON)
+    mk_buf_printf(out, "  // ---- sk%d %s: Triton kernels (cubins of the _triton.cpp file), replayed as recorded ----\n",
+                  c->index, c->sk.name ? c->sk.name : "?");
+  else
+    mk_buf_printf(out, "  // ---- sk%d %s: CUDA C++ kernels (namespace sk%d of the .cu file) ----\n", c->index,
+                  c->sk.name ? c->sk.name : "?", c->section);
   mk_buf_append(out, c->code.launcher.data, c->code.launcher.len);
   for (int k = 0; k < c->sk.nnodes; k++) done[c->sk.nodes[k]] = 1;
   for (int i = 0; i < c->sk.noutputs; i++) emit_conversion(g, c->sk.outputs[i], conv[c->sk.outputs[i]], out);

@@ -27,7 +27,15 @@ void mk_export_cuda_free(mk_export_cuda *c) {
     mk_builtin_cuda_cpp_free(&c->sks[i].code);
   }
   free(c->sks);
+  for (int i = 0; i < c->nkernels; i++) free(c->kernels[i].cubin);
+  free(c->kernels);
   memset(c, 0, sizeof *c);
+}
+
+int mk_export_cuda_count(const mk_export_cuda *c, mk_export_backend b) {
+  int n = 0;
+  for (int i = 0; c && i < c->n; i++) n += c->sks[i].backend == b;
+  return n;
 }
 
 const mk_export_cuda_sk *mk_export_cuda_find_node(const mk_export_cuda *c, int node) {
@@ -40,7 +48,7 @@ const mk_export_cuda_sk *mk_export_cuda_find_node(const mk_export_cuda *c, int n
 /* ---- the ModelNew's forward ---------------------------------------------------- */
 
 /* The forward of class ModelNew, or NULL. */
-static const char *modelnew_forward(const char *text) {
+const char *export_modelnew_forward(const char *text) {
   const char *cls = strstr(text, "\nclass ModelNew(");
   return cls ? strstr(cls, "\n    def forward(self") : NULL;
 }
@@ -183,7 +191,7 @@ static bool same_list(const int *a, int na, const int *b, int nb) {
 }
 
 /* The subkernel the k-th call runs, checked against the call and the header. */
-static int recover_subkernel(const mk_graph *g, const mk_export_subkernel *esk, const char *fwd, int k,
+int export_recover_subkernel(const mk_graph *g, const mk_export_subkernel *esk, const char *fwd, int k,
                              mk_subkernel *sk, mk_errmsg *err) {
   int in[256], out[256];
   call_io io = {.in = in, .out = out};
@@ -257,7 +265,8 @@ static int add_cuda_sk(const mk_graph *g, const mk_export_modelnew *m, const mk_
   memset(x, 0, sizeof *x);
   x->index = esk->index;
   x->section = esk->section;
-  int rc = recover_subkernel(g, esk, fwd, esk->index, &x->sk, err);
+  x->backend = MK_EXPORT_CUDA;
+  int rc = export_recover_subkernel(g, esk, fwd, esk->index, &x->sk, err);
   char ns[32];
   snprintf(ns, sizeof ns, "sk%d::launch", esk->section); /* host functions beside the kernels */
   if (!rc) rc = mk_builtin_cuda_cpp_for(g, &x->sk, esk->variant, ns, node_cpp, NULL, &x->code, err);
@@ -269,7 +278,7 @@ static int add_cuda_sk(const mk_graph *g, const mk_export_modelnew *m, const mk_
 int mk_export_cuda_plan(const mk_graph *g, const mk_export_modelnew *m, mk_export_cuda *out, mk_errmsg *err) {
   memset(out, 0, sizeof *out);
   if (g == NULL || m == NULL) return mk_errf(err, MK_EINVAL, "graph and ModelNew are required");
-  const char *fwd = m->text ? modelnew_forward(m->text) : NULL;
+  const char *fwd = m->text ? export_modelnew_forward(m->text) : NULL;
   int rc = 0;
   for (int i = 0; i < m->nsubkernels && !rc; i++) {
     const mk_export_subkernel *esk = &m->subkernels[i];
@@ -383,7 +392,7 @@ static void launch_functions(const char *ns, const mk_export_cuda_sk *x, mk_buf 
 
 static bool section_written(const mk_export_cuda *c, int upto, int section) {
   for (int i = 0; i < upto; i++)
-    if (c->sks[i].section == section) return true;
+    if (c->sks[i].backend == MK_EXPORT_CUDA && c->sks[i].section == section) return true;
   return false;
 }
 
@@ -401,7 +410,8 @@ int export_cuda_kernels(const char *ns, const char *composed_from, const mk_expo
                 composed_from ? composed_from : "?", ns);
   for (int i = 0; i < c->n; i++) {
     const mk_export_cuda_sk *x = &c->sks[i];
-    if (section_written(c, i, x->section)) continue; /* twins share their section's kernels */
+    if (x->backend != MK_EXPORT_CUDA || section_written(c, i, x->section))
+      continue; /* Triton ones have cubins; twins share their section's kernels */
     mk_buf_printf(cu, "\nnamespace %s {\nnamespace sk%d {\n", ns, x->section);
     without_extern_c(x->code.cuda.data ? x->code.cuda.data : "", cu);
     mk_buf_printf(cu, "\nnamespace launch {\n\n");

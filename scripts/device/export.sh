@@ -3,12 +3,13 @@
 # composition, each built against this machine's libtorch and its generated
 # test run on the GPU (data made by the PyTorch Model on the GPU, TF32 off).
 #   level 2: a committed H200 result (docs/bench/conv-layout-h200/modelnew/,
-#            Triton kernels: exported with --kernels-as-pytorch), or $EXPORT_L2
+#            Triton kernels: exported with --kernels-as-pytorch, and compiled in), or $EXPORT_L2
 #   level 3: evolved here with --backend cuda ($EXPORT_L3_BUDGET s of search, 120 by
 #            default), or $EXPORT_L3
 #            (a ModelNew file) to skip the evolve
-# Each export is first tried without --kernels-as-pytorch (the refusal naming
-# the Triton subkernels is logged), then with it; the level-3 composition
+# Each export is first tried without --kernels-as-pytorch (Triton and CUDA
+# kernels compiled in), then with it; the level-2 composition (Triton) is also
+# exported without it and its project built and tested (export-level2_triton.log); the level-3 composition
 # (CUDA C++ subkernels) is also exported without it, its kernels compiled in
 # by nvcc, built with CMake and tested on the GPU (export-level3_cuda.log). The project is
 # built with CMake when the machine has it, else with g++ directly (the same
@@ -46,7 +47,7 @@ export_and_test() { # modelnew name
   : > "$log"
   echo "== $name: $modelnew" | tee -a "$summary"
   timeout 120 "$MK" export "$modelnew" -o "$dir" --device cuda --namespace "$ns" >> "$log" 2>&1
-  echo "  export without --kernels-as-pytorch: exit $? ($(grep -o 'subkernels* runs* a Triton[^:]*' "$log" | head -1))" | tee -a "$summary"
+  echo "  export without --kernels-as-pytorch: exit $? ($(grep -o '[0-9]* [A-Za-z+ ]*subkernels* compiled in' "$log" | tr '\n' ' '))" | tee -a "$summary"
   rm -rf "$dir"
   local start=$(date +%s)
   if ! timeout 300 "$MK" export "$modelnew" -o "$dir" --device cuda --namespace "$ns" --kernels-as-pytorch >> "$log" 2>&1; then
@@ -103,8 +104,58 @@ export_kernels_and_test() { # modelnew name
   echo "  test exit status: ${PIPESTATUS[0]}" | tee -a "$summary"
 }
 
+# A Triton composition WITHOUT --kernels-as-pytorch: its kernels compiled ahead
+# of time for this GPU (mkworker.export_triton records the launches on the GPU,
+# Triton compiles each for sm_<arch>), embedded as cubins, launched through the
+# CUDA driver API; built with CMake (CUDA::cuda_driver) and tested on the GPU
+# (export-<name>.log). Then the generated test must fail on a corrupted cubin
+# launch argument (a kernel's int halved), so a replay that ran nothing would not pass.
+export_triton_and_test() { # modelnew name
+  local modelnew=$1 name=$2 dir=/tmp/mk-export-$2 ns=mk_$2 log=$OUT/export-$2.log
+  rm -rf "$dir"
+  : > "$log"
+  local arch
+  arch=$(python3 -c 'import torch; M, m = torch.cuda.get_device_capability(); print(M * 10 + m)')
+  echo "== $name (Triton kernels compiled in, sm_$arch): $modelnew" | tee -a "$summary"
+  local start=$(date +%s)
+  if ! timeout 600 "$MK" export "$modelnew" -o "$dir" --device cuda --namespace "$ns" --arch "sm_$arch" >> "$log" 2>&1; then
+    echo "  export: FAILED ($(tail -3 "$log" | tr '\n' ' '))" | tee -a "$summary"
+    return
+  fi
+  echo "  export: ok in $(( $(date +%s) - start )) s; $(grep -o '[0-9]* Triton subkernels* compiled in[^;]*' "$log")" | tee -a "$summary"
+  grep -o '"exported_as":[^,]*' "$dir/export.json" | sort | uniq -c | sed 's/^/  /' | tee -a "$summary"
+  mkdir -p "$OUT/project-$name"
+  cp "$dir"/*.h "$dir"/$ns.cpp "$dir"/CMakeLists.txt "$dir"/export.json "$OUT/project-$name/" 2>/dev/null
+  if ! command -v cmake >/dev/null; then
+    echo "  build: SKIPPED (no cmake on this machine)" | tee -a "$summary"
+    return
+  fi
+  start=$(date +%s)
+  if ! { cmake -S "$dir" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >> "$log" 2>&1 &&
+         cmake --build "$dir/build" -j 16 >> "$log" 2>&1; }; then
+    echo "  build: FAILED (see export-$name.log)" | tee -a "$summary"
+    tail -40 "$log"
+    return
+  fi
+  echo "  build: ok in $(( $(date +%s) - start )) s (cmake, CUDA::cuda_driver)" | tee -a "$summary"
+  timeout 300 "$dir/build/${ns}_test" "$dir/data" --device cuda 2>&1 | tee -a "$log" | sed 's/^/  /' | tee -a "$summary"
+  echo "  test exit status: ${PIPESTATUS[0]}" | tee -a "$summary"
+  # the test must see the kernels: halve the first int a launch passes, rebuild, expect FAIL
+  if sed -i '0,/static_cast<int32_t>(\([0-9]\+\)LL)/s//static_cast<int32_t>(\1LL \/ 2)/' "$dir/$ns.cpp" &&
+     grep -q 'LL / 2)' "$dir/$ns.cpp" && cmake --build "$dir/build" -j 16 >> "$log" 2>&1; then
+    if timeout 300 "$dir/build/${ns}_test" "$dir/data" --device cuda >> "$log" 2>&1; then
+      echo "  corrupted launch argument: test PASSED (bad: the replay is not what is tested)" | tee -a "$summary"
+    else
+      echo "  corrupted launch argument: test fails, as it must" | tee -a "$summary"
+    fi
+  else
+    echo "  corrupted launch argument: not tried (no int32 argument or rebuild failed)" | tee -a "$summary"
+  fi
+}
+
 l2=${EXPORT_L2:-$root/docs/bench/conv-layout-h200/modelnew/level2_35_Conv2d_Subtract_HardSwish_MaxPool_Mish.py}
 export_and_test "$l2" level2
+export_triton_and_test "$l2" level2_triton
 l3=${EXPORT_L3:-}
 if [ -z "$l3" ]; then
   l3=$OUT/level3_25_ShuffleNetUnit.modelnew.py

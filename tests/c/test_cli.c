@@ -842,10 +842,10 @@ MK_TEST(cli, cpu_evolve_stays_inside_its_budget) {
 }
 
 /* `mkevolve export` refuses at once (no worker) what it cannot export:
- * a file compose did not write, and Triton subkernels (CUDA C++ ones are
- * compiled in: test_export_cuda.c) without
- * --kernels-as-pytorch, naming each; a usage mistake is status 2. The
- * export itself, built and tested against libtorch, is tests/suites/65-export.sh. */
+ * a file compose did not write, and Triton subkernels (compiled in for a
+ * GPU: test_export.c) with --device cpu and without --kernels-as-pytorch,
+ * naming each; a usage mistake is status 2. The export itself, built and
+ * tested against libtorch, is tests/suites/65-export.sh. */
 MK_TEST(cli, export_refusals) {
   const char *env[] = {"MKEVOLVE_PYTHON=/nonexistent/python", "MKEVOLVE_NO_CACHE=1", NULL};
   char fixture[1024], plain[1024], dir[] = "/tmp/mk_export_cliXXXXXX";
@@ -853,12 +853,16 @@ MK_TEST(cli, export_refusals) {
   snprintf(plain, sizeof plain, "%s/tests/fixtures/export/small_net.py", mk_test_repo_dir());
   MK_REQUIRE(mkdtemp(dir) != NULL);
   run_out r;
-  const char *triton[] = {"export", fixture, "-o", dir, NULL};
+  const char *triton[] = {"export", fixture, "-o", dir, "--device", "cpu", NULL};
   run(triton, env, 20, &r);
   MK_CHECK_INT(r.status, ==, 1);
-  MK_CHECK(strstr(r.err, "6 subkernels run a Triton kernel, which the C++ export does not compile") != NULL);
+  MK_CHECK(strstr(r.err, "6 subkernels run a Triton kernel, which the export compiles for a GPU (sm_90)") != NULL);
   MK_CHECK(strstr(r.err, "sk0 conv2d (Triton: triton_convcl)") != NULL);
   MK_CHECK(strstr(r.err, "--kernels-as-pytorch") != NULL);
+  run_free(&r);
+  const char *bad_arch[] = {"export", fixture, "-o", dir, "--arch", "sm_x", NULL};
+  run(bad_arch, env, 20, &r);
+  MK_CHECK_INT(r.status, ==, 2);
   run_free(&r);
   const char *foreign[] = {"export", plain, "-o", dir, NULL};
   run(foreign, env, 20, &r);

@@ -296,3 +296,155 @@ MK_TEST(export, namespace_from_path) {
   mk_export_namespace_for("", ns, sizeof ns);
   MK_CHECK_STR(ns, "mk_model");
 }
+
+/* ---- Triton subkernels compiled in (export_triton.c) ------------------------------------ */
+
+/* A plan as mkworker.export_triton writes it for subkernel 0 of `sk` (which
+ * reads nin tensors and returns nout): an at::empty, an add, one launch of
+ * kernel 0 (grid gy on y), the sum returned for every output. */
+static char *triton_plan(const mk_subkernel *sk, const char *cubin_b64, int gy, int index) {
+  int nin = sk->ninputs;
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  mk_buf_puts(&b, "{\"schema\": \"mkevolve.export-triton/1\", \"arch\": 90, \"triton\": \"3.9.0\", \"device\": \"cpu\",\n"
+                  " \"subkernels\": [{\"index\": ");
+  mk_buf_printf(&b, "%d, \"name\": \"x\", \"inputs\": [", index);
+  for (int i = 0; i < nin; i++)
+    mk_buf_printf(&b, "%s{\"pos\": %d, \"tensor\": true, \"var\": %d, \"sizes\": [2, 3], \"strides\": [3, 1], "
+                      "\"dtype\": \"float32\"}", i ? ", " : "", i, i);
+  mk_buf_printf(&b, "], \"steps\": [\n"
+                    "  {\"op\": \"empty\", \"overload\": \"memory_format\", \"args\": [[\"symints\", [2, 3]], "
+                    "[\"dtype?\", \"float32\"], [\"layout?\", null], [\"device?\", \"device\"], [\"bool?\", null], "
+                    "[\"memfmt?\", null]], \"result\": \"tensor\", \"out\": [%d]},\n"
+                    "  {\"op\": \"add\", \"overload\": \"Tensor\", \"args\": [[\"tensor\", 0], [\"tensor\", %d], "
+                    "[\"scalar\", {\"f\": 0.5}]], \"result\": \"tensor\", \"out\": [%d]},\n"
+                    "  {\"launch\": {\"name\": \"k0\", \"qualname\": \"k0\"}, \"kernel\": 0, \"grid\": [3, %d, 1], "
+                    "\"options\": {\"num_warps\": 4}, \"args\": [{\"name\": \"x_ptr\", \"t\": %d, \"dtype\": \"float32\", "
+                    "\"align16\": true}, {\"name\": \"n\", \"v\": 12}, {\"name\": \"one\", \"v\": 1}, "
+                    "{\"name\": \"BLOCK\", \"v\": 1024}]}],\n  \"outputs\": [",
+                nin, nin, nin + 1, gy, nin + 1);
+  for (int i = 0; i < sk->noutputs; i++) mk_buf_printf(&b, "%s%d", i ? ", " : "", nin + 1);
+  mk_buf_printf(&b, "]}],\n \"kernels\": [{\"name\": \"k0\", \"cubin\": \"%s\", \"shared\": 0, \"num_warps\": 4, "
+                    "\"arch\": 90, \"scratch\": 2, \"params\": [{\"name\": \"x_ptr\", \"type\": \"*fp32\", "
+                    "\"ptx\": \"u64\", \"t\": %d, \"align16\": true}, {\"name\": \"n\", \"type\": \"i32\", "
+                    "\"ptx\": \"u32\", \"v\": 12}]}]}\n",
+                cubin_b64, nin + 1);
+  return mk_buf_steal(&b, NULL);
+}
+
+static const char ELF_B64[] = "f0VMRgIBAQAAAAAA"; /* "\x7f" "ELF" 2 1 1 0 ... */
+
+/* conv_chain with subkernel 0 Triton (the rest CUDA C++): its ModelNew, graph, and a plan for sk0. */
+MK_TEST(export, triton_subkernels_are_replayed_from_their_plan) {
+  mk_test_composed c;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_test_compose_cuda("conv_chain", true, &c, &err) == 0);
+  mk_export_modelnew m;
+  MK_REQUIRE(mk_export_read_modelnew(mk_buf_cstr(&c.out), &m, &err) == 0);
+  MK_REQUIRE(m.subkernels[0].backend == MK_EXPORT_TRITON);
+  const mk_subkernel *sk0 = &c.p.subkernels[0];
+  char *plan = triton_plan(sk0, ELF_B64, 1, 0);
+  mk_export_cuda cuda;
+  int rc = mk_export_cuda_plan(c.g, &m, &cuda, &err);
+  if (!rc) rc = mk_export_triton_plan(c.g, &m, plan, &cuda, &err);
+  if (rc) fprintf(stderr, "plan: %s\n", err.text);
+  MK_CHECK(rc == 0);
+  MK_CHECK(mk_export_cuda_count(&cuda, MK_EXPORT_TRITON) == 1);
+  MK_CHECK(cuda.nkernels == 1 && cuda.arch == 90 && cuda.kernels[0].size == 12);
+  const mk_export_cuda_sk *t = NULL;
+  for (int i = 0; i < cuda.n; i++)
+    if (cuda.sks[i].backend == MK_EXPORT_TRITON) t = &cuda.sks[i];
+  MK_REQUIRE(t != NULL);
+  MK_CHECK(t->index == 0 && t->sk.nnodes == sk0->nnodes);
+  const char *l = t->code.launcher.data ? t->code.launcher.data : "";
+  char want[400];
+  int nin = sk0->ninputs;
+  snprintf(want, sizeof want, "at::Tensor t0 = mk_tr_input(v%d, {2, 3}, {3, 1}, at::ScalarType::Float, ", sk0->inputs[0]);
+  MK_CHECK(strstr(l, want) != NULL);
+  snprintf(want, sizeof want, "at::Tensor t%d = at::_ops::empty_memory_format::call(c10::fromIntArrayRefSlow("
+                              "std::vector<int64_t>{2, 3}), at::ScalarType::Float, ::std::nullopt, dev, ::std::nullopt, "
+                              "::std::nullopt);", nin);
+  MK_CHECK(strstr(l, want) != NULL);
+  snprintf(want, sizeof want, "at::Tensor t%d = at::_ops::add_Tensor::call(t0, t%d, at::Scalar(double(0.5)));", nin + 1,
+           nin);
+  MK_CHECK(strstr(l, want) != NULL);
+  snprintf(want, sizeof want, "uint64_t a0 = mk_tr_ptr(t%d, true, 0, \"x_ptr\");", nin + 1);
+  MK_CHECK(strstr(l, want) != NULL);
+  MK_CHECK(strstr(l, "int32_t a1 = static_cast<int32_t>(12LL);") != NULL);
+  MK_CHECK(strstr(l, "uint64_t a2 = 0;") && strstr(l, "uint64_t a3 = 0;") && !strstr(l, "a4"));
+  MK_CHECK(strstr(l, "void *args[] = {&a0, &a1, &a2, &a3};") != NULL);
+  MK_CHECK(strstr(l, "mk_tr_launch(0, dev, 3u, 1u, 1u, args);") != NULL);
+  MK_CHECK(strstr(l, "const c10::cuda::CUDAGuard guard(dev);") != NULL);
+  snprintf(want, sizeof want, "v%d = t%d;", sk0->outputs[0], nin + 1);
+  MK_CHECK(strstr(l, want) != NULL);
+  /* the forward replays it at its place; the project embeds the cubin */
+  mk_buf fwd;
+  mk_buf_init(&fwd, 0);
+  MK_CHECK(mk_export_forward_cpp_cuda(c.g, &cuda, &fwd, &err) == 0);
+  MK_CHECK(strstr(mk_buf_cstr(&fwd), "---- sk0 ") && strstr(mk_buf_cstr(&fwd), "Triton kernels"));
+  mk_buf_free(&fwd);
+  const char *keep = getenv("MK_EXPORT_TRITON_DIR");
+  char dir[1024];
+  if (keep && *keep) snprintf(dir, sizeof dir, "%s", keep);
+  else snprintf(dir, sizeof dir, "/tmp/mk_test_export_triton.%d", (int)getpid());
+  mk_export_project p = {.dir = dir, .ns = "mk_mixed", .problem_file = "problem.py", .class_name = "Model",
+                         .composed_from = "conv_chain_modelnew.py", .g = c.g, .m = &m, .cuda = &cuda,
+                         .device = "cuda", .atol = 1e-4, .rtol = 1e-4};
+  rc = mk_export_write_project(&p, &err);
+  if (rc) fprintf(stderr, "project: %s\n", err.text);
+  MK_CHECK(rc == 0);
+  char path[1200], *text = NULL;
+  size_t len = 0;
+  snprintf(path, sizeof path, "%s/mk_mixed_triton.cpp", dir);
+  MK_CHECK(mk_read_file(path, 1 << 24, &text, &len) == 0);
+  MK_CHECK(text && strstr(text, "alignas(16) const unsigned char cubin0[] = {\n127,69,76,70,2,1,1,0,") &&
+           strstr(text, "{\"k0\", cubin0, sizeof cubin0, 0, 4, 90},") && strstr(text, "extern const int nkernels = 1;"));
+  free(text);
+  snprintf(path, sizeof path, "%s/mk_mixed.cpp", dir);
+  MK_CHECK(mk_read_file(path, 1 << 24, &text, &len) == 0);
+  MK_CHECK(text && strstr(text, "#include <cuda.h>") && strstr(text, "#include \"mk_mixed_triton.h\"") &&
+           strstr(text, "cuModuleLoadData(&mod, kd.cubin)") && strstr(text, "was compiled for sm_") &&
+           strstr(text, "#include \"mk_mixed_kernels.h\""));
+  free(text);
+  snprintf(path, sizeof path, "%s/CMakeLists.txt", dir);
+  MK_CHECK(mk_read_file(path, 1 << 20, &text, &len) == 0);
+  MK_CHECK(text && strstr(text, "find_package(CUDAToolkit REQUIRED)") && strstr(text, "CUDA::cuda_driver") &&
+           strstr(text, "mk_mixed.cpp mk_mixed_kernels.cu mk_mixed_triton.cpp"));
+  free(text);
+  snprintf(path, sizeof path, "%s/export.json", dir);
+  MK_CHECK(mk_read_file(path, 1 << 20, &text, &len) == 0);
+  MK_CHECK(text && strstr(text, "\"exported_as\":\t\"triton\"") && strstr(text, "\"arch\":\t90"));
+  free(text);
+  if (!(keep && *keep)) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    MK_CHECK(system(cmd) == 0);
+  }
+  mk_export_cuda_free(&cuda);
+  free(plan);
+  /* refusals: each names what it cannot do */
+  struct {
+    const char *cubin;
+    int gy, index, rc;
+    const char *says;
+  } bad[] = {
+      {"AAAAAAAA", 1, 0, MK_EPARSE, "its cubin is not an ELF file"},
+      {ELF_B64, 70000, 0, MK_EUNSUPPORTED, "grid dimension 1 is 70000, beyond CUDA's limit"},
+      {ELF_B64, 1, 5, MK_EPARSE, "the Triton plan has no recording of it"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char *bp = triton_plan(sk0, bad[i].cubin, bad[i].gy, bad[i].index);
+    memset(&cuda, 0, sizeof cuda);
+    MK_CHECK_INT(mk_export_triton_plan(c.g, &m, bp, &cuda, &err), ==, bad[i].rc);
+    if (!strstr(err.text, bad[i].says)) fprintf(stderr, "got: %s\n", err.text);
+    MK_CHECK(strstr(err.text, bad[i].says) != NULL);
+    mk_export_cuda_free(&cuda);
+    free(bp);
+  }
+  memset(&cuda, 0, sizeof cuda);
+  MK_CHECK_INT(mk_export_triton_plan(c.g, &m, "{\"schema\": \"other\"}", &cuda, &err), ==, MK_EPARSE);
+  MK_CHECK(strstr(err.text, "not a plan of mkworker.export_triton") != NULL);
+  mk_export_cuda_free(&cuda);
+  mk_export_modelnew_free(&m);
+  mk_test_composed_free(&c);
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The C++ export (docs/export.md), end to end on the CPU: the fixture ModelNew
-# (Triton kernels) is refused without --kernels-as-pytorch, then exported,
+# (Triton kernels) is refused on --device cpu without --kernels-as-pytorch
+# (they are compiled in for a GPU otherwise), then exported with it,
 # built against the CPU libtorch of .venv and its generated test run against
 # the PyTorch Model's outputs; the test must then fail on a corrupted weight
 # and on a wrong op. One small libtorch build (about 10 s of compile on two
@@ -23,13 +24,14 @@ gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 fail() { echo "FAIL 65-export: $*"; exit 1; }
 
-# 1. Triton subkernels are refused by default, each named, with the way out.
-if "$bin" export "$fixture" -o "$work/refused" 2> "$work/refused.err"; then
-  fail "a ModelNew with Triton kernels was exported without --kernels-as-pytorch"
+# 1. Triton subkernels are compiled for a GPU: --device cpu without
+#    --kernels-as-pytorch is refused, each named, with the way out.
+if "$bin" export "$fixture" -o "$work/refused" --device cpu 2> "$work/refused.err"; then
+  fail "a ModelNew with Triton kernels was exported for --device cpu without --kernels-as-pytorch"
 fi
 grep -q "sk0 conv2d (Triton: triton_convcl)" "$work/refused.err" || fail "the refusal does not name sk0: $(cat "$work/refused.err")"
 grep -q -- "--kernels-as-pytorch" "$work/refused.err" || fail "the refusal does not say what to do"
-echo "ok   refuses Triton subkernels, naming them"
+echo "ok   refuses Triton subkernels on --device cpu, naming them"
 
 # 2. Export, build, test: the exported forward matches the PyTorch Model.
 x=$work/small
@@ -95,6 +97,32 @@ else
       { cat "$work/gxx.log"; fail "the exported CUDA launchers of $proj do not compile against libtorch's headers"; }
   done
   echo "ok   CUDA C++ subkernels: kernels compile with nvcc, launchers against libtorch's headers (no link: no GPU)"
+fi
+
+# 6. Triton subkernels compiled in (compile only: no GPU): the C test writes
+#    the project of a plan (a conv_chain ModelNew, sk0 Triton, the rest CUDA
+#    C++); g++ checks its replays against libtorch's and the CUDA driver API's
+#    headers and compiles the embedded cubins. (mkworker.export_triton itself:
+#    tests/python/test_export_triton.py.) Skips without the CUDA headers.
+cuda_h=""
+for d in ${CUDA_HOME:-} /usr/local/cuda /usr/local/cuda-*; do [ -f "$d/include/cuda.h" ] && { cuda_h=$d/include; break; }; done
+if [ -z "$cuda_h" ]; then
+  echo "SKIP 65-export/triton-compile: no cuda.h"
+elif [ ! -x "$tests_bin" ]; then
+  echo "SKIP 65-export/triton-compile: no $tests_bin"
+else
+  tp=$work/triton_project
+  MK_EXPORT_TRITON_DIR=$tp "$tests_bin" export/triton_subkernels_are_replayed_from_their_plan > "$work/triton-plan.log" 2>&1 ||
+    { cat "$work/triton-plan.log"; fail "the Triton export's C test"; }
+  ti=$("$py" -c 'import os, torch; print(os.path.dirname(torch.__file__))')/include
+  mkdir -p "$work/stub/c10/cuda/impl"
+  [ -f "$ti/c10/cuda/impl/cuda_cmake_macros.h" ] || echo '#pragma once' > "$work/stub/c10/cuda/impl/cuda_cmake_macros.h"
+  g++ -std=c++17 -fsyntax-only -I"$tp" -I"$work/stub" -isystem "$ti" -isystem "$ti/torch/csrc/api/include" \
+    -isystem "$cuda_h" "$tp/mk_mixed.cpp" > "$work/gxx-triton.log" 2>&1 ||
+    { cat "$work/gxx-triton.log"; fail "the exported Triton replays do not compile against libtorch's headers"; }
+  g++ -std=c++17 -c -I"$tp" "$tp/mk_mixed_triton.cpp" -o "$work/triton.o" > "$work/gxx-cubins.log" 2>&1 ||
+    { cat "$work/gxx-cubins.log"; fail "the embedded cubins do not compile"; }
+  echo "ok   Triton subkernels: replays compile against libtorch's and cuda.h's headers, cubins embed (no link: no GPU)"
 fi
 
 # 4. The GPU variant: data made on the GPU, the test run there (TF32 off).
