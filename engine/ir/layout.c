@@ -69,8 +69,13 @@ static bool keeps_layout(const mk_graph *g, const mk_node *n, int v) {
   case MK_OP_ELEMENTWISE:
   case MK_OP_POOL:
   case MK_OP_REDUCTION:
-  case MK_OP_SOFTMAX:
     return true;
+  case MK_OP_SOFTMAX:
+    /* PyTorch's softmax makes its input contiguous and returns a contiguous
+     * tensor whatever the input's layout: a channels_last value read by it
+     * costs a copy, and a softmax over the last dim (UNet's) reads rows C
+     * apart in a kernel that takes the input through its strides. */
+    return false;
   case MK_OP_NORM: /* over channels or groups of them; layer norm normalises the last dims */
     return strcmp(s, "batch_norm") == 0 || strcmp(s, "group_norm") == 0 ||
            strcmp(s, "instance_norm") == 0;

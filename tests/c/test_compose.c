@@ -381,3 +381,18 @@ MK_TEST(compose, recorded_devices_are_the_programs_with_pytorch_subkernels) {
 MK_TEST(compose, recorded_devices_are_the_programs_with_builtin_subkernels) {
   check_device_constants(true);
 }
+
+/* conv_softmax (UNet's double conv): the softmax's input left in the default
+ * layout by the plan; PyTorch's ops and the builtin's first variants both
+ * compose, run under the interpreter and match the Model, running statistics
+ * included. */
+MK_TEST(compose, planned_composition_around_a_softmax) {
+  for (int builtin = 0; builtin <= 1; builtin++) {
+    char *py = NULL;
+    MK_REQUIRE(compose_fixture("conv_softmax", builtin, NULL, &py) == 0);
+    run_composed(py, "ra=a(*x);rb=b(*x);"
+                     "assert torch.allclose(ra,rb,rtol=1e-4,atol=1e-4),(ra-rb).abs().max();"
+                     "assert torch.allclose(a.bn2.running_var,b.bn2.running_var,rtol=1e-4,atol=1e-5)");
+    free(py);
+  }
+}
