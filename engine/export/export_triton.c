@@ -18,6 +18,8 @@
 
 #include "export_internal.h"
 
+#include "mk_backend.h"
+
 #include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <math.h>
@@ -26,42 +28,6 @@
 #include <string.h>
 
 /* ---- the plan ---------------------------------------------------------------------------- */
-
-static int b64_value(int c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
-
-/* Decodes base64 text (padding allowed) into a new buffer; NULL when malformed. */
-static unsigned char *b64_decode(const char *s, size_t *size) {
-  size_t n = strlen(s);
-  unsigned char *out = malloc(n / 4 * 3 + 3);
-  if (out == NULL) return NULL;
-  size_t w = 0;
-  unsigned acc = 0;
-  int bits = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (s[i] == '=') break;
-    int v = b64_value((unsigned char)s[i]);
-    if (v < 0) {
-      free(out);
-      return NULL;
-    }
-    acc = (acc << 6) | (unsigned)v;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out[w++] = (unsigned char)(acc >> bits);
-      acc &= (1u << bits) - 1;
-    }
-  }
-  *size = w;
-  return out;
-}
 
 static int read_kernels(const cJSON *plan, mk_export_cuda *c, mk_errmsg *err) {
   const cJSON *ks = cJSON_GetObjectItemCaseSensitive(plan, "kernels");
@@ -86,7 +52,12 @@ static int read_kernels(const cJSON *plan, mk_export_cuda *c, mk_errmsg *err) {
     for (const char *p = x->name; *p; p++)
       if (!(*p == '_' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
         return mk_errf(err, MK_EPARSE, "Triton kernel name %s is not an identifier", x->name);
-    x->cubin = b64_decode(cubin->valuestring, &x->size);
+    uint8_t *bin = NULL;
+    size_t size = 0;
+    if (mk_backend_base64_decode(cubin->valuestring, strlen(cubin->valuestring), &bin, &size) == 0) {
+      x->cubin = bin;
+      x->size = size;
+    }
     if (x->cubin == NULL || x->size < 4 || memcmp(x->cubin, "\x7f" "ELF", 4) != 0)
       return mk_errf(err, MK_EPARSE, "Triton kernel %s: its cubin is not an ELF file", x->name);
     x->shared = shared->valueint;
