@@ -460,8 +460,9 @@ static int emit_module(const bi_plan *p, const bi_config *c, const char *vname, 
   /* Channel tiles that no norm stage took: the configuration is the
    * split-rows one under another name, so it is not proposed. */
   if (rc == 0 && c->norm_ctile && e.ctile_used == 0) {
-    if (ctile_why && ctile_why_size)
-      snprintf(ctile_why, ctile_why_size, "%s", e.ctile_why[0] ? e.ctile_why : "no norm on channel tiles");
+    /* (a convolution's implicit GEMM carrying the norm gives no reason) */
+    if (ctile_why && ctile_why_size && ctile_why[0] == '\0' && e.ctile_why[0])
+      snprintf(ctile_why, ctile_why_size, "%s", e.ctile_why);
     rc = CTILE_DECLINED;
   }
   if (rc == 0) {
@@ -701,8 +702,8 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
     bi_config cfg;
     make_config(&tb, &vs[i], &cfg);
     char *src = NULL;
-    rc = emit_module(cfg.norm_stored ? &stored_plan : &p, &cfg, mk_buf_cstr(&name), &src,
-                     ctile_why[0] ? NULL : ctile_why, sizeof ctile_why, err);
+    rc = emit_module(cfg.norm_stored ? &stored_plan : &p, &cfg, mk_buf_cstr(&name), &src, ctile_why,
+                     sizeof ctile_why, err);
     if (rc == CTILE_DECLINED) {
       rc = 0;
       mk_buf_free(&name);
@@ -725,8 +726,6 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
                     : cfg.channels_last && has_conv ? ", channels_last conv" : "",
                     has_gemm ? (cfg.gemm_torch ? ", cuBLAS GEMM + fused epilogue" : ", Triton GEMM") : "",
                     cfg.norm_ctile ? ", batch norm on [pixels x channels] tiles" : "");
-      /* Why a configuration on channel tiles was not proposed (the first reason). */
-      if (ctile_why[0] && !cfg.norm_ctile) mk_buf_printf(&notes, "; %s", ctile_why);
       c.notes = mk_buf_steal(&notes, NULL);
       mk_buf_free(&notes);
       if (!c.name || !c.origin || !c.notes) {
@@ -739,6 +738,23 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
       }
     }
     mk_buf_free(&name);
+  }
+  /* Why a configuration on channel tiles was not proposed (the first reason),
+   * in the notes of the others. */
+  for (i = first; rc == 0 && ctile_why[0] && i < out->n; i++) {
+    mk_candidate *c = &out->items[i];
+    if (strstr(c->name, "_ctile")) continue;
+    mk_buf notes;
+    mk_buf_init(&notes, 1024);
+    mk_buf_printf(&notes, "%s; %s", c->notes ? c->notes : "", ctile_why);
+    char *note = mk_buf_steal(&notes, NULL);
+    mk_buf_free(&notes);
+    if (note == NULL) {
+      rc = mk_errf(err, MK_ENOMEM, "out of memory");
+      break;
+    }
+    free(c->notes);
+    c->notes = note;
   }
   free(vs);
   bi_plan_free(&p);
