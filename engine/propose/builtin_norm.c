@@ -19,11 +19,14 @@
  * prologue (the elementwise run that makes the input) is recomputed on each
  * read instead of being stored.
  *
- * Two layouts of the work, separate candidates:
+ * Layouts of the work, separate candidates:
  *   - one program per row (two passes over the row): best with many rows;
  *   - split rows (SPLIT programs per row: a partial-statistics kernel, then a
  *     kernel that combines the SPLIT partials and normalises its chunk): keeps
- *     the GPU busy when rows are few and long (batch norm: rows = channels).
+ *     the GPU busy when rows are few and long (batch norm: rows = channels);
+ *   - (also rows in registers, below, and) channel tiles: a batch norm of a
+ *     channels_last value on [pixels x channels] tiles, loads along the
+ *     channels ("channel tiles", below).
  * Batch norm in training mode updates running_mean / running_var in place
  * exactly as PyTorch does (momentum, unbiased variance for running_var); in
  * eval mode (or instance norm without input statistics) the running
