@@ -220,7 +220,7 @@ typedef struct bi_emit {
   /* Norm stages written on channel tiles (cfg->norm_ctile), and why the
    * first one that could not be was declined ("" if none). */
   int ctile_used;
-  char ctile_why[200];
+  char ctile_why[320];
   /* bi_epi_alloc / bi_ew_alloc_lines allocate 4-d/5-d outputs channels_last
    * (the anchor stores them in that memory order). */
   bool alloc_cl;

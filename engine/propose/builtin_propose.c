@@ -688,7 +688,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   qsort(vs, (size_t)nv, sizeof *vs, cmp_variant);
   int max = req->max_candidates > 0 ? req->max_candidates : nv;
   int added = 0, first = out->n;
-  char ctile_why[256] = ""; /* why channel tiles were not proposed (a note) */
+  char ctile_why[400] = ""; /* why channel tiles were not proposed (a note) */
   rc = 0;
   for (i = 0; i < nv && added < max && rc == 0; i++) {
     mk_buf name;
