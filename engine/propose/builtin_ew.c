@@ -252,6 +252,40 @@ static bool leaves_allow_cl(const bi_emit *e, int s, const leaf *ls, int nl) {
   return lead;
 }
 
+static int stage_leaves(const bi_emit *e, int s, bi_ew_bind bind, leaf *ls, int *nl, mk_errmsg *err);
+
+bool bi_ew_tile_leaves_ok(const bi_emit *e, int s, int bound, char *why, size_t why_size) {
+  leaf ls[MAX_LEAVES];
+  int nl = 0;
+  mk_errmsg err = {{0}};
+  bi_ew_bind bind = {.value = bound, .var = "y"};
+  if (stage_leaves(e, s, bind, ls, &nl, &err)) {
+    snprintf(why, why_size, "its epilogue: %s", err.text);
+    return false;
+  }
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  for (int i = 0; i < nl; i++) {
+    if (ls[i].bound) continue;
+    mk_buf name;
+    mk_buf_init(&name, 64);
+    bi_run_name(p, ls[i].vid, &name);
+    bool ok = !ls[i].mutated;
+    if (ok && !ls[i].scalar) {
+      bool per_channel = ls[i].nruns == 1 && ls[i].run_lo[0] == 1 && ls[i].run_hi[0] == 1;
+      bool cl_same = same_dims(&p->g->values[ls[i].vid], st) && bi_is_cl_value(e, ls[i].vid);
+      ok = per_channel || cl_same;
+    }
+    if (!ok)
+      snprintf(why, why_size, "its epilogue %s %s, neither a number, per channel, nor a channels_last "
+               "value of its shape", ls[i].mutated ? "writes in place into" : "reads",
+               mk_buf_cstr(&name));
+    mk_buf_free(&name);
+    if (!ok) return false;
+  }
+  return true;
+}
+
 bool bi_ew_channels_last(const bi_emit *e, int s) {
   leaf ls[MAX_LEAVES];
   int nl = 0;
@@ -730,6 +764,12 @@ static int dims_product(const char *pfx, int lo, int hi, mk_buf *out) {
  * targets and leaves read through their strides are passed as they are;
  * channels_last leaves of a channels_last stage are made so (a no-op for the
  * conv outputs they come from); other dense leaves are made contiguous. */
+/* A leaf loaded at the bind's channels_last offsets (bi_ew_bind.cl_offs). */
+static bool at_cl_offs(const bi_emit *e, int s, bi_ew_bind bind, const leaf *l) {
+  return bind.cl_offs && !l->bound && !l->mutated && !l->scalar && bi_is_cl_value(e, l->vid) &&
+         same_dims(&e->p->g->values[l->vid], &e->p->st[s]);
+}
+
 static const char *leaf_layout(const bi_emit *e, const leaf *l, int R) {
   bool cl_value = bi_is_cl_value(e, l->vid);
   if (l->mutated) return "";
@@ -755,7 +795,10 @@ int bi_ew_params(bi_emit *e, int s, const char *pfx, const char *shape_var, bi_e
     bi_run_name(p, ls[i].vid, sig);
     mk_buf_puts(sig, "_ptr, ");
     bi_run_name(p, ls[i].vid, call);
-    mk_buf_puts(call, leaf_layout(e, &ls[i], R));
+    mk_buf_puts(call, at_cl_offs(e, s, bind, &ls[i])
+                          ? (R == 5 ? ".contiguous(memory_format=torch.channels_last_3d)"
+                                    : ".contiguous(memory_format=torch.channels_last)")
+                          : leaf_layout(e, &ls[i], R));
     mk_buf_puts(call, ", ");
     if (ls[i].bias >= 0) {
       mk_buf_printf(sig, "%s", pfx);
@@ -787,7 +830,7 @@ int bi_ew_params(bi_emit *e, int s, const char *pfx, const char *shape_var, bi_e
     mk_buf_printf(call, "%s[%d], ", shape_var, iter_dim(cl, R, d));
   }
   for (int i = 0; i < nl; i++) {
-    if (ls[i].bound || ls[i].scalar || ls[i].full) continue;
+    if (ls[i].bound || ls[i].scalar || ls[i].full || at_cl_offs(e, s, bind, &ls[i])) continue;
     for (int r = 0; r < ls[i].nruns; r++) {
       mk_buf_printf(sig, "%s", pfx);
       bi_run_name(p, ls[i].vid, sig);
@@ -880,7 +923,8 @@ int bi_ew_body(bi_emit *e, int s, const char *pfx, const char *offs, const char 
       continue;
     }
     mk_buf_puts(out, "_ptr + ");
-    leaf_index(p, &ls[i], st->rank, pfx, offs, out);
+    if (at_cl_offs(e, s, bind, &ls[i])) mk_buf_puts(out, bind.cl_offs); /* dense channels_last */
+    else leaf_index(p, &ls[i], st->rank, pfx, offs, out);
     mk_buf_printf(out, ", mask=%s, other=0)\n", mask);
     if (ls[i].bias >= 0) load_folded_bias(&c, &ls[i], st->rank, offs, mask, indent, out);
   }
@@ -946,7 +990,7 @@ int bi_ew_device_of(bi_emit *e, int s, bi_ew_bind bind, mk_buf *out, mk_errmsg *
 int bi_ew_alloc_lines(bi_emit *e, int s, const char *shape_var, const char *like, mk_buf *out,
                       mk_errmsg *err) {
   const bi_plan *p = e->p;
-  bool cl = bi_ew_channels_last(e, s);
+  bool cl = bi_ew_channels_last(e, s) || (e->alloc_cl && (p->st[s].rank == 4 || p->st[s].rank == 5));
   int stored[64];
   int ns = bi_stage_stored(p, s, stored, 64);
   for (int i = 0; i < ns; i++) {

@@ -22,7 +22,10 @@ int bi_epi_alloc(bi_emit *e, int s, const char *out_shape_var, const char *like,
   if (bi_value_escapes(p, s, av)) {
     mk_buf_indent(out, 4);
     bi_run_name(p, av, out);
-    mk_buf_printf(out, " = torch.empty(%s, device=%s, dtype=torch.%s)\n", out_shape_var, like, dt);
+    mk_buf_printf(out, " = torch.empty(%s, device=%s, dtype=torch.%s%s)\n", out_shape_var, like, dt,
+                  !e->alloc_cl || (v->rank != 4 && v->rank != 5) ? ""
+                  : v->rank == 5 ? ", memory_format=torch.channels_last_3d"
+                                 : ", memory_format=torch.channels_last");
   }
   if (st->epi >= 0) return bi_ew_alloc_lines(e, st->epi, out_shape_var, like, out, err);
   return out->err;

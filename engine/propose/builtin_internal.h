@@ -169,6 +169,10 @@ typedef struct bi_config {
    * normalised and stored by its own kernel instead, for the pool to read:
    * the verifier picks between the two (builtin_propose.c). */
   bool norm_stored;
+  /* Batch norms (training) of channels_last values on [pixels x channels]
+   * tiles (builtin_norm.c, "_ctile"); other norms of the module take the
+   * split-rows layout (norm_split = 32). */
+  bool norm_ctile;
 } bi_config;
 
 typedef struct bi_emit {
@@ -213,6 +217,13 @@ typedef struct bi_emit {
    * first. */
   int any_layout[8];
   int nany_layout;
+  /* Norm stages written on channel tiles (cfg->norm_ctile), and why the
+   * first one that could not be was declined ("" if none). */
+  int ctile_used;
+  char ctile_why[320];
+  /* bi_epi_alloc / bi_ew_alloc_lines allocate 4-d/5-d outputs channels_last
+   * (the anchor stores them in that memory order). */
+  bool alloc_cl;
 } bi_emit;
 
 /* True if value v is one this module makes in channels_last. */
@@ -237,6 +248,11 @@ typedef struct bi_ew_bind {
   int value;          /* value computed in registers by the enclosing kernel, or -1 */
   const char *var;    /* its variable name */
   const char *store_offs; /* offsets the stage's stores use, when not its loads' (NULL) */
+  /* Offsets in channels_last memory order of the same elements (NULL: none):
+   * leaves that are channels_last values of this module with the stage's
+   * shape are passed dense in that layout (a no-op for them) and loaded
+   * there, instead of through the stride of every dim. */
+  const char *cl_offs;
 } bi_ew_bind;
 /* Appends to `sig` the kernel parameters the EW stage needs (leaf pointers,
  * output pointers, dims, strides, all prefixed by `pfx`) and to `call` the
@@ -249,6 +265,12 @@ int bi_ew_params(bi_emit *e, int s, const char *pfx, const char *shape_var, bi_e
  * `store` is true. The result is in variable "v<id>" (bi_stage_result). */
 int bi_ew_body(bi_emit *e, int s, const char *pfx, const char *offs, const char *mask,
                bi_ew_bind bind, bool store, int indent, mk_buf *out, mk_errmsg *err);
+/* True if the epilogue stage s, computed on [pixels x channels] tiles of the
+ * value `bound` (builtin_norm.c's channel tiles), reads only numbers, 0-d or
+ * per-channel ([C, 1, 1] / [1, C, 1, 1]) tensors and channels_last values
+ * of this module with its shape, and writes in place into none of them;
+ * else false with the reason in `why`. */
+bool bi_ew_tile_leaves_ok(const bi_emit *e, int s, int bound, char *why, size_t why_size);
 /* Launcher lines computing the EW stage's runtime shape into `shape_var`
  * (the bound value's shape given as the expression `bind_shape`). */
 int bi_ew_shape_lines(bi_emit *e, int s, const char *shape_var, bi_ew_bind bind,
@@ -352,7 +374,10 @@ int bi_pool_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 int bi_gemm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 /* Norm work layouts that apply to the plan's norm stages: bit 0 row loop
  * (always), bit 1 split rows (input statistics, rows of >= 4096 elements at
- * capture), bit 2 rows in registers (contiguous rows of <= 8192). */
+ * capture), bit 2 rows in registers (contiguous rows of <= 8192), bit 3
+ * channel tiles (a 4-d/5-d batch norm with batch statistics and no
+ * prologue: whether its input is a channels_last value is known only while
+ * a configuration is written, which declines the layout otherwise). */
 int bi_norm_modes(const bi_plan *p);
 /* True if v is a fresh version of a running statistic output by norm node n. */
 bool bi_norm_state_output(const mk_node *n, int v);

@@ -19,11 +19,14 @@
  * prologue (the elementwise run that makes the input) is recomputed on each
  * read instead of being stored.
  *
- * Two layouts of the work, separate candidates:
+ * Layouts of the work, separate candidates:
  *   - one program per row (two passes over the row): best with many rows;
  *   - split rows (SPLIT programs per row: a partial-statistics kernel, then a
  *     kernel that combines the SPLIT partials and normalises its chunk): keeps
- *     the GPU busy when rows are few and long (batch norm: rows = channels).
+ *     the GPU busy when rows are few and long (batch norm: rows = channels);
+ *   - (also rows in registers, below, and) channel tiles: a batch norm of a
+ *     channels_last value on [pixels x channels] tiles, loads along the
+ *     channels ("channel tiles", below).
  * Batch norm in training mode updates running_mean / running_var in place
  * exactly as PyTorch does (momentum, unbiased variance for running_var); in
  * eval mode (or instance norm without input statistics) the running
@@ -242,6 +245,9 @@ int bi_norm_modes(const bi_plan *p) {
     if (parse(p->g, &p->g->nodes[p->st[s].nodes[0]], &ni, NULL)) continue;
     if (ni.batch_stats && captured_m(p->g, &ni) >= BI_NORM_SPLIT_ROW) modes |= 2;
     if (regs_ok(p->g, &ni)) modes |= 4;
+    if (ni.kind == N_BATCH && ni.batch_stats && (ni.rank == 4 || ni.rank == 5) && p->st[s].pro < 0 &&
+        p->st[s].pro_norm < 0)
+      modes |= 8;
   }
   return modes;
 }
@@ -778,6 +784,343 @@ int bi_norm_load(bi_emit *e, int norm, const char *var, const char *offs, const 
   return mk_buf_printf(out, "%s = tl.where(%s, %s, %s).to(tl.float32)\n", var, mask, rv, other);
 }
 
+
+/* ---- channel tiles: batch norms of channels_last values ---------------------
+ *
+ * A batch-norm row is one channel over every (sample, pixel); in a
+ * channels_last tensor its elements lie C apart, so the row layouts above,
+ * whose lanes walk a row, read one float per C. On channel tiles the lanes
+ * run over [BLOCK_P pixels x BLOCK_C channels] tiles instead, loads
+ * contiguous along the channels (as the pools' tiles, builtin_pool.c):
+ *   1. partials, grid (SPLIT, channel blocks): each program's chunk of the
+ *      P = N * spatial pixels, per-lane Welford, reduced over the pixels into
+ *      (count, mean, M2) per channel, stored as part[3, C * SPLIT] (row =
+ *      channel, SPLIT partials per row, as the split rows);
+ *   2. finalize, one program per channel block: the SPLIT partials combined
+ *      exactly, mean and scale (rstd * weight) and shift (bias) per channel,
+ *      the running statistics updated as torch does;
+ *   3. apply, grid (pixel blocks, channel blocks): (x - mean) * scale +
+ *      shift, the fused epilogue, and the stores: at the channels_last
+ *      address p * C + c (outputs allocated channels_last) when every value
+ *      stored may leave so (bi_cl_output_ok), else at the NCHW address.
+ * The input is addressed through its strides (any layout reads correctly);
+ * the epilogue's operands at the logical offsets, through their strides. */
+
+/* True if stage s runs on channel tiles; else false, the reason in why. */
+static bool ctile_ok(bi_emit *e, int s, const norm_info *ni, char *why, size_t why_size) {
+  const bi_stage *st = &e->p->st[s];
+  int res = e->p->g->nodes[st->nodes[0]].outputs[0];
+  const char *r = NULL;
+  if (ni->kind != N_BATCH || !ni->batch_stats) r = "not a batch norm with batch statistics";
+  else if (ni->rank != 4 && ni->rank != 5) r = "not over a 4-d/5-d tensor";
+  else if (st->pro >= 0 || st->pro_norm >= 0) r = "its input is computed by a fused prologue";
+  else if (st->apply_into >= 0) r = "its reader applies it while loading";
+  else if (!bi_is_cl_value(e, ni->in)) r = "its input is not a channels_last value of this module";
+  if (r) {
+    snprintf(why, why_size, "%s", r);
+    return false;
+  }
+  if (st->epi >= 0 && !bi_ew_tile_leaves_ok(e, st->epi, res, why, why_size)) return false;
+  return true;
+}
+
+/* True if every value the stage stores may leave in channels_last. */
+static bool ctile_cl_store(bi_emit *e, int s) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  int res = p->g->nodes[st->nodes[0]].outputs[0];
+  int hi = st->epi >= 0 ? st->epi : s;
+  if (bi_value_escapes(p, s, res) && !bi_cl_output_ok(p, s, hi, res)) return false;
+  if (st->epi < 0) return true;
+  int stored[64];
+  int ns = bi_stage_stored(p, st->epi, stored, 64);
+  for (int i = 0; i < ns; i++)
+    if (!bi_cl_output_ok(p, s, hi, stored[i])) return false;
+  return true;
+}
+
+/* Kernel lines: the pixel index `pix` ([BLOCK_P]) and channels `cc`
+ * ([BLOCK_C]) to the input's address `xoff` ([BLOCK_P, BLOCK_C], through
+ * its strides), the sample `nn` and pixel-in-sample `ss` ([BLOCK_P]); the
+ * loaded x (conv bias folded). */
+static void ctile_load(bi_emit *e, const norm_info *ni, int indent, mk_buf *k) {
+  mk_buf name;
+  mk_buf_init(&name, 64);
+  bi_run_name(e->p, ni->in, &name);
+  const char *v = mk_buf_cstr(&name);
+  int R = ni->rank;
+  mk_buf_indent(k, indent);
+  mk_buf_puts(k, "t = pix\n");
+  for (int d = R - 1; d >= 2; d--) {
+    mk_buf_indent(k, indent);
+    mk_buf_printf(k, "i%d = t %% %s_D%d\n", d, v, d);
+    mk_buf_indent(k, indent);
+    mk_buf_printf(k, "t = t // %s_D%d\n", v, d);
+  }
+  mk_buf_indent(k, indent);
+  mk_buf_printf(k, "nn = t  # the sample\n");
+  mk_buf_indent(k, indent);
+  mk_buf_printf(k, "xoff = (nn * %s_S0", v);
+  for (int d = 2; d < R; d++) mk_buf_printf(k, " + i%d * %s_S%d", d, v, d);
+  mk_buf_printf(k, ")[:, None] + (cc * %s_S1)[None, :]  # along the channels: contiguous\n", v);
+  mk_buf_indent(k, indent);
+  mk_buf_printf(k, "x = tl.load(%s_ptr + xoff, mask=mask, other=0.0).to(tl.float32)\n", v);
+  if (bi_folded_bias(e, ni->in) >= 0) {
+    mk_buf_indent(k, indent);
+    mk_buf_puts(k, "x = tl.where(mask, x + xbias, 0.0)  # conv bias, folded\n");
+  }
+  mk_buf_free(&name);
+}
+
+/* Kernel lines before the tiles: program ids, channels, 64-bit indices, the
+ * folded conv bias per channel. */
+static void ctile_head(bi_emit *e, const norm_info *ni, const char *pid_name, mk_buf *k) {
+  mk_buf name;
+  mk_buf_init(&name, 64);
+  bi_run_name(e->p, ni->in, &name);
+  const char *v = mk_buf_cstr(&name);
+  mk_buf_printf(k, "    %s = tl.program_id(0)\n"
+                   "    cc = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)\n"
+                   "    lanes = tl.arange(0, BLOCK_P)\n"
+                   "    if IDX64:  # more than 2**31 elements: 64-bit addresses\n"
+                   "        %s = %s.to(tl.int64)\n"
+                   "        cc = cc.to(tl.int64)\n"
+                   "        lanes = lanes.to(tl.int64)\n"
+                   "    c_ok = cc < %s_D1\n", pid_name, pid_name, pid_name, v);
+  if (bi_folded_bias(e, ni->in) >= 0)
+    mk_buf_printf(k, "    xbias = tl.load(%s_bias_ptr + cc, mask=c_ok, other=0)[None, :]  # conv bias, folded\n", v);
+  mk_buf_free(&name);
+}
+
+static int emit_ctile_stage(bi_emit *e, int s, const norm_info *ni, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  const mk_node *n = &p->g->nodes[st->nodes[0]];
+  int res = n->outputs[0];
+  bool cl_store = ctile_cl_store(e, s);
+  char in_shape[32], out_shape[32], dev[48];
+  snprintf(in_shape, sizeof in_shape, "in%d", res);
+  snprintf(out_shape, sizeof out_shape, "out%d", res);
+  snprintf(dev, sizeof dev, "in%d_device", res);
+  mk_buf kst, kfin, kap, psig, pcall, asig, acall, fsig, fcall, name;
+  mk_buf_init(&kst, 256);
+  mk_buf_init(&kfin, 256);
+  mk_buf_init(&kap, 256);
+  mk_buf_init(&psig, 0);
+  mk_buf_init(&pcall, 0);
+  mk_buf_init(&asig, 0);
+  mk_buf_init(&acall, 0);
+  mk_buf_init(&fsig, 0);
+  mk_buf_init(&fcall, 0);
+  mk_buf_init(&name, 64);
+  bi_run_name(p, ni->in, &name);
+  const char *v = mk_buf_cstr(&name);
+  mk_buf *k = e->kernels;
+  int R = ni->rank;
+  e->kcount++;
+  bi_kernel_name(e, s, "norm_ctstats", &kst);
+  e->kcount++;
+  bi_kernel_name(e, s, "norm_ctfinal", &kfin);
+  e->kcount++;
+  bi_kernel_name(e, s, "norm_ctapply", &kap);
+  int rc = bi_pro_params(e, s, ni->in, in_shape, &psig, &pcall, err);
+  if (!rc) rc = bi_pro_params(e, s, ni->in, in_shape, &asig, &acall, err);
+  if (!rc) {
+    mk_buf_puts(&asig, "nm_ptr, ");
+    mk_buf_printf(&acall, "nm%d, ", res);
+    /* bi_epi_params with the epilogue's channels_last operands at soffs */
+    if (bi_value_escapes(p, s, res)) {
+      bi_run_name(p, res, &asig);
+      mk_buf_puts(&asig, "_ptr, ");
+      bi_run_name(p, res, &acall);
+      mk_buf_puts(&acall, ", ");
+    }
+    if (st->epi >= 0) {
+      bi_ew_bind bind = {.value = res, .var = "y", .cl_offs = "soffs"};
+      rc = bi_ew_params(e, st->epi, "epi_", out_shape, bind, &asig, &acall, err);
+    }
+  }
+  /* 1. partial statistics */
+  if (!rc) {
+    mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%spart_ptr, NPART, P, CHUNK, SPLIT, BLOCK_P: tl.constexpr,\n"
+                     "        BLOCK_C: tl.constexpr, IDX64: tl.constexpr):\n",
+                  mk_buf_cstr(&kst), mk_buf_cstr(&psig));
+    bi_stage_comment(p, s, 4, k);
+    mk_buf_puts(k, "    # partial batch_norm statistics (count, mean, M2) of a chunk of pixels x BLOCK_C\n"
+                   "    # channels, on [pixels x channels] tiles of a channels_last input\n");
+    ctile_head(e, ni, "sp", k);
+    mk_buf_puts(k, "    lo = sp * CHUNK\n"
+                   "    hi = tl.minimum(lo + CHUNK, P)\n"
+                   "    cnt = tl.zeros([BLOCK_P, BLOCK_C], dtype=tl.float32)\n"
+                   "    mean = tl.zeros([BLOCK_P, BLOCK_C], dtype=tl.float32)\n"
+                   "    m2 = tl.zeros([BLOCK_P, BLOCK_C], dtype=tl.float32)\n"
+                   "    for p0 in range(lo, hi, BLOCK_P):\n"
+                   "        pix = p0 + lanes\n"
+                   "        mask = (pix < hi)[:, None] & c_ok[None, :]\n");
+    ctile_load(e, ni, 8, k);
+    mk_buf_puts(k, "        cnt += tl.where(mask, 1.0, 0.0)\n"
+                   "        delta = tl.where(mask, x - mean, 0.0)\n"
+                   "        mean += delta / tl.maximum(cnt, 1.0)\n"
+                   "        m2 += delta * tl.where(mask, x - mean, 0.0)\n"
+                   "    tot = tl.sum(cnt, axis=0)\n"
+                   "    pmean = tl.sum(cnt * mean, axis=0) / tl.maximum(tot, 1.0)\n"
+                   "    dm = tl.where(cnt > 0, mean - pmean[None, :], 0.0)\n"
+                   "    pidx = cc * SPLIT + sp  # row = channel, SPLIT partials per row\n"
+                   "    tl.store(part_ptr + pidx, tot, mask=c_ok)\n"
+                   "    tl.store(part_ptr + NPART + pidx, pmean, mask=c_ok)\n"
+                   "    tl.store(part_ptr + 2 * NPART + pidx, tl.sum(m2 + cnt * dm * dm, axis=0), mask=c_ok)\n");
+  }
+  /* 2. combine the partials per channel */
+  if (!rc) {
+    param_sig(ni, &fsig);
+    param_call(p, ni, &fcall);
+    mk_buf_printf(k, "\n\n@triton.jit\ndef %s(part_ptr, %snm_ptr, C, NPART, SPLIT, SB: tl.constexpr,\n"
+                     "        BLOCK_C: tl.constexpr):\n", mk_buf_cstr(&kfin), mk_buf_cstr(&fsig));
+    bi_stage_comment(p, s, 4, k);
+    mk_buf_puts(k, "    # each channel's SPLIT partials combined exactly: mean, scale and shift per channel\n"
+                   "    cc = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)\n"
+                   "    c_ok = cc < C\n"
+                   "    jj = tl.arange(0, SB)\n"
+                   "    tot = tl.zeros([BLOCK_C], dtype=tl.float32)\n"
+                   "    sm = tl.zeros([BLOCK_C], dtype=tl.float32)\n"
+                   "    for j0 in range(0, SPLIT, SB):\n"
+                   "        ok = ((j0 + jj) < SPLIT)[:, None] & c_ok[None, :]\n"
+                   "        idx = cc[None, :] * SPLIT + (j0 + jj)[:, None]\n"
+                   "        cnt = tl.load(part_ptr + idx, mask=ok, other=0.0)\n"
+                   "        tot += tl.sum(cnt, axis=0)\n"
+                   "        sm += tl.sum(cnt * tl.load(part_ptr + NPART + idx, mask=ok, other=0.0), axis=0)\n"
+                   "    gmean = sm / tl.maximum(tot, 1.0)\n"
+                   "    acc = tl.zeros([BLOCK_C], dtype=tl.float32)\n"
+                   "    for j0 in range(0, SPLIT, SB):\n"
+                   "        ok = ((j0 + jj) < SPLIT)[:, None] & c_ok[None, :]\n"
+                   "        idx = cc[None, :] * SPLIT + (j0 + jj)[:, None]\n"
+                   "        cnt = tl.load(part_ptr + idx, mask=ok, other=0.0)\n"
+                   "        dm = tl.where(cnt > 0, tl.load(part_ptr + NPART + idx, mask=ok, other=0.0) - gmean[None, :], 0.0)\n"
+                   "        acc += tl.sum(tl.load(part_ptr + 2 * NPART + idx, mask=ok, other=0.0) + cnt * dm * dm, axis=0)\n"
+                   "    var = acc / tl.maximum(tot, 1.0)\n");
+    rstd_line(ni, "tot", 4, k);
+    if (ni->rmean >= 0) {
+      mk_buf_puts(k, "    # running statistics in place, as torch (unbiased variance for running_var)\n"
+                     "    rm = tl.load(rm_ptr + cc, mask=c_ok, other=0.0)\n"
+                     "    rv = tl.load(rv_ptr + cc, mask=c_ok, other=0.0)\n"
+                     "    tl.store(rm_ptr + cc, (1.0 - ");
+      bi_tl_float(ni->momentum, k);
+      mk_buf_puts(k, ") * rm + ");
+      bi_tl_float(ni->momentum, k);
+      mk_buf_puts(k, " * gmean, mask=c_ok)\n"
+                     "    tl.store(rv_ptr + cc, (1.0 - ");
+      bi_tl_float(ni->momentum, k);
+      mk_buf_puts(k, ") * rv + ");
+      bi_tl_float(ni->momentum, k);
+      mk_buf_puts(k, " * (var * tot / tl.maximum(tot - 1.0, 1.0)), mask=c_ok)\n");
+    }
+    mk_buf_puts(k, "    sc = rstd\n");
+    if (ni->weight >= 0) mk_buf_puts(k, "    sc = sc * tl.load(w_ptr + cc, mask=c_ok, other=1.0)\n");
+    if (ni->bias >= 0) mk_buf_puts(k, "    sh = tl.load(b_ptr + cc, mask=c_ok, other=0.0)\n");
+    else mk_buf_puts(k, "    sh = tl.zeros([BLOCK_C], dtype=tl.float32)\n");
+    mk_buf_puts(k, "    tl.store(nm_ptr + cc, gmean, mask=c_ok)\n"
+                   "    tl.store(nm_ptr + C + cc, sc, mask=c_ok)\n"
+                   "    tl.store(nm_ptr + 2 * C + cc, sh, mask=c_ok)\n");
+  }
+  /* 3. normalise, epilogue, store */
+  if (!rc) {
+    mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%sP, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,\n"
+                     "        IDX64: tl.constexpr):\n", mk_buf_cstr(&kap), mk_buf_cstr(&asig));
+    bi_stage_comment(p, s, 4, k);
+    if (st->epi >= 0) bi_stage_comment(p, st->epi, 4, k);
+    mk_buf_printf(k, "    # normalise [pixels x channels] tiles (loads along the channels), stores in %s order\n",
+                  cl_store ? "channels_last" : "NCHW");
+    ctile_head(e, ni, "pid", k);
+    mk_buf_puts(k, "    pix = pid * BLOCK_P + lanes\n"
+                   "    mask = (pix < P)[:, None] & c_ok[None, :]\n");
+    ctile_load(e, ni, 4, k);
+    mk_buf_printf(k, "    gm = tl.load(nm_ptr + cc, mask=c_ok, other=0.0)[None, :]\n"
+                     "    sc = tl.load(nm_ptr + %s_D1 + cc, mask=c_ok, other=0.0)[None, :]\n"
+                     "    sh = tl.load(nm_ptr + 2 * %s_D1 + cc, mask=c_ok, other=0.0)[None, :]\n"
+                     "    y = (x - gm) * sc + sh\n", v, v);
+    mk_buf_printf(k, "    soffs = pix[:, None] * %s_D1 + cc[None, :]  # channels_last offsets\n", v);
+    mk_buf_puts(k, "    ss = pix - nn * (");
+    for (int d = 2; d < R; d++) mk_buf_printf(k, "%s%s_D%d", d > 2 ? " * " : "", v, d);
+    mk_buf_printf(k, ")  # pixel within its sample\n"
+                     "    offs = (nn[:, None] * %s_D1 + cc[None, :]) * (", v);
+    for (int d = 2; d < R; d++) mk_buf_printf(k, "%s%s_D%d", d > 2 ? " * " : "", v, d);
+    mk_buf_printf(k, ") + ss[:, None]  # NCHW offsets\n");
+    const char *so = cl_store ? "soffs" : "offs";
+    if (bi_value_escapes(p, s, res)) {
+      mk_buf_puts(k, "    tl.store(");
+      bi_run_name(p, res, k);
+      mk_buf_printf(k, "_ptr + %s, y, mask=mask)\n", so);
+    }
+    if (st->epi >= 0) {
+      mk_buf_puts(k, "    # fused epilogue (channels_last operands at soffs, others at the NCHW offsets)\n");
+      bi_ew_bind bind = {.value = res, .var = "y", .store_offs = cl_store ? "soffs" : NULL, .cl_offs = "soffs"};
+      rc = bi_ew_body(e, st->epi, "epi_", "offs", "mask", bind, true, 4, k, err);
+    }
+  }
+  /* launcher */
+  if (!rc) {
+    char note[160];
+    snprintf(note, sizeof note, "    # on [pixels x channels] tiles of a channels_last input; stored %s\n",
+             cl_store ? "channels_last" : "in the default layout");
+    rc = launcher_head(e, s, ni, res, note, err);
+  }
+  mk_buf *b = e->body;
+  if (!rc) {
+    mk_buf_printf(b, "    %s = tuple(%s)\n", out_shape, in_shape);
+    e->alloc_cl = cl_store;
+    rc = bi_epi_alloc(e, s, out_shape, dev, b, err);
+    e->alloc_cl = false;
+  }
+  if (!rc) {
+    int blk = e->cfg->block, r = res;
+    mk_buf_printf(b, "    if numel%d > 0:\n", r);
+    mk_buf_printf(b, "        p%d = %s[0] * s%d  # pixels\n", r, in_shape, r);
+    mk_buf_printf(b, "        bc%d = min(64, triton.next_power_of_2(c%d))\n", r, r);
+    mk_buf_printf(b, "        bp%d = max(16, %d // bc%d)\n", r, blk, r);
+    mk_buf_printf(b, "        ncb%d = triton.cdiv(c%d, bc%d)\n", r, r, r);
+    mk_buf_printf(b, "        split%d = max(1, min(triton.cdiv(p%d, bp%d), 1024 // ncb%d))\n", r, r, r, r);
+    mk_buf_printf(b, "        chunk%d = triton.cdiv(triton.cdiv(p%d, split%d), bp%d) * bp%d\n", r, r, r, r, r);
+    mk_buf_printf(b, "        split%d = triton.cdiv(p%d, chunk%d)\n", r, r, r);
+    mk_buf_printf(b, "        part%d = torch.empty((3, c%d * split%d), device=%s, dtype=torch.float32)\n", r, r,
+                  r, dev);
+    mk_buf_printf(b, "        nm%d = torch.empty((3, c%d), device=%s, dtype=torch.float32)  # mean, scale, shift\n",
+                  r, r, dev);
+    mk_buf_printf(b, "        idx64 = numel%d >= 2**31\n", r);
+    mk_buf_printf(b, "        %s[(split%d, ncb%d)](\n", mk_buf_cstr(&kst), r, r);
+    mk_buf_printf(b, "            %spart%d, c%d * split%d, p%d, chunk%d, split%d,\n", mk_buf_cstr(&pcall), r, r,
+                  r, r, r, r);
+    mk_buf_printf(b, "            BLOCK_P=bp%d, BLOCK_C=bc%d, IDX64=idx64, num_warps=%d)\n", r, r,
+                  e->cfg->warps);
+    mk_buf_printf(b, "        %s[(ncb%d,)](\n", mk_buf_cstr(&kfin), r);
+    mk_buf_printf(b, "            part%d, %snm%d, c%d, c%d * split%d, split%d, SB=32, BLOCK_C=bc%d)\n", r,
+                  mk_buf_cstr(&fcall), r, r, r, r, r, r);
+    mk_buf_printf(b, "        %s[(triton.cdiv(p%d, bp%d), ncb%d)](\n", mk_buf_cstr(&kap), r, r, r);
+    mk_buf_printf(b, "            %sp%d, BLOCK_P=bp%d, BLOCK_C=bc%d, IDX64=idx64, num_warps=%d)\n",
+                  mk_buf_cstr(&acall), r, r, r, e->cfg->warps);
+  }
+  if (!rc && cl_store) {
+    /* Later stages of the module read them in that memory order. */
+    if (bi_value_escapes(p, s, res)) bi_add_cl_value(e, res);
+    if (st->epi >= 0) {
+      int stored[64];
+      int ns = bi_stage_stored(p, st->epi, stored, 64);
+      for (int i = 0; i < ns; i++) bi_add_cl_value(e, stored[i]);
+    }
+  }
+  if (!rc) e->ctile_used++;
+  mk_buf_free(&kst);
+  mk_buf_free(&kfin);
+  mk_buf_free(&kap);
+  mk_buf_free(&psig);
+  mk_buf_free(&pcall);
+  mk_buf_free(&asig);
+  mk_buf_free(&acall);
+  mk_buf_free(&fsig);
+  mk_buf_free(&fcall);
+  mk_buf_free(&name);
+  return rc;
+}
+
 int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
@@ -790,6 +1133,18 @@ int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
     if (!rc) rc = mk_pyemit_mutations(n, bi_graph_namer, (void *)p->g, 4, e->body);
     if (!rc && (e->kernels->err || e->body->err)) rc = mk_errf(err, MK_ERANGE, "generated code too large");
     return rc;
+  }
+  if (e->cfg->norm_ctile) {
+    char why[200] = "";
+    if (ctile_ok(e, s, &ni, why, sizeof why)) {
+      rc = emit_ctile_stage(e, s, &ni, err);
+      if (!rc) rc = mk_pyemit_mutations(n, bi_graph_namer, (void *)p->g, 4, e->body);
+      if (!rc && (e->kernels->err || e->body->err)) rc = mk_errf(err, MK_ERANGE, "generated code too large");
+      return rc;
+    }
+    if (e->ctile_why[0] == '\0')
+      snprintf(e->ctile_why, sizeof e->ctile_why, "line %d: %s not on channel tiles: %s", n->span.line,
+               kind_name(ni.kind), why);
   }
   int res = n->outputs[0];
   bool running = !ni.batch_stats;

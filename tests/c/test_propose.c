@@ -963,3 +963,96 @@ MK_TEST(propose, pools_over_channels_last_values_run_on_channel_tiles) {
   mk_subkernel_free(&sk);
   mk_graph_free(g);
 }
+
+/* A batch norm (training) reading a channels_last value runs on [pixels x
+ * channels] tiles ("_ctile", first): in conv_net.json its input is planned
+ * channels_last between subkernels; stored channels_last where the readers
+ * allow, a channels_last residual loaded at the channels_last offsets. Not
+ * offered where no norm reads such a value: after an NCHW convolution (the
+ * whole graph of bn_channels_last.json: the convcl variants only), or with
+ * an epilogue reading a default-layout tensor (bn7 * y), which keeps the
+ * split rows and says why in the notes. */
+MK_TEST(propose, batch_norms_of_channels_last_values_run_on_channel_tiles) {
+  mk_graph *g = load("propose", "conv_net.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition part = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &part, &err) == 0);
+  const char *names[] = {"batch_norm_relu", "batch_norm_add_relu"};
+  for (int c = 0; c < 2; c++) {
+    const mk_subkernel *sk = NULL;
+    for (int i = 0; i < part.nsubkernels; i++)
+      if (strcmp(part.subkernels[i].name, names[c]) == 0) sk = &part.subkernels[i];
+    MK_REQUIRE(sk != NULL);
+    mk_candidate_list l = {0};
+    mk_propose_request req = {.graph = g, .subkernel = sk, .device = "cuda"};
+    MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
+    MK_REQUIRE(l.n > 0);
+    MK_CHECK(strncmp(l.items[0].name, "triton_ctile_", 13) == 0); /* first */
+    int tiled = 0;
+    for (int i = 0; i < l.n; i++) {
+      const char *src = l.items[i].source;
+      bool ct = strstr(l.items[i].name, "_ctile") != NULL;
+      tiled += ct;
+      MK_CHECK((strstr(src, "_norm_ctstats_") != NULL) == ct);
+      if (!ct) continue;
+      MK_CHECK(strstr(src, "stored channels_last") != NULL);
+      MK_CHECK(strstr(src, "memory_format=torch.channels_last)") != NULL);
+      MK_CHECK(strstr(src, "(cc * v") != NULL); /* the input's channel stride */
+      MK_CHECK(strstr(src, "_ptr + soffs, ") != NULL);
+      MK_CHECK(strstr(src, "rm_ptr + cc, ") != NULL); /* running statistics per channel */
+      if (c == 1) /* the channels_last residual at the channels_last offsets */
+        MK_CHECK(strstr(src, "memory_format=torch.channels_last), v") != NULL ||
+                 strstr(src, ".contiguous(memory_format=torch.channels_last), ") != NULL);
+    }
+    MK_CHECK_INT(tiled, ==, 4); /* one per elementwise block */
+    mk_candidate_list_free(&l);
+  }
+  mk_partition_free(&part);
+  mk_graph_free(g);
+
+  g = load("propose", "bn_channels_last.json");
+  MK_REQUIRE(g != NULL);
+  mk_subkernel whole;
+  int nodes[64], nn = 0;
+  for (int i = 0; i < g->nnodes && nn < 64; i++) nodes[nn++] = i;
+  MK_REQUIRE(mk_subkernel_from_nodes(g, nodes, nn, &whole, &err) == 0);
+  mk_candidate_list l = {0};
+  mk_propose_request req = {.graph = g, .subkernel = &whole, .device = "cuda"};
+  MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
+  int tiled = 0, nchw = 0;
+  for (int i = 0; i < l.n; i++) {
+    const char *nm = l.items[i].name, *src = l.items[i].source;
+    if (strstr(nm, "_ctile")) {
+      tiled++;
+      MK_CHECK(strncmp(nm, "triton_convcl_ctile", 19) == 0);
+      /* six of the seven batch norms; bn7 * y (a default-layout input) splits its rows */
+      MK_CHECK_INT(count_of(src, "def _norm_ctstats_"), ==, 6);
+      MK_CHECK_INT(count_of(src, "def _norm_stats_"), ==, 1);
+      MK_CHECK(strstr(src, "memory_format=torch.channels_last_3d)\n") != NULL); /* the 3-d one */
+    }
+    if (strncmp(nm, "triton_conv_", 12) == 0) {
+      nchw++;
+      MK_CHECK(strstr(src, "_norm_ctstats_") == NULL);
+      MK_CHECK(strstr(l.items[i].notes, "not on channel tiles") != NULL);
+    }
+  }
+  MK_CHECK_INT(tiled, ==, 4);
+  MK_CHECK(nchw > 0);
+  mk_candidate_list_free(&l);
+  mk_subkernel_free(&whole);
+  /* One batch norm with the default-layout epilogue, alone with its conv: declined, with the reason. */
+  mk_subkernel sk;
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){23, 25, 26}, 3, &sk, &err) == 0);
+  mk_candidate_list l2 = {0};
+  req.subkernel = &sk;
+  MK_REQUIRE(mk_builtin_propose(&req, &l2, &err) == 0);
+  MK_REQUIRE(l2.n > 0);
+  for (int i = 0; i < l2.n; i++) {
+    MK_CHECK(strstr(l2.items[i].name, "_ctile") == NULL);
+    MK_CHECK(strstr(l2.items[i].notes, "neither a number, per channel, nor a channels_last value") != NULL);
+  }
+  mk_candidate_list_free(&l2);
+  mk_subkernel_free(&sk);
+  mk_graph_free(g);
+}

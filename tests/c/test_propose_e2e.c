@@ -285,6 +285,27 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
   run_fixture("conv_net.json", 2);
 }
 
+/* Batch norms (training) of channels_last values on [pixels x channels]
+ * tiles ("_ctile", builtin_norm.c): relu, hardtanh, a channels_last residual,
+ * leaky relu * scale + per-channel bias, no affine / no running statistics,
+ * 3-d; and one whose epilogue reads a default-layout tensor (not tiled).
+ * Every candidate of every subkernel (the norm's input planned channels_last
+ * between subkernels), and the whole graph (the convs' channels_last outputs
+ * in the module): outputs and running statistics against PyTorch, and the
+ * harness checks that the "_ctile" candidates' 4-d/5-d outputs are
+ * channels_last wherever they are stored so (MK_HARNESS_CTILE_CL=1). */
+MK_TEST(propose_e2e, batch_norms_on_channel_tiles_match_reference) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  harness_env = "MK_HARNESS_CTILE_CL=1";
+  run_fixture("bn_channels_last.json", 0);
+  run_fixture_as("bn_channels_last.json", 4, true);
+  run_fixture("conv_net.json", 0);
+  harness_env = "";
+}
+
 /* 4-d matmuls of attention heads through their strides (the transposed head
  * views of a split projection), with the scale, causal mask (a sliced buffer,
  * masked_fill with -inf) and ReLU after them: every subkernel's candidates,

@@ -144,6 +144,18 @@ def check(sk_dir: Path, sk: dict[str, Any], cand: str, device: str) -> str | Non
         msg = compare(f"output {i}", a, b)
         if msg:
             return msg
+    # MK_HARNESS_CTILE_CL=1: a channel-tiled batch norm ("_ctile") that says it
+    # stores channels_last must return its 4-d/5-d outputs in that layout.
+    if os.environ.get("MK_HARNESS_CTILE_CL") == "1" and "_ctile" in cand:
+        # (at least one output: a whole graph returns other values too)
+        if "stored channels_last" in (sk_dir / cand).read_text():
+            cl = [
+                b.is_contiguous(memory_format=torch.channels_last if b.dim() == 4 else torch.channels_last_3d)
+                for b in got
+                if isinstance(b, torch.Tensor) and b.dim() in (4, 5)
+            ]
+            if not any(cl):
+                return "no output is channels_last, though its norm says it stores so"
     for i, (a, b) in enumerate(zip(ref_in, cand_in, strict=True)):
         msg = compare(f"input {i} after the call", a, b)
         if msg:
