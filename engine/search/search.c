@@ -1435,7 +1435,13 @@ static void phase_graph(mk_search *s) {
   s->graph_path = NULL;
   if (write_graph_variant(s, &s->graph_path, &err)) {
     snprintf(s->res->cuda_graph_reason, sizeof s->res->cuda_graph_reason, "%s", err.text);
-    s->ph = PH_DONE;
+    if (s->rescue_pending) {
+      /* no rescue: the slower composition gives way to the reference round */
+      s->rescue_pending = false;
+      revert_to_reference_round(s);
+    } else {
+      s->ph = PH_DONE;
+    }
     advance(s);
     return;
   }
