@@ -4,7 +4,7 @@
 # KernelBench's own eval (.kb/kbeval, with stand-ins for its LLM imports and
 # pydantic carried as wheels in .whl). Conv-led problems first. Resumable:
 # records in .kb/bench-l2d/problems (carried back from an earlier call) are
-# kept. First the GPU-marked precision tests (the TF32-aware comparison on a
+# kept, except those of BENCH_RERUN. First the GPU-marked precision tests (the TF32-aware comparison on a
 # real channels_last convolution). Everything comes back under $OUT.
 #   carry: .devkit .kb .whl (scripts/devkit.sh, scripts/device/prepare-kb.sh)
 set -uo pipefail
@@ -24,6 +24,11 @@ out=/tmp/$name
 mkdir -p "$out/problems"
 cp "$KB"/$name/problems/*.json "$out/problems/" 2>/dev/null
 cp -r "$KB"/$name/modelnew "$out/" 2>/dev/null
+# BENCH_RERUN="30 45": measure these again (their kept records and files are dropped, also
+# those an earlier call on this machine left in $out).
+for p in ${BENCH_RERUN:-}; do
+  rm -f "$out"/problems/level${level}_${p}_*.json "$out"/modelnew/level${level}_${p}_*.py
+done
 default_l2="25 65 85 35 10 5 15 60 90 50 20 100 30 40 45 55 70 75 80 95"
 default_l3="20 25 45 5 10 15 50 30 35 40"
 probs=()
