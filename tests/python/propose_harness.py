@@ -149,10 +149,11 @@ def check(sk_dir: Path, sk: dict[str, Any], cand: str, device: str) -> str | Non
     if os.environ.get("MK_HARNESS_CTILE_CL") == "1" and "_ctile" in cand:
         # (at least one output: a whole graph returns other values too)
         if "stored channels_last" in (sk_dir / cand).read_text():
+            formats = {4: torch.channels_last, 5: torch.channels_last_3d}
             cl = [
-                b.is_contiguous(memory_format=torch.channels_last if b.dim() == 4 else torch.channels_last_3d)
+                b.is_contiguous(memory_format=formats[b.dim()])
                 for b in got
-                if isinstance(b, torch.Tensor) and b.dim() in (4, 5)
+                if isinstance(b, torch.Tensor) and b.dim() in formats
             ]
             if not any(cl):
                 return "no output is channels_last, though its norm says it stores so"
