@@ -21,6 +21,7 @@ typedef struct docstate {
   char *uri;
   uv_timer_t timer;
   bool saved_pending;       /* the scheduled analysis follows a save */
+  bool opened_pending;      /* the scheduled analysis follows didOpen */
   mk_lsp_analysis analysis; /* last analysis that matched the text */
   bool has_analysis;
   job *running;             /* analysis in flight, or NULL */
@@ -277,11 +278,31 @@ static void apply_edit_result(mk_lsp_server *s, const cJSON *edit, const char *l
   mk_lsp_rpc_call(s->rpc, "workspace/applyEdit", p, NULL, NULL);
 }
 
+/* window/showDocument for a command's "showDocument" URI, or the path in a
+ * message for a client that cannot show documents. */
+static void show_document(mk_lsp_server *s, const char *uri) {
+  if (s->cap_show_document) {
+    cJSON *p = cJSON_CreateObject();
+    if (p == NULL) return;
+    cJSON_AddStringToObject(p, "uri", uri);
+    cJSON_AddBoolToObject(p, "takeFocus", true);
+    mk_lsp_rpc_call(s->rpc, "window/showDocument", p, NULL, NULL);
+    return;
+  }
+  char *path = mk_lsp_uri_to_path(uri);
+  char msg[4200];
+  snprintf(msg, sizeof msg, "mkevolve: open %.4096s", path ? path : uri);
+  free(path);
+  show_message(s, 3, msg);
+}
+
 static void finish_command(job *j, int rc, cJSON *result, const char *err) {
   mk_lsp_server *s = j->s;
   if (rc == 0) {
     const char *msg = mk_json_str(result, "message", NULL);
     if (msg) show_message(s, 3, msg);
+    const char *doc = mk_json_str(result, "showDocument", NULL);
+    if (doc) show_document(s, doc);
     apply_edit_result(s, cJSON_GetObjectItemCaseSensitive(result, "edit"), j->title);
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(result, "refresh"))) schedule_all(s);
     mk_lsp_rpc_reply(s->rpc, j->reply, result);
@@ -345,8 +366,9 @@ static void start_analysis(docstate *d) {
   j->generation = doc->generation;
   d->running = j;
   mk_lsp_doc_view view = {doc->uri, doc->path, mk_buf_cstr(&doc->text), doc->text.len,
-                          doc->version, d->saved_pending};
+                          doc->version, d->saved_pending, d->opened_pending};
   d->saved_pending = false;
+  d->opened_pending = false;
   mk_lsp_sink sink = {sink_progress, sink_done, j};
   j->starting = true;
   int rc = s->backend.ops->analyze(s->backend.self, &view, &sink, &j->backend_id);
@@ -549,6 +571,7 @@ static void on_did_open(void *ctx, const cJSON *params) {
   }
   docstate *d = state_get(s, uri);
   if (d == NULL) d = state_new(s, uri);
+  if (d) d->opened_pending = true;
   if (d) schedule(s, d, 0);
 }
 

@@ -97,6 +97,7 @@ typedef struct mk_lsp_doc_view {
   size_t len;
   int version;
   bool saved;           /* analysis after didSave: re-verify what changed */
+  bool opened;          /* the first analysis after didOpen */
 } mk_lsp_doc_view;
 
 /* The server's end of a job: the backend reports through it. */
@@ -107,7 +108,9 @@ typedef struct mk_lsp_sink {
    * Command jobs: rc and `result` (JSON, taken over, may be NULL) with
    * optional keys "message" (shown to the user), "edit" (a WorkspaceEdit
    * the server applies through workspace/applyEdit), "refresh" (true:
-   * re-analyse open documents). */
+   * re-analyse open documents), "showDocument" (a URI the server asks the
+   * client to open with window/showDocument; a client without it is told
+   * the file's path in a message). */
   void (*done)(void *ctx, int rc, mk_lsp_analysis *analysis, cJSON *result, const char *err);
   void *ctx;
 } mk_lsp_sink;

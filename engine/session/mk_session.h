@@ -159,6 +159,7 @@ int mk_session_analyze(mk_session *s, const char *path, const char *text, mk_ses
 int mk_session_evolve(mk_session *s, const char *path, int subkernel,
                       mk_session_progress_cb progress, mk_session_cb done, void *data, int *job,
                       mk_errmsg *err);
+/* Cancels an evolve job or an edit verification (mk_session_verify_edit). */
 int mk_session_cancel(mk_session *s, int job);
 
 /* The current state of a module, or NULL if never analysed. */
@@ -228,6 +229,83 @@ typedef void (*mk_session_check_cb)(void *data, const mk_verify_result *r, const
 int mk_session_check(mk_session *s, const char *new_path, const char *new_class,
                      const char *ref_path, const char *ref_class, int batch,
                      mk_session_check_cb cb, void *data, mk_errmsg *err);
+
+/* ---- editable variants (session_edit.c): a user edits one subkernel's
+ * kernel in a file of its own, and saving it verifies that subkernel alone.
+ *
+ * Edit files live in the module's run folder (the one composed files and
+ * run logs use): <workdir>/<stem>/edit/<subkernel name>.<variant>.py, by
+ * default .mkevolve/<stem>/edit/ beside the module. The file is a candidate
+ * module (docs/candidates.md) under a short comment header that names the
+ * subkernel and a fingerprint of its reference (so a changed module is
+ * noticed); the reference gets an MK_USES_TORCH line naming its ops, so an
+ * edit that still calls some of them verifies. */
+
+/* Writes variant `variant` (an index into the subkernel's variants; -1:
+ * the chosen one, 0: the PyTorch reference; verified or failed) of
+ * subkernel `subkernel` of module `path` to its edit file and returns the
+ * path (*file_path, caller frees). An edit file that exists is kept as it
+ * is (the user's edits are never overwritten): delete it to start again.
+ * MK_ENOENT: module not analysed; MK_EINVAL: no such subkernel or variant. */
+int mk_session_edit_variant(mk_session *s, const char *path, int subkernel, int variant,
+                            char **file_path, mk_errmsg *err);
+
+/* The module and subkernel an edit file belongs to, from its path alone:
+ * a module the session knows whose edit folder holds it, else (default
+ * work directory) <dir>/<stem>.py for <dir>/.mkevolve/<stem>/edit/.
+ * *module_path and *subkernel_name (either may be NULL) are the caller's to
+ * free. MK_EINVAL when the path is not inside an edit folder. */
+int mk_session_edit_target(mk_session *s, const char *edit_path, char **module_path,
+                           char **subkernel_name, mk_errmsg *err);
+
+typedef struct mk_session_edit_diag {
+  int line, column;         /* 1-based in the edit file; column 0 unknown */
+  const char *severity;     /* "error", "warning", "note" */
+  const char *message;
+} mk_session_edit_diag;
+
+/* The verdict on an edit file. Strings and arrays are valid during the
+ * callback only. */
+typedef struct mk_session_edit_result {
+  const char *edit_path;
+  const char *module_path;
+  int subkernel;            /* index in the module's current partition */
+  const char *subkernel_name;
+  const char *variant;      /* the name it has as a variant: "user_<variant>" */
+  const char *backend;      /* "pytorch", "triton", "cuda" (mk_candidate_backend) */
+  const char *status;       /* mk_eval_status name: "ok", "compile_error", "runtime_error", ... */
+  const char *reason;       /* why not, "" when ok */
+  int line, column;         /* 1-based line (and column) in the edit file the failure points
+                               at; 0 unknown */
+  const mk_session_edit_diag *diags; int ndiags; /* NVRTC's diagnostics of a CUDA candidate */
+  double time_ms;           /* median, < 0 untimed (CPU) */
+  double speedup_eager;     /* vs the subkernel's PyTorch reference, < 0 untimed */
+  int trials_passed, trials;
+  bool added;               /* verified and now a variant of the subkernel (replacing an
+                               older one of the same name); false when not verified or an
+                               evolve ran on the module meanwhile */
+  const mk_session_module *module; /* the module's view after it */
+} mk_session_edit_result;
+
+/* status 0 with r (a verdict, good or bad); status < 0 with error and r NULL
+ * when there is none (MK_ECANCELED, MK_ESTALE: the module changed under it). */
+typedef void (*mk_session_edit_cb)(void *data, int status, const mk_session_edit_result *r,
+                                   const char *error);
+
+/* Verifies `text` (NULL: the file's contents) of edit file `edit_path` as a
+ * candidate of its subkernel only (origin "user", variant "user_<variant>"
+ * from the file name): a CUDA candidate is compiled with NVRTC first (a
+ * compile error is the verdict at once, diagnostics on the file's lines),
+ * anything else goes to a worker like every candidate, with the session's
+ * verification settings. A verified edit is added to the subkernel's
+ * variants (replacing one of the same name; a chosen one that is replaced
+ * is recomposed). Exactly one callback, unless it returns < 0: MK_EINVAL
+ * (not an edit file, unknown subkernel), MK_ENOENT (module not analysed),
+ * MK_ESTALE (the module's file changed since its capture, or the subkernel
+ * changed since the edit file was written), MK_EBUSY (an evolve runs on the
+ * module). *job (may be NULL) receives an id for mk_session_cancel. */
+int mk_session_verify_edit(mk_session *s, const char *edit_path, const char *text,
+                           mk_session_edit_cb cb, void *data, int *job, mk_errmsg *err);
 
 /* Drops what the session knows about a module (on close or delete). */
 void mk_session_forget(mk_session *s, const char *path);

@@ -606,7 +606,7 @@ static void on_captured(void *data, int status, mk_graph *g, int batch, const ch
 
 /* The work directory for module `path`: config's, else .mkevolve/<file
  * stem> beside the module. Created if missing. */
-static int path_workdir(mk_session *s, const char *path, char *out, size_t size) {
+int session_workdir(mk_session *s, const char *path, bool create, char *out, size_t size) {
   const char *slash = strrchr(path, '/');
   const char *stem = slash ? slash + 1 : path;
   int dirlen = slash ? (int)(slash - path) : 1;
@@ -614,12 +614,16 @@ static int path_workdir(mk_session *s, const char *path, char *out, size_t size)
   if (s->cfg.workdir) n = snprintf(out, size, "%s", s->cfg.workdir);
   else n = snprintf(out, size, "%.*s/.mkevolve", dirlen, slash ? path : ".");
   if (n < 0 || (size_t)n >= size) return MK_ERANGE;
-  mkdir(out, 0755);
+  if (create) mkdir(out, 0755);
   size_t len = strlen(out);
   n = snprintf(out + len, size - len, "/%.*s", (int)strcspn(stem, "."), stem);
   if (n < 0 || (size_t)n >= size - len) return MK_ERANGE;
-  mkdir(out, 0755);
+  if (create) mkdir(out, 0755);
   return 0;
+}
+
+static int path_workdir(mk_session *s, const char *path, char *out, size_t size) {
+  return session_workdir(s, path, true, out, size);
 }
 
 /* Writes unsaved `text` of module `path` to <workdir>/unsaved-<sha>/<file
@@ -896,7 +900,7 @@ int mk_session_cancel(mk_session *s, int job) {
       mk_search_cancel(m->search);
       return 0;
     }
-  return MK_ENOENT;
+  return session_edit_cancel(s, job);
 }
 
 /* ---- swap and compose ---------------------------------------------------------- */

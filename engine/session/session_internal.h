@@ -72,6 +72,8 @@ typedef struct module_state {
   struct module_state *next;
 } module_state;
 
+struct session_edit_req;
+
 struct mk_session {
   uv_loop_t *loop;
   mk_session_config cfg;
@@ -80,6 +82,7 @@ struct mk_session {
   module_state *modules;
   int next_job;
   bool closing;
+  struct session_edit_req *edits; /* edit verifications in flight (session_edit.c) */
 };
 
 /* ---- runtime glue (session_runtime.c) ---- */
@@ -94,6 +97,12 @@ struct mk_verify *session_runtime_verify(mk_session *s);
 /* The options of a one-shot check (mk_session_check): the session's
  * verification settings, its seed, device and job limit. */
 void session_runtime_check_options(mk_session *s, int batch, mk_verify_options *o);
+
+/* The options a candidate of module m is verified with (the search's and
+ * an edit file's alike): the session's settings, m's batch, the device. */
+void session_runtime_candidate_options(mk_session *s, const module_state *m, mk_verify_options *o);
+/* A verifier's verdict as the search's result (report_json left NULL). */
+void session_runtime_eval_result(const mk_verify_result *v, mk_eval_result *out);
 
 typedef void (*session_capture_cb)(void *data, int status, mk_graph *g, int batch,
                                    const char *error);
@@ -121,7 +130,14 @@ void session_runtime_log_llm(mk_session *s, module_state *m, FILE *log, const ch
  * opaque cost per candidate. */
 void session_runtime_llm_run_tokens(mk_session *s, module_state *m, long *in, long *out);
 
+/* ---- editable variants (session_edit.c) ---- */
+/* Cancels edit verification `job`: 0, or MK_ENOENT when it is not one. */
+int session_edit_cancel(mk_session *s, int job);
+
 /* ---- state (session.c) ---- */
+/* The run folder of module `path` (config's workdir, else .mkevolve/<stem>
+ * beside it), created when `create`. */
+int session_workdir(mk_session *s, const char *path, bool create, char *out, size_t size);
 /* Reports m's evolve progress with the candidate counts and an ETA
  * (nothing when no evolve of m reports progress). */
 void session_progress(mk_session *s, module_state *m);

@@ -296,9 +296,7 @@ static double median_trial_s(const cJSON *report, const char *key, const char *k
   return t[n / 2];
 }
 
-static void on_verified(void *data, const mk_verify_result *v) {
-  eval_req *req = data;
-  untrack_job(req->m, req->job);
+void session_runtime_eval_result(const mk_verify_result *v, mk_eval_result *out) {
   mk_eval_result r = {
       .status = status_of(v->status),
       .time_ms = v->ours.available ? v->ours.median_ms : -1,
@@ -320,6 +318,14 @@ static void on_verified(void *data, const mk_verify_result *v) {
   };
   snprintf(r.reason, sizeof r.reason, "%s", v->reason ? v->reason : "");
   snprintf(r.gpu, sizeof r.gpu, "%s", v->gpu ? v->gpu : "");
+  *out = r;
+}
+
+static void on_verified(void *data, const mk_verify_result *v) {
+  eval_req *req = data;
+  untrack_job(req->m, req->job);
+  mk_eval_result r;
+  session_runtime_eval_result(v, &r);
   module_state *m = req->m;
   if (req->composition && r.status != MK_EVAL_OK && r.status != MK_EVAL_CANCELLED && !m->final_failure[0])
     snprintf(m->final_failure, sizeof m->final_failure, "%s%s%.200s", mk_eval_status_name(r.status),
@@ -343,7 +349,7 @@ static void on_verified(void *data, const mk_verify_result *v) {
   free(req);
 }
 
-static void options_for(mk_session *s, const module_state *m, mk_verify_options *o) {
+void session_runtime_candidate_options(mk_session *s, const module_state *m, mk_verify_options *o) {
   double limit = m->eval.limit_s;
   /* The user's settings as given: an explicit atol 0 stays 0. */
   *o = s->cfg.verify;
@@ -374,7 +380,7 @@ static int evaluate(void *self, const mk_graph *g, const mk_subkernel *sk, const
   if (req == NULL) return MK_ENOMEM;
   *req = (eval_req){cb, data, ec->m, 0, .candidate = c->origin && strcmp(c->origin, "reference") != 0};
   mk_verify_options o;
-  options_for(ec->s, ec->m, &o);
+  session_runtime_candidate_options(ec->s, ec->m, &o);
   o.skip_compile = ec->m->part.nsubkernels > MK_SUBKERNEL_COMPILE_MAX;
   o.compile_baselines = false; /* the other compile modes are compared on the whole program */
   mk_candidate_src src = {.source = c->source, .name = c->name, .origin = c->origin};
@@ -395,7 +401,7 @@ static int check_composition(session_eval_ctx *ec, const char *path, bool graph,
   if (req == NULL) return MK_ENOMEM;
   *req = (eval_req){cb, data, ec->m, 0, .composition = true};
   mk_verify_options o;
-  options_for(ec->s, ec->m, &o);
+  session_runtime_candidate_options(ec->s, ec->m, &o);
   /* a graph variant is compared with compile's own graph mode too */
   o.compile_reduce_overhead = graph;
   mk_errmsg err = {{0}};

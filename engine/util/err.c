@@ -24,6 +24,7 @@ const char *mk_strerror(int code) {
   case MK_EBUSY: return "busy";
   case MK_ENET: return "network error";
   case MK_EAUTH: return "authentication failed";
+  case MK_ESTALE: return "stale";
   default: return "unknown error";
   }
 }

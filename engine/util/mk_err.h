@@ -28,6 +28,7 @@ enum {
   MK_EBUSY = -15,      /* resource busy, try again */
   MK_ENET = -16,       /* network / HTTP failure */
   MK_EAUTH = -17,      /* missing or rejected credentials */
+  MK_ESTALE = -18,     /* state computed from an input that has changed since */
 };
 
 #define MK_ERRMSG_MAX 1024

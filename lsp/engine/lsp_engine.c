@@ -40,11 +40,15 @@ typedef struct engine engine;
 typedef struct modstate modstate;
 typedef struct ejob ejob;
 
-enum { CMD_DECOMPOSE, CMD_EVOLVE, CMD_EVOLVE_ALL, CMD_SWAP, CMD_RESTORE, CMD_REPORT };
+/* CMD_VERIFY_EDIT is no command: it is the analysis of an edit file
+ * (saved or opened), a job like the commands so it can wait for a capture
+ * of its module. */
+enum { CMD_DECOMPOSE, CMD_EVOLVE, CMD_EVOLVE_ALL, CMD_SWAP, CMD_RESTORE, CMD_REPORT, CMD_EDIT,
+       CMD_VERIFY_EDIT };
 
 static const char *const lsp_engine_commands[] = {
     ENGINE_CMD_DECOMPOSE, ENGINE_CMD_EVOLVE, ENGINE_CMD_EVOLVE_ALL, ENGINE_CMD_SWAP,
-    ENGINE_CMD_RESTORE,   ENGINE_CMD_REPORT, NULL};
+    ENGINE_CMD_RESTORE,   ENGINE_CMD_REPORT, ENGINE_CMD_EDIT,       NULL};
 
 struct ejob {
   engine *e;
@@ -63,8 +67,19 @@ struct ejob {
   bool running;          /* evolve submitted to the session */
   bool cancelled;
   bool detached;         /* already answered (cancelled); the session still winds down */
+  char *edit_path;       /* CMD_VERIFY_EDIT: the edit file (path is its module) */
+  char *text;            /* CMD_VERIFY_EDIT: the text verified */
   ejob *next;
 };
+
+/* What the last verification of an edit file said, and about which text:
+ * analyses between saves show it moved through a line map. */
+typedef struct editstate {
+  char *path;
+  char *text;
+  mk_lsp_analysis a;
+  struct editstate *next;
+} editstate;
 
 struct modstate {
   char *path;
@@ -101,6 +116,7 @@ struct engine {
   uint64_t next_job;
   modstate *mods;
   ejob *jobs;
+  editstate *edits;
 };
 
 /* ---- small helpers ------------------------------------------------------------------ */
@@ -190,6 +206,8 @@ static void job_unlink_free(ejob *j) {
     }
   free(j->path);
   free(j->uri);
+  free(j->edit_path);
+  free(j->text);
   free(j);
 }
 
@@ -217,6 +235,14 @@ static void maybe_free_engine(engine *e) {
     modstate *m = e->mods;
     e->mods = m->next;
     mod_free(m);
+  }
+  while (e->edits) {
+    editstate *es = e->edits;
+    e->edits = es->next;
+    free(es->path);
+    free(es->text);
+    mk_lsp_analysis_free(&es->a);
+    free(es);
   }
   free(e->session_error);
   free(e);
@@ -462,9 +488,174 @@ static void analyze_module(engine *e, const mk_lsp_doc_view *doc, const lsp_engi
   free(composed_text);
 }
 
+/* ---- edit files ------------------------------------------------------------------------ */
+
+/* <anything>/.mkevolve/<module>/edit/<subkernel>.<variant>.py */
+static bool is_edit_path(const char *path) {
+  const char *slash = path ? strrchr(path, '/') : NULL;
+  size_t n = path ? strlen(path) : 0;
+  if (slash == NULL || slash - path < 5 || strncmp(slash - 5, "/edit", 5) != 0) return false;
+  if (n < 4 || strcmp(path + n - 3, ".py") != 0) return false;
+  const char *mk = strstr(path, "/.mkevolve/");
+  return mk && mk < slash - 5;
+}
+
+static editstate *edit_get(engine *e, const char *path, bool create) {
+  for (editstate *es = e->edits; es; es = es->next)
+    if (strcmp(es->path, path) == 0) return es;
+  if (!create) return NULL;
+  editstate *es = calloc(1, sizeof *es);
+  if (es == NULL || (es->path = mk_strdup(path)) == NULL) {
+    free(es);
+    return NULL;
+  }
+  es->next = e->edits;
+  e->edits = es;
+  return es;
+}
+
+/* The findings of `from` (about `old_text`) moved onto `new_text`; those on
+ * edited lines are left out until the next save. */
+static void copy_mapped(const mk_lsp_analysis *from, const char *old_text, const char *new_text,
+                        mk_lsp_analysis *to) {
+  lsp_engine_line_map map;
+  lsp_engine_line_map_build(&map, old_text, new_text);
+  for (int i = 0; i < from->nfindings; i++) {
+    const mk_lsp_finding *f = &from->findings[i];
+    int l0 = lsp_engine_line_map_fwd(&map, f->range.line);
+    int l1 = lsp_engine_line_map_fwd(&map, f->range.end_line);
+    if (l0 < 0 || l1 < 0) continue;
+    mk_lsp_range r = {l0, f->range.col, l1, f->range.end_col};
+    mk_lsp_analysis_add_finding(to, r, f->severity, f->code, f->message);
+  }
+}
+
+static void run_verify_edit(ejob *j);
+
+/* A newer verification of edit file `path` makes the older ones stale: each
+ * is answered (cancelled) and its verification stopped in the session. */
+static void cancel_edit_jobs(engine *e, const char *path) {
+  for (;;) {
+    ejob *j = e->jobs;
+    while (j && !(j->cmd == CMD_VERIFY_EDIT && !j->cancelled && strcmp(j->edit_path, path) == 0)) j = j->next;
+    if (j == NULL) return;
+    j->cancelled = true;
+    if (!j->running) { /* waiting for its module's capture */
+      job_finish(j, MK_ECANCELED, NULL, "cancelled: a newer save");
+      continue;
+    }
+    if (!j->detached && !e->destroyed) j->sink.done(j->sink.ctx, MK_ECANCELED, NULL, NULL, "cancelled");
+    j->detached = true;
+    if (j->session == e->session) mk_session_cancel(j->session, j->session_job);
+  }
+}
+
+/* An edit file is a candidate, not a model: no static checks. A save (or
+ * the opening of a file on disk) verifies it against its subkernel, after a
+ * capture of its module when the session's is missing or stale; other
+ * analyses show the last verdict moved onto the current text. */
+static int analyze_edit(engine *e, const mk_lsp_doc_view *doc, const mk_lsp_sink *sink, uint64_t *job) {
+  editstate *es = edit_get(e, doc->path, true);
+  struct stat sb;
+  bool verify = e->loop && strlen(doc->text) == doc->len &&
+                (doc->saved || (doc->opened && stat(doc->path, &sb) == 0));
+  if (!verify) {
+    mk_lsp_analysis a = {0};
+    if (es && es->text) copy_mapped(&es->a, es->text, doc->text, &a);
+    sink->done(sink->ctx, 0, &a, NULL, NULL);
+    mk_lsp_analysis_free(&a);
+    return 0;
+  }
+  cancel_edit_jobs(e, doc->path);
+  ejob *j = calloc(1, sizeof *j);
+  if (j == NULL) return MK_ENOMEM;
+  *j = (ejob){.e = e, .id = ++e->next_job, .cmd = CMD_VERIFY_EDIT, .sink = *sink, .subkernel = -1,
+              .variant = -1, .position_line = -1};
+  j->edit_path = mk_strdup(doc->path);
+  j->text = mk_strdup(doc->text);
+  j->next = e->jobs;
+  e->jobs = j;
+  *job = j->id;
+  if (j->edit_path == NULL || j->text == NULL) {
+    job_fail(j, MK_ENOMEM, "out of memory");
+    return 0;
+  }
+  if (!ensure_session(e)) {
+    job_fail(j, MK_EINVAL, "%s", e->session_error ? e->session_error : "the engine could not start");
+    return 0;
+  }
+  mk_errmsg err = {{0}};
+  int rc = mk_session_edit_target(e->session, doc->path, &j->path, NULL, &err);
+  if (rc) {
+    job_fail(j, rc, "%s", err.text);
+    return 0;
+  }
+  modstate *m = mod_get(e, j->path, true);
+  char *now = m ? current_text(e, j->path) : NULL;
+  if (now == NULL) {
+    job_fail(j, MK_EIO, "cannot read %s, the module of this edit file", j->path);
+    return 0;
+  }
+  if (m->evolve) {
+    free(now);
+    job_fail(j, MK_EBUSY, "an evolve job is running on %s; save again when it ends", base_name(j->path));
+    return 0;
+  }
+  if (view_of(e, j->path) == NULL || m->captured == NULL || strcmp(m->captured, now) != 0) {
+    j->waiting = true;
+    j->sink.progress(j->sink.ctx, -1, "capturing the module first");
+    capture(e, m, now);
+    free(now);
+    return 0;
+  }
+  free(now);
+  run_verify_edit(j);
+  return 0;
+}
+
+static void on_edit_verified(void *data, int status, const mk_session_edit_result *r, const char *error) {
+  ejob *j = data;
+  engine *e = j->e;
+  if (e->destroyed || j->session != e->session) {
+    job_finish(j, MK_ECANCELED, NULL, "the engine restarted");
+    maybe_free_engine(e);
+    return;
+  }
+  if (status) {
+    if (status == MK_ECANCELED || j->cancelled) job_finish(j, MK_ECANCELED, NULL, "cancelled");
+    else job_fail(j, status, "%s", error && *error ? error : mk_strerror(status));
+    return;
+  }
+  mk_lsp_analysis a = {0};
+  lsp_engine_edit_findings(r, j->text, &a);
+  editstate *es = j->cancelled ? NULL : edit_get(e, j->edit_path, true);
+  if (es) { /* the latest verdict on this file, for the analyses until the next save */
+    mk_lsp_analysis_free(&es->a);
+    set_str(&es->text, j->text);
+    copy_mapped(&a, j->text, j->text, &es->a);
+  }
+  if (!j->detached) j->sink.done(j->sink.ctx, 0, &a, NULL, NULL);
+  mk_lsp_analysis_free(&a);
+  bool changed = r->added || (es && j->detached);
+  job_unlink_free(j);
+  if (changed) refresh(e); /* the module's new variant (its Swap action, the hover) */
+}
+
+static void run_verify_edit(ejob *j) {
+  engine *e = j->e;
+  mk_errmsg err = {{0}};
+  j->session = e->session;
+  int rc = mk_session_verify_edit(e->session, j->edit_path, j->text, on_edit_verified, j,
+                                  &j->session_job, &err);
+  if (rc) return job_fail(j, rc, "%s", err.text[0] ? err.text : mk_strerror(rc));
+  j->running = true;
+  j->sink.progress(j->sink.ctx, -1, "verifying the edit against its subkernel");
+}
+
 static int e_analyze(void *self, const mk_lsp_doc_view *doc, const mk_lsp_sink *sink,
                      uint64_t *job) {
   engine *e = self;
+  if (doc->path && is_edit_path(doc->path)) return analyze_edit(e, doc, sink, job);
   *job = ++e->next_job;
   mk_lsp_analysis a;
   lsp_engine_static_info info;
@@ -838,6 +1029,29 @@ static void cmd_report(ejob *j, modstate *m, const mk_session_module *v) {
   mk_buf_free(&md);
 }
 
+/* Writes the chosen (or asked) variant of a subkernel to its edit file and
+ * asks the editor to open it. */
+static void cmd_edit(ejob *j, modstate *m, const mk_session_module *v) {
+  engine *e = j->e;
+  int sk = j->subkernel;
+  if (sk < 0 && j->position_line >= 0) sk = subkernel_at(e, m, v, j->position_line);
+  if (sk < 0 || sk >= v->nsubkernels)
+    return job_fail(j, MK_EINVAL, "no subkernel %s", j->position_line >= 0 ? "on this line" : "with that index");
+  char *file = NULL;
+  mk_errmsg err = {{0}};
+  int rc = mk_session_edit_variant(e->session, m->path, sk, j->variant, &file, &err);
+  if (rc) return job_fail(j, rc, "%s", err.text[0] ? err.text : mk_strerror(rc));
+  char *uri = mk_lsp_path_to_uri(file);
+  free(file);
+  cJSON *r = cJSON_CreateObject();
+  if (r && uri) {
+    cJSON_AddStringToObject(r, "uri", uri);
+    cJSON_AddStringToObject(r, "showDocument", uri);
+  }
+  free(uri);
+  job_finish(j, 0, r, NULL);
+}
+
 /* Runs a job whose module has a current capture. */
 static void run_command(ejob *j) {
   engine *e = j->e;
@@ -853,6 +1067,8 @@ static void run_command(ejob *j) {
   case CMD_SWAP:
   case CMD_RESTORE: return cmd_swap(j, m, v);
   case CMD_REPORT: return cmd_report(j, m, v);
+  case CMD_EDIT: return cmd_edit(j, m, v);
+  case CMD_VERIFY_EDIT: return run_verify_edit(j);
   }
   job_fail(j, MK_EINVAL, "unknown command");
 }
@@ -861,7 +1077,8 @@ static int command_kind(const char *c) {
   static const struct { const char *name; int kind; } k[] = {
       {ENGINE_CMD_DECOMPOSE, CMD_DECOMPOSE}, {ENGINE_CMD_EVOLVE, CMD_EVOLVE},
       {ENGINE_CMD_EVOLVE_ALL, CMD_EVOLVE_ALL}, {ENGINE_CMD_SWAP, CMD_SWAP},
-      {ENGINE_CMD_RESTORE, CMD_RESTORE},     {ENGINE_CMD_REPORT, CMD_REPORT}};
+      {ENGINE_CMD_RESTORE, CMD_RESTORE},     {ENGINE_CMD_REPORT, CMD_REPORT},
+      {ENGINE_CMD_EDIT, CMD_EDIT}};
   for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
     if (strcmp(c, k[i].name) == 0) return k[i].kind;
   return -1;
@@ -933,6 +1150,15 @@ static void e_cancel(void *self, uint64_t id) {
   engine *e = self;
   for (ejob *j = e->jobs; j; j = j->next) {
     if (j->id != id || j->cancelled) continue;
+    if (j->cmd == CMD_VERIFY_EDIT && j->running) {
+      /* A newer analysis (an edit after the save) replaces this one: answer
+       * now, but let the verification of the saved text finish, so its
+       * verdict is kept (and the worker not restarted); a newer save stops
+       * it (cancel_edit_jobs). */
+      if (!j->detached && !e->destroyed) j->sink.done(j->sink.ctx, MK_ECANCELED, NULL, NULL, "cancelled");
+      j->detached = true;
+      return;
+    }
     j->cancelled = true;
     if (j->waiting) {
       job_finish(j, MK_ECANCELED, NULL, "cancelled");

@@ -73,6 +73,11 @@ void lsp_engine_report_markdown(const mk_session_module *m, mk_buf *out);
 /* "1.8x vs eager, 1.2x vs torch.compile, verified 5/5" for a variant. */
 void lsp_engine_variant_summary(const mk_session_module *m, const mk_session_variant *v, mk_buf *out);
 
+/* An edit file's verdict (mk_session_verify_edit) as findings on its own
+ * lines: NVRTC's diagnostics, the failure at the line it points into (else
+ * line 1), or one Information at line 1 when it verified. */
+void lsp_engine_edit_findings(const mk_session_edit_result *r, const char *text, mk_lsp_analysis *a);
+
 /* Command ids. */
 #define ENGINE_CMD_DECOMPOSE "mkevolve.decompose"
 #define ENGINE_CMD_EVOLVE "mkevolve.evolve"
@@ -80,5 +85,6 @@ void lsp_engine_variant_summary(const mk_session_module *m, const mk_session_var
 #define ENGINE_CMD_SWAP "mkevolve.swap"
 #define ENGINE_CMD_RESTORE "mkevolve.restore"
 #define ENGINE_CMD_REPORT "mkevolve.openReport"
+#define ENGINE_CMD_EDIT "mkevolve.editVariant"
 
 #endif

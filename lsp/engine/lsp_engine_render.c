@@ -422,6 +422,12 @@ static void subkernel_region(const lsp_engine_render_in *in, const mk_session_su
     mk_lsp_analysis_add_action(a, g, title, ENGINE_CMD_SWAP, args_sk(in->uri, sk->index, k),
                                "refactor.rewrite", false);
   }
+  if (sk->nvariants > 0) {
+    snprintf(title, sizeof title, "Edit subkernel %s (variant %s)", sk->name ? sk->name : "?",
+             sk->variants[sk->chosen].name);
+    mk_lsp_analysis_add_action(a, g, title, ENGINE_CMD_EDIT, args_sk(in->uri, sk->index, sk->chosen),
+                               "refactor.rewrite", false);
+  }
   if (sk->chosen > 0) {
     snprintf(title, sizeof title, "Restore PyTorch reference for %s", sk->name);
     mk_lsp_analysis_add_action(a, g, title, ENGINE_CMD_RESTORE, args_sk(in->uri, sk->index, -1),
@@ -457,4 +463,60 @@ void lsp_engine_render(const lsp_engine_render_in *in, mk_lsp_analysis *a) {
     subkernel_finding(in, sk, r, a);
     subkernel_region(in, sk, r, a);
   }
+}
+
+/* ---- edit files ------------------------------------------------------------------------ */
+
+/* The range of 1-based `line` (from byte column `col`, 1-based, when known)
+ * to its end; line 1 of the file when the text has no such line. */
+static mk_lsp_range edit_range(const char *text, int line, int col) {
+  int first = 0, end = 0;
+  if (line < 1 || !line_cols(text, line - 1, &first, &end)) {
+    line = 1;
+    if (!line_cols(text, 0, &first, &end)) return (mk_lsp_range){0, 0, 0, 0};
+  }
+  int start = col > 0 && col - 1 <= end ? col - 1 : first;
+  return (mk_lsp_range){line - 1, start, line - 1, end > start ? end : start};
+}
+
+void lsp_engine_edit_findings(const mk_session_edit_result *r, const char *text, mk_lsp_analysis *a) {
+  mk_buf msg;
+  mk_buf_init(&msg, 8192);
+  if (strcmp(r->status, "ok") == 0) {
+    if (r->time_ms > 0 && r->speedup_eager > 0)
+      mk_buf_printf(&msg, "verified: %.2fx vs PyTorch (%.3f ms)", r->speedup_eager, r->time_ms);
+    else
+      mk_buf_puts(&msg, "verified (untimed on CPU)");
+    mk_buf_printf(&msg, " %d/%d", r->trials_passed, r->trials);
+    if (r->added)
+      mk_buf_printf(&msg, " — now variant %s of subkernel %s (swap it in from the module)", r->variant,
+                    r->subkernel_name);
+    else
+      mk_buf_printf(&msg, " — not added to %s: an evolve ran on the module meanwhile", r->subkernel_name);
+    mk_lsp_analysis_add_finding(a, edit_range(text, 1, 0), MK_LSP_SEV_INFO, "edit-verified",
+                                mk_buf_cstr(&msg));
+    mk_buf_free(&msg);
+    return;
+  }
+  char code[96];
+  snprintf(code, sizeof code, "edit-%s", r->status);
+  for (char *p = code; *p; p++)
+    if (*p == '_') *p = '-';
+  if (strcmp(r->status, "compile_error") == 0 && r->ndiags > 0) {
+    for (int i = 0; i < r->ndiags; i++) {
+      const mk_session_edit_diag *d = &r->diags[i];
+      mk_lsp_severity sev = strcmp(d->severity, "warning") == 0 ? MK_LSP_SEV_WARNING
+                            : strstr(d->severity, "error") ? MK_LSP_SEV_ERROR
+                                                             : MK_LSP_SEV_INFO;
+      mk_buf_reset(&msg);
+      mk_buf_printf(&msg, "%s (NVRTC, %s)", d->message, r->variant);
+      mk_lsp_analysis_add_finding(a, edit_range(text, d->line, d->column), sev, code, mk_buf_cstr(&msg));
+    }
+    mk_buf_free(&msg);
+    return;
+  }
+  mk_buf_printf(&msg, "%s: %s", r->status, r->reason && *r->reason ? r->reason : "(no reason given)");
+  mk_lsp_analysis_add_finding(a, edit_range(text, r->line, r->line > 0 ? r->column : 0),
+                              MK_LSP_SEV_ERROR, code, mk_buf_cstr(&msg));
+  mk_buf_free(&msg);
 }

@@ -38,9 +38,10 @@ typedef struct fake {
   char last_text[256];
   char last_settings[512];    /* the settings object configure got, as JSON */
   bool fail_analysis;
+  bool last_opened, last_saved; /* the flags of the last analysis */
 } fake;
 
-static const char *const fake_cmds[] = {"fake.evolve", "fake.edit", "fake.fail", NULL};
+static const char *const fake_cmds[] = {"fake.evolve", "fake.edit", "fake.fail", "fake.show", NULL};
 static const char *const *f_commands(void *self) { return fake_cmds; }
 
 static void fake_analysis(mk_lsp_analysis *a) {
@@ -60,6 +61,8 @@ static void fake_analysis(mk_lsp_analysis *a) {
 static int f_analyze(void *self, const mk_lsp_doc_view *doc, const mk_lsp_sink *sink, uint64_t *job) {
   fake *f = self;
   f->analyses++;
+  f->last_opened = doc->opened;
+  f->last_saved = doc->saved;
   snprintf(f->last_text, sizeof f->last_text, "%.*s", (int)(doc->len < 200 ? doc->len : 200), doc->text);
   *job = ++f->next;
   if (f->async) {
@@ -85,6 +88,12 @@ static int f_execute(void *self, const char *command, const cJSON *args, const m
   fake *f = self;
   *job = ++f->next;
   if (strcmp(command, "fake.fail") == 0) return mk_errf(err, MK_EWORKER, "no GPU and no CPU either");
+  if (strcmp(command, "fake.show") == 0) {
+    cJSON *r = cJSON_Parse("{\"uri\":\"file:///tmp/mk_lsp_test/edit/x.ref.py\","
+                           "\"showDocument\":\"file:///tmp/mk_lsp_test/edit/x.ref.py\"}");
+    sink->done(sink->ctx, 0, NULL, r, NULL);
+    return 0;
+  }
   if (strcmp(command, "fake.edit") == 0) {
     cJSON *r = cJSON_Parse("{\"message\":\"decomposed into 3 subkernels\",\"refresh\":true,"
                            "\"edit\":{\"changes\":{}}}");
@@ -298,7 +307,7 @@ MK_TEST(lsp_server, lifecycle_and_capabilities) {
   cJSON *caps = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "capabilities");
   CHECK_I(cJSON_GetObjectItem(cJSON_GetObjectItem(caps, "textDocumentSync"), "change")->valueint, ==, 2);
   cJSON *cmds = cJSON_GetObjectItem(cJSON_GetObjectItem(caps, "executeCommandProvider"), "commands");
-  CHECK_I(cJSON_GetArraySize(cmds), ==, 3);
+  CHECK_I(cJSON_GetArraySize(cmds), ==, 4);
   CHECK_I(f.configured, ==, 1);
   c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"shutdown\"}");
   c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"shutdown\"}");
@@ -978,4 +987,261 @@ MK_TEST(lsp_server, engine_config_applies_and_refuses) {
   CHECK_I(cfg.session.search.max_proposals, ==, 4);
   CHECK_S(cfg.python, "/opt/py");
   MK_CHECK(cfg.session.verify.atol == 0.001);
+}
+
+/* ---- editable variants ------------------------------------------------------------------ */
+
+/* A command's "showDocument" becomes window/showDocument when the client
+ * has it, else a message with the path; analyses say whether they follow
+ * didOpen or didSave. */
+MK_TEST(lsp_server, show_document_and_open_save_flags) {
+  for (int with = 0; with < 2; with++) {
+    fake f;
+    client c;
+    c_start(&c, fake_backend(&f));
+    if (with)
+      c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"capabilities\":"
+                  "{\"window\":{\"showDocument\":{\"support\":true}}}}}");
+    else
+      c_init(&c, NULL);
+    c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"initialized\",\"params\":{}}");
+    c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"workspace/executeCommand\",\"params\":"
+                "{\"command\":\"fake.show\",\"arguments\":[]}}");
+    c_pump(&c);
+    CHECK_I(count_replies(&c, 7), ==, 1);
+    cJSON *sd = last_with(&c, "window/showDocument", 0);
+    if (with) {
+      MK_REQUIRE(sd != NULL);
+      CHECK_S(cJSON_GetObjectItem(cJSON_GetObjectItem(sd, "params"), "uri")->valuestring,
+              "file:///tmp/mk_lsp_test/edit/x.ref.py");
+      MK_CHECK(cJSON_GetObjectItem(sd, "id") != NULL); /* a request */
+    } else {
+      MK_CHECK(sd == NULL);
+      cJSON *m = last_with(&c, "window/showMessage", 0);
+      MK_REQUIRE(m != NULL);
+      MK_CHECK(strstr(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "params"), "message")->valuestring,
+                      "mkevolve: open /tmp/mk_lsp_test/edit/x.ref.py") != NULL);
+      /* didOpen -> opened; didChange -> neither; didSave -> saved */
+      c_open(&c, URI, FAKE_TEXT);
+      c_pump(&c);
+      MK_CHECK(f.last_opened && !f.last_saved);
+      c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"textDocument/didChange\",\"params\":{\"textDocument\":"
+                  "{\"uri\":\"%s\",\"version\":2},\"contentChanges\":[{\"text\":\"x = 2\\n\"}]}}", URI);
+      usleep(450000);
+      c_pump(&c);
+      MK_CHECK(!f.last_opened && !f.last_saved);
+      c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"textDocument/didSave\",\"params\":{\"textDocument\":"
+                  "{\"uri\":\"%s\"}}}", URI);
+      c_pump(&c);
+      MK_CHECK(!f.last_opened && f.last_saved);
+    }
+    c_stop(&c);
+  }
+}
+
+/* The publication for `uri` after message index `from` with a diagnostic of
+ * `code`; waits up to `ms`. Returns that diagnostic. */
+static cJSON *wait_diag_on(client *c, const char *uri, const char *code, int from, int ms) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    c_pump(c);
+    for (int i = c->n - 1; i >= from; i--) {
+      if (!is_method(c->msgs[i], "textDocument/publishDiagnostics")) continue;
+      cJSON *p = cJSON_GetObjectItem(c->msgs[i], "params");
+      if (strcmp(cJSON_GetObjectItem(p, "uri")->valuestring, uri) != 0) continue;
+      cJSON *d;
+      cJSON_ArrayForEach(d, cJSON_GetObjectItem(p, "diagnostics")) {
+        cJSON *k = cJSON_GetObjectItem(d, "code");
+        if (cJSON_IsString(k) && strcmp(k->valuestring, code) == 0) return d;
+      }
+      break; /* only the latest publication for the uri counts */
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > ms) return NULL;
+    usleep(2000);
+  }
+}
+
+/* Publications for `uri` (from `from`) whose text contains `needle`. */
+static int count_published(client *c, const char *uri, const char *needle, int from) {
+  int n = 0;
+  for (int i = from; i < c->n; i++) {
+    if (!is_method(c->msgs[i], "textDocument/publishDiagnostics")) continue;
+    cJSON *p = cJSON_GetObjectItem(c->msgs[i], "params");
+    if (strcmp(cJSON_GetObjectItem(p, "uri")->valuestring, uri) != 0) continue;
+    char *txt = cJSON_PrintUnformatted(p);
+    n += txt && strstr(txt, needle) != NULL;
+    free(txt);
+  }
+  return n;
+}
+
+static bool actions_have(client *c, int id, const char *uri, int line, const char *title_part) {
+  c_sendf(c, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"textDocument/codeAction\",\"params\":{"
+             "\"textDocument\":{\"uri\":\"%s\"},\"range\":{\"start\":{\"line\":%d,\"character\":0},"
+             "\"end\":{\"line\":%d,\"character\":0}},\"context\":{\"diagnostics\":[]}}}", id, uri, line, line);
+  cJSON *r = wait_reply(c, id, 5000);
+  cJSON *a;
+  cJSON *res = r ? cJSON_GetObjectItem(r, "result") : NULL;
+  cJSON_ArrayForEach(a, res) {
+    cJSON *t = cJSON_GetObjectItem(a, "title");
+    if (cJSON_IsString(t) && strstr(t->valuestring, title_part)) return true;
+  }
+  return false;
+}
+
+static void c_change_save(client *c, const char *uri, int version, const char *path, const char *text) {
+  MK_CHECK(mk_write_file(path, text, strlen(text)) == 0);
+  cJSON *t = cJSON_CreateString(text);
+  char *q = cJSON_PrintUnformatted(t);
+  c_sendf(c, "{\"jsonrpc\":\"2.0\",\"method\":\"textDocument/didChange\",\"params\":{\"textDocument\":"
+             "{\"uri\":\"%s\",\"version\":%d},\"contentChanges\":[{\"text\":%s}]}}", uri, version, q);
+  c_sendf(c, "{\"jsonrpc\":\"2.0\",\"method\":\"textDocument/didSave\",\"params\":{\"textDocument\":"
+             "{\"uri\":\"%s\"}}}", uri);
+  cJSON_free(q);
+  cJSON_Delete(t);
+}
+
+static const char *EDIT_CUDA =
+    "import torch\n\n"
+    "MK_BACKEND = \"cuda\"\n"
+    "MK_CUDA_SOURCE = r\"\"\"\n"
+    "extern \"C\" __global__ void k(const float *x, float *y, long long n) {\n"
+    "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i >= n) return;\n"
+    "  y[i] = fmaxf(x[i] * undeclared_scale, 0.0f) + 1.0f;\n"
+    "}\n"
+    "\"\"\"\n"
+    "MK_CUDA_KERNELS = {\"k\": \"ffq\"}\n\n\n"
+    "def run(x):\n"
+    "    y = torch.empty_like(x)\n"
+    "    _mk_cuda.launch(\"k\", ((y.numel() + 255) // 256,), (256,), (x.contiguous(), y, y.numel()))\n"
+    "    return y\n";
+
+static const char *EDIT_BOOM =
+    "import torch\n\n\ndef run(x):\n    raise RuntimeError('boom from a stale save')\n";
+/* Slow (a minute of Python before it raises): still running when the newer
+ * save arrives, however slow the server is (ASan), and only stopping it lets
+ * the newer save's verdict come in time. */
+static const char *EDIT_SLOW_BOOM =
+    "import torch\n\n\ndef run(x):\n    n = sum(range(3_000_000_000))\n"
+    "    raise RuntimeError('boom from a stale save %d' % n)\n";
+static const char *EDIT_GOOD =
+    "import torch\n\nMK_USES_TORCH = (\"mul\", \"relu\", \"add\")\n\n\n"
+    "def run(x):\n    return torch.relu(x * 2.0) + 1.0\n";
+
+/* The editor's loop on a real session: the Edit code action, the command
+ * (showDocument), opening the edit file verifies it (Information at line 1),
+ * the module gains the Swap action, a CUDA compile error at its line, and a
+ * newer save cancels a stale one (its result is never published). */
+MK_TEST(lsp_server, engine_edit_variant) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  char dir[] = "/tmp/mk_lsp_edit_XXXXXX";
+  MK_REQUIRE(mkdtemp(dir) != NULL);
+  char file[256], cache[256], uri[300];
+  snprintf(file, sizeof file, "%s/tiny.py", dir);
+  snprintf(cache, sizeof cache, "%s/cache", dir);
+  snprintf(uri, sizeof uri, "file://%s", file);
+  MK_REQUIRE(mk_write_file(file, TINY, strlen(TINY)) == 0);
+  setenv("MKEVOLVE_CACHE_DIR", cache, 1);
+  client c;
+  mk_lsp_backend b;
+  MK_REQUIRE(mk_lsp_engine_backend_new(&c.loop, &b) == 0);
+  c_start(&c, b);
+  c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"capabilities\":"
+              "{\"window\":{\"workDoneProgress\":true,\"showDocument\":{\"support\":true}},"
+              "\"textDocument\":{\"codeAction\":{\"codeActionLiteralSupport\":{\"codeActionKind\":"
+              "{\"valueSet\":[]}}}}},\"initializationOptions\":{\"backend\":\"cpu\",\"debounceMs\":5}}}");
+  c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"initialized\",\"params\":{}}");
+  c_open(&c, uri, TINY);
+  MK_REQUIRE(wait_diag(&c, "subkernel-unverified", 120000) != NULL);
+  MK_CHECK(actions_have(&c, 50, uri, 9, "Edit subkernel"));
+  MK_CHECK(actions_have(&c, 51, uri, 9, "(variant reference)"));
+
+  /* The command: the edit file's uri, and a showDocument request. */
+  int from = c.n;
+  c_sendf(&c, "{\"jsonrpc\":\"2.0\",\"id\":52,\"method\":\"workspace/executeCommand\",\"params\":"
+              "{\"command\":\"mkevolve.editVariant\",\"arguments\":[{\"uri\":\"%s\",\"subkernel\":0}]}}", uri);
+  cJSON *r = wait_reply(&c, 52, 30000);
+  MK_REQUIRE(r != NULL);
+  cJSON *eu = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "uri");
+  MK_REQUIRE(cJSON_IsString(eu));
+  char euri[600], epath[600];
+  snprintf(euri, sizeof euri, "%s", eu->valuestring);
+  snprintf(epath, sizeof epath, "%s", euri + 7);
+  MK_CHECK(strstr(euri, "/.mkevolve/tiny/edit/") != NULL && strstr(euri, ".reference.py") != NULL);
+  cJSON *sd = wait_for(&c, "window/showDocument", from, 2000);
+  MK_CHECK(sd && strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(sd, "params"), "uri")->valuestring, euri) == 0);
+  for (int i = 0; i < 10; i++) c_pump(&c);
+  CHECK_I(count_replies(&c, 52), ==, 1);
+
+  /* Opening it verifies it: Information at line 1, no static checks. */
+  char *etext = NULL;
+  size_t elen = 0;
+  MK_REQUIRE(mk_read_file(epath, 1 << 20, &etext, &elen) == 0);
+  from = c.n;
+  c_open(&c, euri, etext);
+  free(etext);
+  cJSON *d = wait_diag_on(&c, euri, "edit-verified", from, 120000);
+  MK_REQUIRE(d != NULL);
+  CHECK_I(cJSON_GetObjectItem(d, "severity")->valueint, ==, 3);
+  CHECK_I(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(d, "range"), "start"), "line")->valueint, ==, 0);
+  MK_CHECK(strstr(cJSON_GetObjectItem(d, "message")->valuestring, "verified (untimed on CPU)") != NULL);
+  MK_CHECK(last_with(&c, "$/progress", from) != NULL || last_with(&c, "window/workDoneProgress/create", from) != NULL);
+  /* The module's actions now include the swap (its diagnostics re-published). */
+  for (int i = 0; i < 50; i++) {
+    c_pump(&c);
+    usleep(2000);
+  }
+  MK_CHECK(actions_have(&c, 53, uri, 9, "Swap subkernel"));
+  MK_CHECK(actions_have(&c, 54, uri, 9, "user_reference"));
+
+  /* A CUDA edit with an undeclared identifier: NVRTC's error at line 8. */
+  from = c.n;
+  c_change_save(&c, euri, 2, epath, EDIT_CUDA);
+  d = wait_diag_on(&c, euri, "edit-compile-error", from, 60000);
+  MK_REQUIRE(d != NULL);
+  CHECK_I(cJSON_GetObjectItem(d, "severity")->valueint, ==, 1);
+  cJSON *msg = cJSON_GetObjectItem(d, "message");
+  if (strstr(msg->valuestring, "need NVRTC") == NULL) {
+    CHECK_I(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(d, "range"), "start"), "line")->valueint, ==, 7);
+    MK_CHECK(strstr(msg->valuestring, "undeclared_scale") != NULL);
+  } else {
+    fprintf(stderr, "  (NVRTC unavailable: the CUDA line check is skipped)\n");
+  }
+
+  /* A stale save: "boom" saved, then at once a good text saved; only the
+   * newer verdict is published. */
+  from = c.n;
+  c_change_save(&c, euri, 3, epath, EDIT_SLOW_BOOM);
+  c_change_save(&c, euri, 4, epath, EDIT_GOOD);
+  d = wait_diag_on(&c, euri, "edit-verified", from, 25000);
+  MK_REQUIRE(d != NULL);
+  for (int i = 0; i < 100; i++) {
+    c_pump(&c);
+    usleep(2000);
+  }
+  CHECK_I(count_published(&c, euri, "boom from a stale save", from), ==, 0);
+  d = wait_diag_on(&c, euri, "edit-verified", from, 10);
+  MK_CHECK(d != NULL); /* still the latest */
+
+  /* A broken save: the runtime error at the raising line (5). */
+  from = c.n;
+  c_change_save(&c, euri, 5, epath, EDIT_BOOM);
+  d = wait_diag_on(&c, euri, "edit-runtime-error", from, 120000);
+  MK_REQUIRE(d != NULL);
+  CHECK_I(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(d, "range"), "start"), "line")->valueint, ==, 4);
+  MK_CHECK(strstr(cJSON_GetObjectItem(d, "message")->valuestring, "boom") != NULL);
+
+  c_stop(&c);
+  unsetenv("MKEVOLVE_CACHE_DIR");
+  mk_buf rm;
+  mk_buf_init(&rm, 4096);
+  mk_buf_printf(&rm, "rm -rf '%s'", dir);
+  MK_CHECK(system(mk_buf_cstr(&rm)) == 0);
+  mk_buf_free(&rm);
 }

@@ -63,3 +63,25 @@ const char *mk_session_device(mk_session *s) {
 }
 
 void mk_session_forget(mk_session *s, const char *path) { (void)s, (void)path; }
+
+int mk_session_edit_variant(mk_session *s, const char *path, int subkernel, int variant,
+                            char **file_path, mk_errmsg *err) {
+  (void)s, (void)path, (void)subkernel, (void)variant;
+  *file_path = NULL;
+  return mk_errf(err, MK_EUNSUPPORTED, "no engine in the fuzz build");
+}
+
+int mk_session_edit_target(mk_session *s, const char *edit_path, char **module_path,
+                           char **subkernel_name, mk_errmsg *err) {
+  (void)s, (void)edit_path;
+  if (module_path) *module_path = NULL;
+  if (subkernel_name) *subkernel_name = NULL;
+  return mk_errf(err, MK_EUNSUPPORTED, "no engine in the fuzz build");
+}
+
+int mk_session_verify_edit(mk_session *s, const char *edit_path, const char *text,
+                           mk_session_edit_cb cb, void *data, int *job, mk_errmsg *err) {
+  (void)s, (void)edit_path, (void)text, (void)cb, (void)data;
+  if (job) *job = 0;
+  return mk_errf(err, MK_EUNSUPPORTED, "no engine in the fuzz build");
+}

@@ -1,6 +1,6 @@
 /* commands.ts — command ids and the pure parts of the palette commands.
  *
- * The six server commands have the same id in VS Code and in
+ * The server commands have the same id in VS Code and in
  * workspace/executeCommand, so a code lens or code action from the server
  * and the palette entry run the same thing. From a lens or an action they
  * carry the server's own arguments, which are forwarded unchanged; from the
@@ -14,6 +14,7 @@ export const SERVER_COMMANDS = {
   swap: 'mkevolve.swap',
   restore: 'mkevolve.restore',
   openReport: 'mkevolve.openReport',
+  editVariant: 'mkevolve.editVariant',
 } as const;
 
 export const SERVER_COMMAND_IDS: readonly string[] = Object.values(SERVER_COMMANDS);
@@ -97,6 +98,7 @@ export const ACTION_TITLES: Record<string, RegExp> = {
   [SERVER_COMMANDS.swap]: /^swap subkernel\b/i,
   [SERVER_COMMANDS.restore]: /^restore pytorch reference\b/i,
   [SERVER_COMMANDS.openReport]: /^open report\b/i,
+  [SERVER_COMMANDS.editVariant]: /^edit subkernel\b/i,
 };
 
 function commandOf(a: ActionLike): { command: string; arguments: unknown[] } | undefined {

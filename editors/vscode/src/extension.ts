@@ -51,6 +51,7 @@ const COMMAND_TITLES: Record<string, string> = {
   [SERVER_COMMANDS.swap]: 'Swap subkernel variant',
   [SERVER_COMMANDS.restore]: 'Restore PyTorch reference',
   [SERVER_COMMANDS.openReport]: 'Open report',
+  [SERVER_COMMANDS.editVariant]: 'Edit subkernel variant',
 };
 
 const PROVIDER_LABELS: Record<Provider, string> = {

@@ -152,6 +152,39 @@ local ctext = f and f:read('*a') or ''
 if f then f:close() end
 check(ctext:match('class ModelNew') ~= nil, 'the composed file is kept up to date')
 
+-- 5b. :MkEditVariant opens the subkernel's edit file; opening and saving it
+-- verifies that subkernel alone, with the verdict on the edit file.
+local module_win = vim.api.nvim_get_current_win()
+local relu0 = line_of('return torch.relu(x - 0.1)')
+vim.api.nvim_win_set_cursor(0, { relu0, 10 })
+vim.cmd('MkEditVariant')
+local ebuf
+check(wait(30000, function()
+  for _, w in ipairs(vim.api.nvim_list_wins()) do
+    local b = vim.api.nvim_win_get_buf(w)
+    if vim.api.nvim_buf_get_name(b):match('/%.mkevolve/.*/edit/.*%.py$') then ebuf = b; return true end
+  end
+  return false
+end), 'the edit file is open in a window')
+if ebuf then
+  local function edit_diags(code)
+    local out = {}
+    for _, x in ipairs(vim.diagnostic.get(ebuf)) do
+      local c = x.code or (x.user_data and x.user_data.lsp and x.user_data.lsp.code)
+      if c == code then table.insert(out, x) end
+    end
+    return out
+  end
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(ebuf))
+  vim.cmd('write')
+  check(wait(90000, function() return #edit_diags('edit-verified') > 0 end),
+    'saving the edit file verifies it (edit-verified on the edit file)')
+  local v = edit_diags('edit-verified')[1]
+  check(v ~= nil and v.lnum == 0 and v.message:match('^verified') ~= nil,
+    'the verdict is at line 1: ' .. tostring(v and v.message))
+  vim.api.nvim_set_current_win(module_win)
+end
+
 -- 6. Edit + save: re-analysis of the new text, and a stale job is cancelled.
 local relu = line_of('return torch.relu(x - 0.1)')
 vim.api.nvim_buf_set_lines(buf, relu - 1, relu, false, { '        return torch.relu(x - 0.2)' })

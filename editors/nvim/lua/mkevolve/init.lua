@@ -22,9 +22,11 @@
 --     codelens = true,                           -- show the server's code lenses
 --   }
 --
--- Commands: :MkDecompose :MkEvolve :MkEvolveAll :MkSwap :MkRestore (code
--- actions at the cursor, picked by title), :MkActions (all of them),
--- :MkEvolveCancel (cancels running jobs), :MkReport (opens the report).
+-- Commands: :MkDecompose :MkEvolve :MkEvolveAll :MkSwap :MkRestore
+-- :MkEditVariant (code actions at the cursor, picked by title), :MkActions
+-- (all of them), :MkEvolveCancel (cancels running jobs), :MkReport (opens
+-- the report). :MkEditVariant opens the subkernel's edit file; saving it
+-- verifies that subkernel alone (diagnostics on the edit file).
 local M = {}
 
 local defaults = {
@@ -160,8 +162,9 @@ function M.run(action)
   M.execute(name, args)
 end
 
---- Sends workspace/executeCommand; a result naming a URI (the report) is
---- opened in a split. on_done(err, result) is optional.
+--- Sends workspace/executeCommand; a result naming a URI (the report, an
+--- edit file) is opened in a split unless a window shows it already (the
+--- server's window/showDocument). on_done(err, result) is optional.
 function M.execute(name, args, on_done)
   local c = client()
   if not c then return end
@@ -172,7 +175,10 @@ function M.execute(name, args, on_done)
           vim.notify('mkevolve: ' .. (err.message or 'failed'), vim.log.levels.ERROR)
         end
       elseif type(result) == 'table' and type(result.uri) == 'string' then
-        vim.cmd('split ' .. vim.fn.fnameescape(vim.uri_to_fname(result.uri)))
+        local fname = vim.uri_to_fname(result.uri)
+        if vim.fn.bufwinid(vim.fn.bufnr(fname)) == -1 then
+          vim.cmd('split ' .. vim.fn.fnameescape(fname))
+        end
       end
       if on_done then on_done(err, result) end
     end, 0)
@@ -197,6 +203,7 @@ local commands = {
   MkEvolveAll = '^Evolve all',
   MkSwap = '^Swap subkernel',
   MkRestore = '^Restore PyTorch reference',
+  MkEditVariant = '^Edit subkernel',
 }
 
 function M.setup(opts)

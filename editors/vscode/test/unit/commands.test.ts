@@ -5,6 +5,7 @@ import { SERVER_COMMANDS, SERVER_COMMAND_IDS, actionsFor, needsDocument, palette
 test('the server command ids are the documented ones', () => {
   assert.deepEqual([...SERVER_COMMAND_IDS].sort(), [
     'mkevolve.decompose',
+    'mkevolve.editVariant',
     'mkevolve.evolve',
     'mkevolve.evolveAll',
     'mkevolve.openReport',
@@ -23,6 +24,7 @@ test('palette arguments: position only for subkernel commands', () => {
   assert.deepEqual(paletteArgument(SERVER_COMMANDS.openReport, undefined, undefined), {});
   assert.equal(needsDocument(SERVER_COMMANDS.openReport), false);
   assert.equal(needsDocument(SERVER_COMMANDS.swap), true);
+  assert.deepEqual(paletteArgument(SERVER_COMMANDS.editVariant, uri, pos), { uri, position: pos });
 });
 
 test('report results: string or {uri}, anything else is ignored', () => {
@@ -65,6 +67,8 @@ test('actions are found by their issue-6 title when the server uses other ids', 
   assert.deepEqual(actionsFor('mkevolve.evolveAll', actions).map((a) => a.command), ['engine.evolveAll']);
   assert.deepEqual(actionsFor('mkevolve.evolve', actions).map((a) => a.command), ['engine.evolve']);
   assert.deepEqual(actionsFor('mkevolve.decompose', actions), []);
+  const edit = [{ title: 'Edit subkernel conv (variant reference)', command: { command: 'engine.edit', arguments: [{ subkernel: 0 }] } }];
+  assert.deepEqual(actionsFor('mkevolve.editVariant', edit).map((a) => a.command), ['engine.edit']);
   // An id match wins over title matches.
   const mixed = [...actions, { title: 'Other', command: { command: 'mkevolve.swap', arguments: [] } }];
   assert.deepEqual(actionsFor('mkevolve.swap', mixed).map((a) => a.title), ['Other']);
