@@ -34,7 +34,8 @@ typedef int (*mk_value_namer)(void *ctx, int vid, mk_buf *out);
 /* When any of `nodes` uses a device constant, appends
  * `_mk_dev = <tensor_vid>.device` at `indent` (the device the emitted code
  * runs on, taken from one of its tensors); with tensor_vid < 0 (no tensor in
- * scope) the recorded device. Nothing when no node uses one. */
+ * scope) the current GPU, or the CPU where there is none. Nothing when no
+ * node uses one. */
 int mk_pyemit_device_binding(const mk_graph *g, const int *nodes, int nnodes, int tensor_vid,
                              mk_value_namer namer, void *ctx, int indent, mk_buf *out);
 

@@ -407,11 +407,12 @@ int mk_pyemit_device_binding(const mk_graph *g, const int *nodes, int nnodes, in
   if (tensor_vid >= 0 && tensor_vid < g->nvalues) {
     namer(ctx, tensor_vid, out);
     mk_buf_puts(out, ".device\n");
-  } else if (is_safe_token(recorded)) {
-    /* Nothing to take the device from: the recorded one, as before. */
-    mk_buf_printf(out, "torch.device('%s')\n", recorded);
   } else {
-    mk_buf_puts(out, "torch.device('cpu')\n");
+    /* No tensor to take the device from (a run() that only makes tensors):
+     * the current GPU where there is one, where workers verify and
+     * compositions run; the recorded "cpu" would be wrong on every GPU. */
+    mk_buf_puts(out, "torch.device('cuda', torch.cuda.current_device()) "
+                     "if torch.cuda.is_available() else torch.device('cpu')\n");
   }
   return out->err;
 }

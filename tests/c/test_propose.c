@@ -53,7 +53,11 @@ MK_TEST(propose, reference_binds_the_run_device) {
   for (int s = 0; s < p.nsubkernels; s++) {
     mk_candidate c = {0};
     MK_REQUIRE(mk_reference_candidate(g, &p.subkernels[s], &c, &err) == 0);
-    MK_CHECK(strstr(c.source, "torch.device(") == NULL || p.subkernels[s].ninputs == 0);
+    /* no recorded "cpu"; with no tensor to take it from, the current GPU or the CPU */
+    MK_CHECK(strstr(c.source, "torch.device('cpu')") == NULL || p.subkernels[s].ninputs == 0);
+    if (p.subkernels[s].ninputs == 0)
+      MK_CHECK(strstr(c.source, "    _mk_dev = torch.device('cuda', torch.cuda.current_device()) "
+                                "if torch.cuda.is_available() else torch.device('cpu')\n") != NULL);
     if (strstr(c.source, "device=_mk_dev") || strstr(c.source, ".to(_mk_dev)")) {
       with++;
       if (p.subkernels[s].ninputs > 0) MK_CHECK(strstr(c.source, "    _mk_dev = ") != NULL);
