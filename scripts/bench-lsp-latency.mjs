@@ -21,22 +21,12 @@
  *          [--python .venv/bin/python] [--debounce-ms 0] [--out docs/bench/lsp-latency.md]
  * Needs editors/vscode/node_modules (cd editors/vscode && npm ci). Not a
  * test: it never fails on numbers, only when the server misbehaves. */
-import * as cp from 'node:child_process';
 import * as fs from 'node:fs';
-import { createRequire } from 'node:module';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const require = createRequire(path.join(REPO, 'editors', 'vscode', 'package.json'));
-let rpc;
-try {
-  rpc = require('vscode-jsonrpc/node');
-} catch {
-  console.error('bench-lsp-latency: vscode-jsonrpc missing; run `npm ci` in editors/vscode');
-  process.exit(2);
-}
+import { REPO, Server, buildType, headCommit, machine, nowMs, stats } from './lsp-bench-client.mjs';
 
 function parseArgs(argv) {
   const o = {
@@ -67,92 +57,6 @@ function parseArgs(argv) {
   if (!Number.isInteger(o.n) || o.n < 1) throw new Error('--n must be a positive integer');
   if (!fs.existsSync(o.bin)) throw new Error(`no server binary at ${o.bin} (cmake --build build, or --bin)`);
   return o;
-}
-
-const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
-
-function stats(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  const q = (p) => s[Math.min(s.length - 1, Math.max(0, Math.ceil(p * s.length) - 1))];
-  return { n: s.length, min: s[0], median: q(0.5), p95: q(0.95), max: s[s.length - 1], mean: s.reduce((a, b) => a + b, 0) / s.length };
-}
-
-/* One server process and its conversation. */
-class Server {
-  constructor(bin, env, cwd) {
-    this.proc = cp.spawn(bin, ['lsp', '--stdio'], { cwd, env, stdio: ['pipe', 'pipe', 'pipe'] });
-    this.stderr = '';
-    this.proc.stderr.on('data', (b) => (this.stderr += b.toString('utf8')));
-    this.proc.on('exit', (code, signal) => {
-      this.exited = { code, signal };
-      this.poke();
-    });
-    this.proc.stdin.on('error', () => undefined);
-    this.conn = rpc.createMessageConnection(new rpc.StreamMessageReader(this.proc.stdout), new rpc.StreamMessageWriter(this.proc.stdin));
-    this.waiters = [];
-    this.publishes = new Map(); // uri -> [{version, diagnostics, at}]
-    this.messages = [];
-    const c = this.conn;
-    c.onNotification('textDocument/publishDiagnostics', (p) => {
-      const l = this.publishes.get(p.uri) ?? [];
-      l.push({ version: p.version, diagnostics: p.diagnostics, at: nowMs() });
-      this.publishes.set(p.uri, l);
-      this.poke();
-    });
-    c.onNotification('$/progress', () => undefined);
-    c.onNotification('window/showMessage', (p) => this.messages.push(p));
-    c.onNotification('window/logMessage', () => undefined);
-    c.onRequest('window/workDoneProgress/create', () => null);
-    c.onRequest('workspace/configuration', (p) => p.items.map(() => null));
-    c.onRequest('workspace/codeLens/refresh', () => null);
-    c.onRequest('workspace/applyEdit', () => ({ applied: false, failureReason: 'benchmark' }));
-    c.onRequest('client/registerCapability', () => null);
-    c.listen();
-  }
-
-  poke() {
-    const ready = this.waiters.filter((w) => w.pred() || this.exited);
-    this.waiters = this.waiters.filter((w) => !ready.includes(w));
-    for (const w of ready) w.done();
-  }
-
-  waitFor(what, pred, ms) {
-    if (pred()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.waiters = this.waiters.filter((w) => w !== waiter);
-        reject(new Error(`timed out after ${ms} ms waiting for ${what}\n${this.stderr.slice(-2000)}`));
-      }, ms);
-      const waiter = {
-        pred,
-        done: () => {
-          clearTimeout(timer);
-          if (pred()) resolve();
-          else reject(new Error(`server exited ${JSON.stringify(this.exited)} while waiting for ${what}\n${this.stderr.slice(-2000)}`));
-        },
-      };
-      this.waiters.push(waiter);
-    });
-  }
-
-  request(method, params) {
-    return this.conn.sendRequest(method, params);
-  }
-
-  notify(method, params) {
-    return this.conn.sendNotification(method, params);
-  }
-
-  async stop() {
-    try {
-      await this.request('shutdown', null);
-      await this.notify('exit', null);
-    } catch {
-      /* reported by the exit status below */
-    }
-    await this.waitFor('exit', () => this.exited !== undefined, 20_000).catch(() => this.proc.kill('SIGKILL'));
-    this.conn.dispose();
-  }
 }
 
 const FORWARD_NEEDLES = ['x = self.conv(x)', 'x = x + self.bias', 'x = x * self.scale', 'x = F.gelu(x)', 'return torch.relu'];
@@ -282,27 +186,6 @@ function table(r) {
   return s;
 }
 
-function machine() {
-  const cpus = os.cpus();
-  let lscpu = '';
-  try {
-    lscpu = cp.execFileSync('uname', ['-srm'], { encoding: 'utf8' }).trim();
-  } catch {
-    lscpu = `${os.type()} ${os.release()} ${os.arch()}`;
-  }
-  return `${cpus.length} × ${cpus[0]?.model?.trim() ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB RAM, ${lscpu}, Node ${process.version}`;
-}
-
-/* CMAKE_BUILD_TYPE of the build directory holding the binary. */
-function buildType(bin) {
-  try {
-    const m = /^CMAKE_BUILD_TYPE:STRING=(.*)$/m.exec(fs.readFileSync(path.join(path.dirname(bin), 'CMakeCache.txt'), 'utf8'));
-    return m && m[1] ? m[1] : 'unknown';
-  } catch {
-    return 'unknown';
-  }
-}
-
 async function main() {
   const o = parseArgs(process.argv);
   const cacheDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mk-bench-cache-'));
@@ -322,12 +205,7 @@ async function main() {
   md += `- Machine: ${machine()}\n`;
   md += `- Server: \`${path.relative(REPO, o.bin) || o.bin}\` (\`mkevolve lsp --stdio\`), settings backend=cpu, proposer=builtin, debounceMs=${o.debounceMs}\n`;
   md += `- Command: \`${command}\`\n`;
-  let commit = 'unknown';
-  try {
-    commit = cp.execFileSync('git', ['-C', REPO, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-  } catch {
-    /* not a checkout */
-  }
+  const commit = headCommit();
   md += `- Date: ${new Date().toISOString()}, commit ${commit}, server build type ${buildType(o.bin)}\n`;
   md += `- Module: examples/conv_bias_relu.py; N=${o.n} per row after 10 (requests) / 5 (edits) warm-up; round trips measured in the client (pipe + JSON both ways included)\n\n`;
   md += `## Warm cache (run 2: the engine cache filled by run 1)\n\n`;
