@@ -329,6 +329,34 @@ static void rstd_line(const norm_info *ni, const char *count, int indent, mk_buf
 
 /* Lines after the stats: mean, var, rstd, and the running statistics. `cnt`,
  * `mean`, `m2` are per-lane (or per-partial) vectors. */
+
+/* Batch norm's running statistics updated in place, as torch does:
+ * running = (1 - momentum) * running + momentum * batch, with the unbiased
+ * variance for running_var; `gmean`, `var` and `tot` are in scope. Rows
+ * `idx` of the buffers, under `mask` when given. */
+static void running_update_lines(const norm_info *ni, const char *idx, const char *mask, int indent,
+                                 mk_buf *k) {
+  char m[64] = "", lm[80] = "";
+  if (mask) {
+    snprintf(m, sizeof m, ", mask=%s", mask);
+    snprintf(lm, sizeof lm, ", mask=%s, other=0.0", mask);
+  }
+  const char *stat[2] = {"gmean", "(var * tot / tl.maximum(tot - 1.0, 1.0))"};
+  const char *buf[2] = {"rm", "rv"};
+  for (int i = 0; i < 2; i++) {
+    mk_buf_indent(k, indent);
+    mk_buf_printf(k, "%s = tl.load(%s_ptr + %s%s)\n", buf[i], buf[i], idx, lm);
+  }
+  for (int i = 0; i < 2; i++) {
+    mk_buf_indent(k, indent);
+    mk_buf_printf(k, "tl.store(%s_ptr + %s, (1.0 - ", buf[i], idx);
+    bi_tl_float(ni->momentum, k);
+    mk_buf_printf(k, ") * %s + ", buf[i]);
+    bi_tl_float(ni->momentum, k);
+    mk_buf_printf(k, " * %s%s)\n", stat[i], m);
+  }
+}
+
 static void combine(bi_emit *e, const norm_info *ni, const char *update_if, mk_buf *k) {
   mk_buf_puts(k, "    tot = tl.sum(cnt, axis=0)\n"
                  "    gmean = tl.sum(cnt * mean, axis=0) / tot\n"
@@ -339,18 +367,7 @@ static void combine(bi_emit *e, const norm_info *ni, const char *update_if, mk_b
     /* In place, as torch: running = (1 - momentum) * running + momentum * batch,
      * with the unbiased variance for running_var. */
     mk_buf_printf(k, "    %s\n", update_if);
-    mk_buf_puts(k, "        rm = tl.load(rm_ptr + row)\n"
-                   "        rv = tl.load(rv_ptr + row)\n"
-                   "        tl.store(rm_ptr + row, (1.0 - ");
-    bi_tl_float(ni->momentum, k);
-    mk_buf_puts(k, ") * rm + ");
-    bi_tl_float(ni->momentum, k);
-    mk_buf_puts(k, " * gmean)\n"
-                   "        tl.store(rv_ptr + row, (1.0 - ");
-    bi_tl_float(ni->momentum, k);
-    mk_buf_puts(k, ") * rv + ");
-    bi_tl_float(ni->momentum, k);
-    mk_buf_puts(k, " * (var * tot / tl.maximum(tot - 1.0, 1.0)))\n");
+    running_update_lines(ni, "row", NULL, 8, k);
   }
   (void)e;
 }
@@ -1000,19 +1017,8 @@ static int emit_ctile_stage(bi_emit *e, int s, const norm_info *ni, mk_errmsg *e
                    "    var = acc / tl.maximum(tot, 1.0)\n");
     rstd_line(ni, "tot", 4, k);
     if (ni->rmean >= 0) {
-      mk_buf_puts(k, "    # running statistics in place, as torch (unbiased variance for running_var)\n"
-                     "    rm = tl.load(rm_ptr + cc, mask=c_ok, other=0.0)\n"
-                     "    rv = tl.load(rv_ptr + cc, mask=c_ok, other=0.0)\n"
-                     "    tl.store(rm_ptr + cc, (1.0 - ");
-      bi_tl_float(ni->momentum, k);
-      mk_buf_puts(k, ") * rm + ");
-      bi_tl_float(ni->momentum, k);
-      mk_buf_puts(k, " * gmean, mask=c_ok)\n"
-                     "    tl.store(rv_ptr + cc, (1.0 - ");
-      bi_tl_float(ni->momentum, k);
-      mk_buf_puts(k, ") * rv + ");
-      bi_tl_float(ni->momentum, k);
-      mk_buf_puts(k, " * (var * tot / tl.maximum(tot - 1.0, 1.0)), mask=c_ok)\n");
+      mk_buf_puts(k, "    # running statistics in place, as torch (unbiased variance for running_var)\n");
+      running_update_lines(ni, "cc", "c_ok", 4, k);
     }
     mk_buf_puts(k, "    sc = rstd\n");
     if (ni->weight >= 0) mk_buf_puts(k, "    sc = sc * tl.load(w_ptr + cc, mask=c_ok, other=1.0)\n");
