@@ -68,6 +68,26 @@ export_and_test() { # modelnew name
   cp "$dir"/*.h "$dir"/*.cpp "$dir"/CMakeLists.txt "$dir"/export.json "$dir"/README.md "$OUT/project-$name/" 2>/dev/null
 }
 
+# Builds an exported project with CMake and runs its generated test on the GPU,
+# into the summary and export-<name>.log; status 1 when it could not build.
+build_and_test() { # dir ns name log what-built-it
+  local dir=$1 ns=$2 name=$3 log=$4 what=$5
+  if ! command -v cmake >/dev/null; then
+    echo "  build: SKIPPED (no cmake on this machine)" | tee -a "$summary"
+    return 1
+  fi
+  local start=$(date +%s)
+  if ! { cmake -S "$dir" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >> "$log" 2>&1 &&
+         cmake --build "$dir/build" -j 16 >> "$log" 2>&1; }; then
+    echo "  build: FAILED (see export-$name.log)" | tee -a "$summary"
+    tail -40 "$log"
+    return 1
+  fi
+  echo "  build: ok in $(( $(date +%s) - start )) s ($what)" | tee -a "$summary"
+  timeout 300 "$dir/build/${ns}_test" "$dir/data" --device cuda 2>&1 | tee -a "$log" | sed 's/^/  /' | tee -a "$summary"
+  echo "  test exit status: ${PIPESTATUS[0]}" | tee -a "$summary"
+}
+
 # A --backend cuda composition WITHOUT --kernels-as-pytorch: its CUDA C++
 # subkernels compiled in (DIR/<ns>_kernels.cu, nvcc through CMake's CUDA
 # language), built and tested on the GPU. Needs cmake (no g++ fallback: the
@@ -87,21 +107,8 @@ export_kernels_and_test() { # modelnew name
   grep -o '"exported_as":[^,]*' "$dir/export.json" | sort | uniq -c | sed 's/^/  /' | tee -a "$summary"
   mkdir -p "$OUT/project-$name"
   cp "$dir"/*.h "$dir"/*.cpp "$dir"/*.cu "$dir"/CMakeLists.txt "$dir"/export.json "$OUT/project-$name/" 2>/dev/null
-  if ! command -v cmake >/dev/null; then
-    echo "  build: SKIPPED (no cmake on this machine)" | tee -a "$summary"
-    return
-  fi
   [ -n "${CUDACXX:-}" ] || export CUDACXX=$(command -v nvcc)
-  start=$(date +%s)
-  if ! { cmake -S "$dir" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >> "$log" 2>&1 &&
-         cmake --build "$dir/build" -j 16 >> "$log" 2>&1; }; then
-    echo "  build: FAILED (see export-$name.log)" | tee -a "$summary"
-    tail -40 "$log"
-    return
-  fi
-  echo "  build: ok in $(( $(date +%s) - start )) s (cmake, nvcc $(nvcc --version | grep -o 'release [0-9.]*'))" | tee -a "$summary"
-  timeout 300 "$dir/build/${ns}_test" "$dir/data" --device cuda 2>&1 | tee -a "$log" | sed 's/^/  /' | tee -a "$summary"
-  echo "  test exit status: ${PIPESTATUS[0]}" | tee -a "$summary"
+  build_and_test "$dir" "$ns" "$name" "$log" "cmake, nvcc $(nvcc --version | grep -o 'release [0-9.]*')"
 }
 
 # A Triton composition WITHOUT --kernels-as-pytorch: its kernels compiled ahead
@@ -126,20 +133,7 @@ export_triton_and_test() { # modelnew name
   grep -o '"exported_as":[^,]*' "$dir/export.json" | sort | uniq -c | sed 's/^/  /' | tee -a "$summary"
   mkdir -p "$OUT/project-$name"
   cp "$dir"/*.h "$dir"/$ns.cpp "$dir"/CMakeLists.txt "$dir"/export.json "$OUT/project-$name/" 2>/dev/null
-  if ! command -v cmake >/dev/null; then
-    echo "  build: SKIPPED (no cmake on this machine)" | tee -a "$summary"
-    return
-  fi
-  start=$(date +%s)
-  if ! { cmake -S "$dir" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >> "$log" 2>&1 &&
-         cmake --build "$dir/build" -j 16 >> "$log" 2>&1; }; then
-    echo "  build: FAILED (see export-$name.log)" | tee -a "$summary"
-    tail -40 "$log"
-    return
-  fi
-  echo "  build: ok in $(( $(date +%s) - start )) s (cmake, CUDA::cuda_driver)" | tee -a "$summary"
-  timeout 300 "$dir/build/${ns}_test" "$dir/data" --device cuda 2>&1 | tee -a "$log" | sed 's/^/  /' | tee -a "$summary"
-  echo "  test exit status: ${PIPESTATUS[0]}" | tee -a "$summary"
+  build_and_test "$dir" "$ns" "$name" "$log" "cmake, CUDA::cuda_driver" || return
   # the test must see the kernels: halve the first int a launch passes, rebuild, expect FAIL
   if sed -i '0,/static_cast<int32_t>(\([0-9]\+\)LL)/s//static_cast<int32_t>(\1LL \/ 2)/' "$dir/$ns.cpp" &&
      grep -q 'LL / 2)' "$dir/$ns.cpp" && cmake --build "$dir/build" -j 16 >> "$log" 2>&1; then
