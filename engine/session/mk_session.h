@@ -250,6 +250,10 @@ int mk_session_check(mk_session *s, const char *new_path, const char *new_class,
 int mk_session_edit_variant(mk_session *s, const char *path, int subkernel, int variant,
                             char **file_path, mk_errmsg *err);
 
+/* True if `path` has an edit file's shape: .../edit/<subkernel>.<variant>.py
+ * (the name mk_session_edit_variant writes). Pure: no session needed. */
+bool mk_session_is_edit_path(const char *path);
+
 /* The module and subkernel an edit file belongs to, from its path alone:
  * a module the session knows whose edit folder holds it, else (default
  * work directory) <dir>/<stem>.py for <dir>/.mkevolve/<stem>/edit/.

@@ -76,18 +76,25 @@ static int find_subkernel(const module_state *m, const char *name) {
   return -1;
 }
 
+bool mk_session_is_edit_path(const char *path) {
+  const char *slash = path ? strrchr(path, '/') : NULL;
+  if (slash == NULL) return false;
+  size_t blen = strlen(slash + 1), dlen = (size_t)(slash - path), elen = strlen("/" EDIT_DIR);
+  const char *base = slash + 1;
+  return dlen >= elen && strncmp(path + dlen - elen, "/" EDIT_DIR, elen) == 0 && blen >= 4 &&
+         strcmp(base + blen - 3, ".py") == 0 && strcspn(base, ".") > 0 &&
+         strcspn(base, ".") < blen - 3;
+}
+
 int mk_session_edit_target(mk_session *s, const char *edit_path, char **module_path,
                            char **subkernel_name, mk_errmsg *err) {
   if (module_path) *module_path = NULL;
   if (subkernel_name) *subkernel_name = NULL;
   const char *slash = edit_path ? strrchr(edit_path, '/') : NULL;
-  size_t blen = slash ? strlen(slash + 1) : 0;
   size_t dlen = slash ? (size_t)(slash - edit_path) : 0;
   const char *base = slash ? slash + 1 : "";
   size_t elen = strlen("/" EDIT_DIR);
-  if (slash == NULL || dlen < elen || strncmp(edit_path + dlen - elen, "/" EDIT_DIR, elen) != 0 ||
-      blen < 4 || strcmp(base + blen - 3, ".py") != 0 || strcspn(base, ".") == 0 ||
-      strcspn(base, ".") >= blen - 3)
+  if (!mk_session_is_edit_path(edit_path))
     return mk_errf(err, MK_EINVAL, "%s is not an mkevolve edit file (those are "
                    ".mkevolve/<module>/edit/<subkernel>.<variant>.py, written by \"Edit subkernel\")",
                    edit_path ? edit_path : "(no path)");

@@ -490,14 +490,10 @@ static void analyze_module(engine *e, const mk_lsp_doc_view *doc, const lsp_engi
 
 /* ---- edit files ------------------------------------------------------------------------ */
 
-/* <anything>/.mkevolve/<module>/edit/<subkernel>.<variant>.py */
+/* An edit file the session wrote, inside a .mkevolve folder (so a user's own
+ * `edit/` folder keeps its static checks). */
 static bool is_edit_path(const char *path) {
-  const char *slash = path ? strrchr(path, '/') : NULL;
-  size_t n = path ? strlen(path) : 0;
-  if (slash == NULL || slash - path < 5 || strncmp(slash - 5, "/edit", 5) != 0) return false;
-  if (n < 4 || strcmp(path + n - 3, ".py") != 0) return false;
-  const char *mk = strstr(path, "/.mkevolve/");
-  return mk && mk < slash - 5;
+  return mk_session_is_edit_path(path) && strstr(path, "/.mkevolve/") != NULL;
 }
 
 static editstate *edit_get(engine *e, const char *path, bool create) {

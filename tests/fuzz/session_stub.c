@@ -64,6 +64,12 @@ const char *mk_session_device(mk_session *s) {
 
 void mk_session_forget(mk_session *s, const char *path) { (void)s, (void)path; }
 
+/* No engine, so no edit files: every document gets the static checks. */
+bool mk_session_is_edit_path(const char *path) {
+  (void)path;
+  return false;
+}
+
 int mk_session_edit_variant(mk_session *s, const char *path, int subkernel, int variant,
                             char **file_path, mk_errmsg *err) {
   (void)s, (void)path, (void)subkernel, (void)variant;
