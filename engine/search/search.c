@@ -93,7 +93,7 @@ struct mk_search {
    * launch-bound (a Triton launch costs host time per kernel): its CUDA-graph
    * variant is verified before the reference takes over (the rescue), and
    * kept at the end if faster than what the later rounds reached. */
-  bool rescue_tried, rescue_pending;
+  bool rescue_pending; /* PH_GRAPH is the rescue (once: it ends round 0) */
   char *rescue_path;          /* the rescue graph variant that beat eager, owned */
   mk_eval_result rescue;      /* its result (report_json not kept: rescue_report) */
   char *rescue_report;        /* owned */
@@ -1250,8 +1250,8 @@ static void on_final(void *data, const mk_eval_result *r) {
      * needs a composition that passed plainly */
     s->plain_only = true;
     s->res->reverted += chosen_widened(s);
-  } else if (s->final_round == 0 && slower && !widened && !s->rescue_tried && graph_worth_trying(s)) {
-    s->rescue_tried = s->rescue_pending = true;
+  } else if (s->final_round == 0 && slower && !widened && graph_worth_trying(s)) {
+    s->rescue_pending = true;
     s->ph = PH_GRAPH;
   } else {
     s->final_round = slower ? 2 : s->final_round + 1;
