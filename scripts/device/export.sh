@@ -147,18 +147,24 @@ export_triton_and_test() { # modelnew name
   fi
 }
 
+# EXPORT_STEPS picks the exports to run (all four by default), so a call short of
+# device time can run only what is new (e.g. EXPORT_STEPS=level2_triton).
+steps=" ${EXPORT_STEPS:-level2 level2_triton level3 level3_cuda} "
+want() { [[ "$steps" == *" $1 "* ]]; }
 l2=${EXPORT_L2:-$root/docs/bench/conv-layout-h200/modelnew/level2_35_Conv2d_Subtract_HardSwish_MaxPool_Mish.py}
-export_and_test "$l2" level2
-export_triton_and_test "$l2" level2_triton
-l3=${EXPORT_L3:-}
-if [ -z "$l3" ]; then
-  l3=$OUT/level3_25_ShuffleNetUnit.modelnew.py
-  start=$(date +%s)
-  budget=${EXPORT_L3_BUDGET:-120}
-  timeout $(( budget + 120 )) "$MK" evolve "$KB/level3/25_ShuffleNetUnit.py" --backend cuda --time-budget "$budget" \
-    --workdir /tmp/mk-export-evolve -o "$l3" > "$OUT/evolve-level3.log" 2>&1
-  echo "evolve level3 25_ShuffleNetUnit --backend cuda: exit $? in $(( $(date +%s) - start )) s" | tee -a "$summary"
+want level2 && export_and_test "$l2" level2
+want level2_triton && export_triton_and_test "$l2" level2_triton
+if want level3 || want level3_cuda; then
+  l3=${EXPORT_L3:-}
+  if [ -z "$l3" ]; then
+    l3=$OUT/level3_25_ShuffleNetUnit.modelnew.py
+    start=$(date +%s)
+    budget=${EXPORT_L3_BUDGET:-120}
+    timeout $(( budget + 120 )) "$MK" evolve "$KB/level3/25_ShuffleNetUnit.py" --backend cuda --time-budget "$budget" \
+      --workdir /tmp/mk-export-evolve -o "$l3" > "$OUT/evolve-level3.log" 2>&1
+    echo "evolve level3 25_ShuffleNetUnit --backend cuda: exit $? in $(( $(date +%s) - start )) s" | tee -a "$summary"
+  fi
+  [ -f "$l3" ] && want level3 && export_and_test "$l3" level3
+  [ -f "$l3" ] && want level3_cuda && export_kernels_and_test "$l3" level3_cuda
 fi
-[ -f "$l3" ] && export_and_test "$l3" level3
-[ -f "$l3" ] && export_kernels_and_test "$l3" level3_cuda
 cat "$summary"
