@@ -57,6 +57,97 @@ static int cat_dim(const mk_node *n) {
   return cJSON_IsNumber(d) ? d->valueint : 0;
 }
 
+/* The only reader of value v, or NULL when it has none or several. */
+static const mk_node *sole_reader(const mk_graph *g, int v) {
+  const mk_value *val = &g->values[v];
+  if (val->nusers != 1 || val->users[0] < 0 || val->users[0] >= g->nnodes) return NULL;
+  return &g->nodes[val->users[0]];
+}
+
+static bool named(const mk_node *n, const char *name) {
+  return n->short_name && strcmp(n->short_name, name) == 0;
+}
+
+/* True if view n splits the channel dim of v ([N, C, *S] -> [N, c1, ..., ck,
+ * *S], c1 * ... * ck = C, k >= 2): valid on channels_last strides too, where
+ * the channels are one run of stride 1. */
+static bool splits_channels(const mk_graph *g, const mk_node *n, int v) {
+  if (n->category != MK_OP_VIEW || n->ninputs < 1 || n->inputs[0] != v || n->noutputs != 1 ||
+      n->nmutates > 0 || !(named(n, "view") || named(n, "reshape") || named(n, "unflatten")))
+    return false;
+  const mk_value *in = &g->values[v], *out = &g->values[n->outputs[0]];
+  int extra = out->rank - in->rank, spatial = in->rank - 2;
+  if (extra < 1 || out->shape[0] != in->shape[0]) return false;
+  for (int d = 0; d < spatial; d++)
+    if (out->shape[out->rank - spatial + d] != in->shape[2 + d]) return false;
+  int64_t c = 1;
+  for (int d = 1; d <= extra + 1; d++) c *= out->shape[d];
+  return c == in->shape[1];
+}
+
+/* True if view n reading v splits its channels and the split is made
+ * contiguous before anything else reads it, through transposes or permutes
+ * of the split dims alone, each value read once: a channel shuffle
+ * (ShuffleNet's view -> transpose -> contiguous -> view). On channels_last
+ * strides the views stay valid and contiguous() makes the one copy it makes
+ * for NCHW; any other reader of a split channels_last view could fail
+ * (`.view(N, G, -1)` merges a channel dim with the pixels). Sets *copy to
+ * the contiguous() node's output when given. */
+static bool channel_shuffle_from(const mk_graph *g, const mk_node *n, int v, int *copy) {
+  if (!splits_channels(g, n, v)) return false;
+  int cur = n->outputs[0], split_hi = g->values[cur].rank - (g->values[v].rank - 2) - 1;
+  for (int hops = 0; hops < 8; hops++) {
+    const mk_node *r = sole_reader(g, cur);
+    if (r == NULL || r->nmutates > 0 || r->noutputs != 1 || r->ninputs < 1 || r->inputs[0] != cur)
+      return false;
+    if (named(r, "contiguous")) {
+      if (copy) *copy = r->outputs[0];
+      return true;
+    }
+    if (!(named(r, "transpose") || named(r, "swapaxes"))) return false;
+    /* both dims among the split channel dims 1..split_hi */
+    long long d0, d1;
+    const cJSON *a0 = cJSON_GetArrayItem(r->args, 1), *a1 = cJSON_GetArrayItem(r->args, 2);
+    if (!cJSON_IsNumber(a0) || !cJSON_IsNumber(a1)) return false;
+    int rank = g->values[cur].rank;
+    d0 = (long long)a0->valuedouble;
+    d1 = (long long)a1->valuedouble;
+    if (d0 < 0) d0 += rank;
+    if (d1 < 0) d1 += rank;
+    if (d0 < 1 || d0 > split_hi || d1 < 1 || d1 > split_hi) return false;
+    cur = r->outputs[0];
+  }
+  return false;
+}
+
+/* True if v is the merge of a channel shuffle back to [N, C, *S] (the view
+ * of the copy contiguous() made, read only by it): a fresh tensor nothing
+ * else aliases, so converting it is one more copy and nothing else. */
+static bool channel_shuffle_result(const mk_graph *g, int v, const unsigned char *layout) {
+  const mk_value *val = &g->values[v];
+  if (val->kind != MK_VALUE_NODE || val->producer < 0 || val->producer >= g->nnodes) return false;
+  const mk_node *merge = &g->nodes[val->producer];
+  if (merge->category != MK_OP_VIEW || merge->nmutates > 0 || merge->ninputs < 1 ||
+      !(named(merge, "view") || named(merge, "reshape") || named(merge, "flatten")))
+    return false;
+  int copy = merge->inputs[0];
+  if (copy < 0 || copy >= g->nvalues || sole_reader(g, copy) != merge) return false;
+  /* walk back from the copy to the split's input */
+  int cur = copy;
+  for (int hops = 0; hops < 10; hops++) {
+    const mk_value *cv = &g->values[cur];
+    if (cv->kind != MK_VALUE_NODE || cv->producer < 0 || cv->producer >= g->nnodes) return false;
+    const mk_node *p = &g->nodes[cv->producer];
+    if (p->ninputs < 1 || p->inputs[0] < 0 || p->inputs[0] >= g->nvalues) return false;
+    int in = p->inputs[0];
+    int found = -1;
+    if (layout[in] == MK_LAYOUT_CHANNELS_LAST && channel_shuffle_from(g, p, in, &found))
+      return found == copy && g->values[in].rank == val->rank && g->values[in].shape[1] == val->shape[1];
+    cur = in;
+  }
+  return false;
+}
+
 /* True if op n computes the same values whatever the memory layout of its
  * input v, and runs well on channels_last (PyTorch keeps that layout through
  * it): what lets a channels_last value flow into it without a conversion. */
@@ -83,6 +174,8 @@ static bool keeps_layout(const mk_graph *g, const mk_node *n, int v) {
     int d = cat_dim(n);
     return strcmp(s, "cat") == 0 && (d == 1 || d == 1 - rank);
   }
+  case MK_OP_VIEW:
+    return channel_shuffle_from(g, n, v, NULL);
   default:
     return false;
   }
@@ -159,8 +252,9 @@ static void plan_value(const mk_graph *g, int v, unsigned char *layout, unsigned
   }
   bool from_cl = p && reads_channels_last(p, layout, g->nvalues);
   bool connected = read_by_conv(g, v) || (p && is_conv_producing(g, p)) ||
-                   (from_cl && p->ninputs > 0 && keeps_layout(g, p, p->inputs[0]));
-  bool convertible = may_convert(g, val);
+                   (from_cl && p->ninputs > 0 && keeps_layout(g, p, p->inputs[0]) &&
+                    p->category != MK_OP_VIEW);
+  bool convertible = may_convert(g, val) || channel_shuffle_result(g, v, layout);
   if (connected && convertible && all_readers_keep_layout(g, v)) {
     layout[v] = MK_LAYOUT_CHANNELS_LAST;
     /* A value no op reads (a program output) is returned as its producer

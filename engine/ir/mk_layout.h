@@ -9,8 +9,8 @@
  * convolution (produced by one, read by one, or produced from such a value by
  * an op that keeps layouts) and every op that reads it keeps layouts too
  * (convolutions, elementwise ops, batch/group/instance norms, pools,
- * reductions, cat along channels; not softmax, whose output PyTorch makes
- * contiguous). Everything else keeps the layout
+ * reductions, cat along channels, a channel shuffle's split view; not softmax,
+ * whose output PyTorch makes contiguous). Everything else keeps the layout
  * PyTorch gives it. Graphs without a 2-d/3-d convolution plan nothing, and a
  * convolution over 8 input channels or fewer counts as none (cuDNN's
  * channels_last kernels pad them: 1.65x slower on problem 85, H100).

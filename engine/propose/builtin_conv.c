@@ -45,6 +45,10 @@ typedef struct conv_info {
   bool phased;
   int nd; /* spatial dims: 2 or 3 */
   long long st[3], pad[3], dil[3], opad[3];
+  /* Groups (plain convolutions only): each group's GEMM reads its cg input
+   * channels and writes its oc / groups output channels; a program's tile
+   * stays inside one group (docs/builtin-proposer.md). */
+  long long groups, cg;
   int in, w, bias, out;
 } conv_info;
 
@@ -63,8 +67,15 @@ static bool dims_arg(const cJSON *a, int nd, long long def, long long *out) {
   return true;
 }
 
-/* Fills ci when node n is a convolution this kernel computes: conv2d/3d, or
- * conv_transpose2d/3d with stride 1 and no output padding; groups 1, float32,
+/* A group's channels must fill a dot's K (a packed block below 16) and a
+ * tile's N: fewer (depthwise convolutions, 1 channel per group) would be
+ * mostly padding, where cuDNN's depthwise kernels stand. */
+#define GROUP_MIN_CHANNELS 4
+#define GROUP_MIN_OUT 16
+
+/* Fills ci when node n is a convolution this kernel computes: conv2d/3d
+ * (grouped too, with at least GROUP_MIN_CHANNELS input and GROUP_MIN_OUT
+ * output channels per group), or conv_transpose2d/3d (groups 1); float32,
  * constant int geometry. */
 static bool conv_parse(const mk_graph *g, const mk_node *n, conv_info *ci) {
   char sn[64];
@@ -100,12 +111,18 @@ static bool conv_parse(const mk_graph *g, const mk_node *n, conv_info *ci) {
     ok = ok && dims_arg(bi_arg(n, 5, "dilation"), nd, 1, ci->dil);
   }
   for (int d = 0; ok && d < nd; d++) ok = ci->st[d] >= 1 && ci->pad[d] >= 0 && ci->dil[d] >= 1;
-  return ok && groups == 1;
+  if (!ok || groups < 1) return false;
+  ci->groups = groups;
+  ci->cg = tr ? x->shape[1] : w->shape[1];
+  if (groups == 1) return true;
+  long long oc = w->shape[0];
+  return !tr && x->shape[1] == ci->cg * groups && oc % groups == 0 && ci->cg >= GROUP_MIN_CHANNELS &&
+         oc / groups >= GROUP_MIN_OUT;
 }
 
 bool bi_conv_narrow(const mk_graph *g, const mk_node *n) {
   conv_info ci;
-  return conv_parse(g, n, &ci) && g->values[ci.in].shape[1] < 16;
+  return conv_parse(g, n, &ci) && ci.cg < 16;
 }
 
 bool bi_conv_igemm_supported(const mk_graph *g, const mk_node *n) {
@@ -333,7 +350,10 @@ static void find_chain(bi_plan *p, int s, const conv_info *ci, conv_chain *c) {
     c->nindep = nindep; /* nothing joined after them: they stay where they are */
   }
   int before_anchor = c->last, value = c->value;
-  if (next < p->nst && c->value >= 0 && anchor_fits(p, next, c->value, c)) {
+  /* A channel reduction needs every output channel in one tile, which a
+   * grouped convolution's tiles (one group each) never hold. */
+  if (next < p->nst && c->value >= 0 && anchor_fits(p, next, c->value, c) &&
+      !(ci->groups > 1 && c->reduce)) {
     c->anchor = next;
     c->last = p->st[next].epi >= 0 ? p->st[next].epi : next;
   }
@@ -350,7 +370,7 @@ static void find_chain(bi_plan *p, int s, const conv_info *ci, conv_chain *c) {
   int at = c->last + 1, reads = bi_stage_result(p, c->last);
   if (c->last == s) reads = ci->out;
   if (!ci->phased && !(c->anchor >= 0 && c->reduce) && at < p->nst && reads >= 0 &&
-      sred_fits(p, at, reads, c)) {
+      sred_fits(p, at, reads, c) && (ci->groups == 1 || c->si.lo != 1)) {
     c->sred = at;
     c->last = p->st[at].epi >= 0 ? p->st[at].epi : at;
   }
@@ -610,8 +630,13 @@ static void packed_body(const conv_info *ci, mk_buf *k) {
  * the launcher says PACK. */
 static void gemm_lines(const conv_info *ci, bool split, mk_buf *k) {
   int nd = ci->nd;
-  mk_buf_puts(k, "    rn = pn * BLOCK_N + tl.arange(0, BLOCK_N)\n"
-                 "    n_mask = rn < OC\n");
+  /* The program's group (0 without groups) and its block of that group's
+   * OCG output channels: rn is the channel in the output and the weight. */
+  mk_buf_puts(k, "    NBG = tl.cdiv(OCG, BLOCK_N)  # channel blocks per group\n"
+                 "    grp = pn // NBG\n"
+                 "    rl = (pn - grp * NBG) * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+                 "    rn = grp * OCG + rl\n"
+                 "    n_mask = rl < OCG\n");
   if (ci->phased) {
     for (int d = 0; d < nd; d++)
       mk_buf_printf(k, "    nk%d = tl.maximum((K%d - r%d + S%d - 1) // S%d, 0)\n"
@@ -621,10 +646,12 @@ static void gemm_lines(const conv_info *ci, bool split, mk_buf *k) {
     prod(k, "nk", 0, nd);
     mk_buf_puts(k, "\n    xbase = n * sxn");
     for (int d = 0; d < nd; d++) mk_buf_printf(k, " + v%d * sx%d", d, d);
+    mk_buf_puts(k, " + grp * C * sxc");
   } else {
     for (int d = 0; d < nd; d++) mk_buf_printf(k, "    i%d0 = o%d * S%d - P%d\n", d, d, d, d);
     mk_buf_puts(k, "    NTAP = KT\n    xbase = n * sxn");
     for (int d = 0; d < nd; d++) mk_buf_printf(k, " + i%d0 * sx%d", d, d);
+    mk_buf_puts(k, " + grp * C * sxc  # the group's first input channel");
   }
   mk_buf_puts(k, "\n    NCB = tl.cdiv(C, BLOCK_K)\n"
                  "    if PACK:\n"
@@ -825,6 +852,16 @@ static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c,
   mk_buf_printf(b, "    I%d = x%d.shape[2:]\n", res, res);
   mk_buf_printf(b, "    K%d = w%d.shape[2:]\n", res, res);
   mk_buf_printf(b, "    OC%d = w%d.shape[%d]\n", res, res, ci->transposed ? 1 : 0);
+  if (ci->groups > 1) {
+    /* The kernel's C is a group's input channels; its tiles stay in a group. */
+    mk_buf_printf(b, "    if C%d != w%d.shape[1] * %lld:\n"
+                     "        raise ValueError(\"input channels do not match the groups\")\n"
+                     "    C%d = w%d.shape[1]  # input channels per group\n"
+                     "    OCG%d = OC%d // %lld  # output channels per group\n",
+                  res, res, ci->groups, res, res, res, res, ci->groups);
+  } else {
+    mk_buf_printf(b, "    OCG%d = OC%d\n", res, res);
+  }
   mk_buf_printf(b, "    P%d = (", res);
   for (int d = 0; d < nd; d++) {
     /* Stride 1 transposed: the convolution of the flipped weight, padding dil*(k-1) - pad. */
@@ -882,7 +919,8 @@ static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c,
 
 /* The kernel's signature (conv geometry after the chain's own parameters). */
 static void signature(const char *kname, const char *sig, int nd, mk_buf *k) {
-  mk_buf_printf(k, "\n\n@triton.jit\ndef %s(x_ptr, w_ptr, %sNB, C, OC, ", kname, sig);
+  /* C: input channels per group; OCG: output channels per group. */
+  mk_buf_printf(k, "\n\n@triton.jit\ndef %s(x_ptr, w_ptr, %sNB, C, OC, OCG, ", kname, sig);
   const char *const names[] = {"I", "O", "Q", "sx", "sw", "S", "P", "DL"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     for (int d = 0; d < nd; d++) mk_buf_printf(k, "%s%d, ", names[i], d);
@@ -906,8 +944,10 @@ static void tile_lines(bi_emit *e, const conv_chain *c, int res) {
                      "        raise ValueError(\"more than 256 channels for one tile\")\n", res);
     mk_buf_printf(b, "    BN%d = max(16, triton.next_power_of_2(OC%d))\n", res, res);
   } else {
-    mk_buf_printf(b, "    BN%d = max(16, min(%d, triton.next_power_of_2(OC%d)))\n", res, cfg->conv_bn, res);
+    mk_buf_printf(b, "    BN%d = max(16, min(%d, triton.next_power_of_2(OCG%d)))\n", res, cfg->conv_bn, res);
   }
+  /* The grid's channel axis: every group's blocks (a tile stays in one group). */
+  mk_buf_printf(b, "    NBN%d = (OC%d // OCG%d) * triton.cdiv(OCG%d, BN%d)\n", res, res, res, res, res);
   /* The channel block: a dot needs K >= 16. The packed variant, with fewer
    * channels than that, runs over several taps' channels per block instead. */
   if (cfg->conv_pack)
@@ -927,8 +967,8 @@ static void launch_call(bi_emit *e, const conv_info *ci, const conv_chain *c, in
   const bi_config *cfg = e->cfg;
   int nd = ci->nd;
   mk_buf_printf(b, "        %s[%s](\n", kname, grid);
-  mk_buf_printf(b, "            x%d, w%d, %sNB%d, C%d, OC%d, *I%d, *O%d, *%s%d, ", res, res, call, res, res,
-                res, res, res, pool ? "Q" : "(1,) * ", pool ? res : nd);
+  mk_buf_printf(b, "            x%d, w%d, %sNB%d, C%d, OC%d, OCG%d, *I%d, *O%d, *%s%d, ", res, res, call, res,
+                res, res, res, res, res, pool ? "Q" : "(1,) * ", pool ? res : nd);
   mk_buf_printf(b, "*x%d.stride(), *ws%d,\n            ", res, res);
   mk_buf_puts(b, "*((");
   for (int d = 0; d < nd; d++) mk_buf_printf(b, "%lld, ", ci->st[d]);
@@ -956,13 +996,12 @@ static void launch_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, i
                          const char *kname, const char *call) {
   char grid[160];
   if (ci->phased)
-    snprintf(grid, sizeof grid, "(triton.cdiv(M%d, %d), triton.cdiv(OC%d, BN%d), math.prod(S%d))", res,
-             e->cfg->conv_bm, res, res, res);
+    snprintf(grid, sizeof grid, "(triton.cdiv(M%d, %d), NBN%d, math.prod(S%d))", res, e->cfg->conv_bm,
+             res, res);
   else if (c->sred >= 0) /* tiles of one image each */
     snprintf(grid, sizeof grid, "(G0_%d, G1_%d, NB%d)", res, res, res);
   else
-    snprintf(grid, sizeof grid, "(triton.cdiv(M%d, %d), triton.cdiv(OC%d, BN%d))", res, e->cfg->conv_bm,
-             res, res);
+    snprintf(grid, sizeof grid, "(triton.cdiv(M%d, %d), NBN%d)", res, e->cfg->conv_bm, res);
   mk_buf_printf(e->body, "    if M%d > 0:\n", res);
   launch_call(e, ci, c, res, c->anchor >= 0 && !c->reduce, kname, grid, call);
 }
@@ -1037,7 +1076,7 @@ static void stats_launch(bi_emit *e, const conv_info *ci, const conv_chain *c, i
     mk_buf_printf(b, "    part%d = torch.empty((NB%d, PH%d * NT%d, OC%d, 3), device=%s, dtype=torch.float32)\n",
                   res, res, res, res, res, dev);
     char grid[160], args[4096];
-    snprintf(grid, sizeof grid, "(NT%d, triton.cdiv(OC%d, BN%d), NB%d * PH%d)", res, res, res, res, res);
+    snprintf(grid, sizeof grid, "(NT%d, NBN%d, NB%d * PH%d)", res, res, res, res);
     snprintf(args, sizeof args, "%spart%d, ", call, res);
     mk_buf_printf(b, "    if M%d > 0:\n", res);
     launch_call(e, ci, c, res, false, kname, grid, args);
@@ -1169,8 +1208,8 @@ static int finish_kernel(bi_emit *e, const conv_chain *c, const char *kname, con
  * tile counts and the partials, T per output of R per sample. */
 static void sred_part_lines(bi_emit *e, const conv_chain *c, int res, const char *dev) {
   mk_buf *b = e->body;
-  mk_buf_printf(b, "    G0_%d = triton.cdiv(MI%d, %d)\n    G1_%d = triton.cdiv(OC%d, BN%d)\n", res, res,
-                e->cfg->conv_bm, res, res, res);
+  mk_buf_printf(b, "    G0_%d = triton.cdiv(MI%d, %d)\n    G1_%d = NBN%d\n", res, res, e->cfg->conv_bm,
+                res, res);
   if (c->si.lo == 1)
     mk_buf_printf(b, "    T%d, R%d = G0_%d * G1_%d, 1\n", res, res, res, res);
   else

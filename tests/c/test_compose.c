@@ -396,3 +396,18 @@ MK_TEST(compose, planned_composition_around_a_softmax) {
     free(py);
   }
 }
+
+/* conv_shuffle (ShuffleNet's channel shuffle between a batch norm and a
+ * conv, planned channels_last through it): PyTorch's ops and the builtin's
+ * first variants compose, run under the interpreter and match the Model. */
+MK_TEST(compose, planned_composition_through_a_channel_shuffle) {
+  for (int builtin = 0; builtin <= 1; builtin++) {
+    char *py = NULL;
+    MK_REQUIRE(compose_fixture("conv_shuffle", builtin, NULL, &py) == 0);
+    MK_CHECK(strstr(py, ".contiguous(memory_format=torch.channels_last)") != NULL);
+    run_composed(py, "ra=a(*x);rb=b(*x);"
+                     "assert all(torch.allclose(u,v,rtol=1e-4,atol=1e-4) for u,v in zip(ra,rb));"
+                     "assert torch.allclose(a.bn.running_var,b.bn.running_var,rtol=1e-4,atol=1e-5)");
+    free(py);
+  }
+}

@@ -87,6 +87,40 @@ MK_TEST(layout, softmax_input_keeps_the_default_layout) {
   mk_graph_free(g);
 }
 
+/* A channel shuffle (view -> transpose -> contiguous -> view) between a
+ * batch norm and a convolution: the split view is valid on channels_last
+ * strides and contiguous() makes a private copy, so the norm's output stays
+ * channels_last (no copy to NCHW before the view) and the shuffled value,
+ * though a view, is converted for the convolution that reads it. A split
+ * whose reader is not a transpose or contiguous() (a sum over a split dim),
+ * and a view merging channels with the pixels, still leave channels_last
+ * first. */
+MK_TEST(layout, channel_shuffle_keeps_channels_last_around_it) {
+  mk_graph *g = load("propose", "conv_shuffle.json");
+  MK_REQUIRE(g != NULL);
+  unsigned char *lay = calloc((size_t)g->nvalues, 1), *conv = calloc((size_t)g->nvalues, 1);
+  MK_CHECK(mk_layout_plan(g, lay, conv) > 0);
+  /* %16 batch norm -> %19 view -> %20 transpose -> %21 contiguous -> %22 view -> %23 conv */
+  MK_CHECK_INT(lay[16], ==, MK_LAYOUT_CHANNELS_LAST);
+  MK_CHECK_INT(conv[16], ==, MK_LAYOUT_TO_CL);
+  for (int v = 19; v <= 21; v++) {
+    MK_CHECK_INT(lay[v], ==, MK_LAYOUT_DEFAULT);
+    MK_CHECK_INT(conv[v], ==, MK_LAYOUT_KEEP);
+  }
+  MK_CHECK_INT(lay[22], ==, MK_LAYOUT_CHANNELS_LAST);
+  MK_CHECK_INT(conv[22], ==, MK_LAYOUT_TO_CL);
+  /* %24 conv -> %25 view(n, 3, -1): leaves channels_last before the view */
+  MK_CHECK_INT(lay[24], ==, MK_LAYOUT_DEFAULT);
+  MK_CHECK_INT(conv[24], ==, MK_LAYOUT_TO_CONTIG);
+  MK_CHECK_INT(conv[28], ==, MK_LAYOUT_KEEP); /* a view of a value others read: never converted */
+  /* %29 conv -> %30 split read by a sum */
+  MK_CHECK_INT(lay[29], ==, MK_LAYOUT_DEFAULT);
+  MK_CHECK_INT(conv[29], ==, MK_LAYOUT_TO_CONTIG);
+  free(lay);
+  free(conv);
+  mk_graph_free(g);
+}
+
 /* A convolution over 8 input channels or fewer stays in PyTorch's layout
  * (cuDNN's channels_last kernels pad them): programs whose convolutions all
  * read few channels (conv_tails: 5, conv_pixel_reductions: 3 and 2) plan

@@ -822,7 +822,7 @@ MK_TEST(propose, strided_transposed_conv_runs_by_phases) {
   MK_CHECK(strstr(src, "i0 = v0 - j0") != NULL);
   MK_CHECK(strstr(src, "i0 = v0[:, None] - j0[None, :]") != NULL); /* packed (tap, channel) pairs */
   MK_CHECK(strstr(src, "(K0 - 1 - k0)") == NULL);
-  MK_CHECK(strstr(src, "triton.cdiv(OC23, BN23), math.prod(S23))") != NULL);
+  MK_CHECK(strstr(src, "NBN23, math.prod(S23))") != NULL);
   /* torch's transposed output size, output padding included */
   MK_CHECK(strstr(src, "(I23[0] - 1) * 2 - 2 * 1 + 1 * (K23[0] - 1) + 1 + 1") != NULL);
   free(src);
@@ -1057,6 +1057,64 @@ MK_TEST(propose, batch_norms_of_channels_last_values_run_on_channel_tiles) {
     MK_CHECK(strstr(l2.items[i].notes, "neither a number, per channel, nor a channels_last value") != NULL);
   }
   mk_candidate_list_free(&l2);
+  mk_subkernel_free(&sk);
+  mk_graph_free(g);
+}
+
+/* Grouped convolutions run as implicit GEMMs with a group per tile: the
+ * kernel's C is a group's input channels, OCG its output channels, and the
+ * grid's channel axis runs every group's blocks. The chain after the conv
+ * is fused as without groups (batch norm in two passes, a pool, a pixel
+ * mean), except a reduction over the channels, which a tile of one group
+ * cannot hold: it runs as its own kernel. A depthwise conv (one channel per
+ * group) has no implicit GEMM: cuDNN's depthwise kernels stand. */
+MK_TEST(propose, implicit_gemm_runs_grouped_convolutions_a_group_per_tile) {
+  mk_graph *g = load("propose", "conv_groups.json");
+  MK_REQUIRE(g != NULL);
+  char *name = NULL;
+  /* conv 1x1 (groups 2) -> num_batches_tracked += 1 -> batch norm -> relu */
+  char *src = first_candidate(g, (int[]){0, 1, 2, 3}, 4, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strncmp(name, "triton_igemm", 12) == 0);
+  MK_CHECK(strstr(src, "    C19 = w19.shape[1]  # input channels per group\n") != NULL);
+  MK_CHECK(strstr(src, "    OCG19 = OC19 // 2  # output channels per group\n") != NULL);
+  MK_CHECK(strstr(src, "NBN19 = (OC19 // OCG19) * triton.cdiv(OCG19, BN19)") != NULL);
+  MK_CHECK(strstr(src, "xbase = n * sxn + i00 * sx0 + i10 * sx1 + grp * C * sxc") != NULL);
+  MK_CHECK(strstr(src, "_mk_bn_affine(part19, NB19, ") != NULL);
+  free(src);
+  free(name);
+  /* conv 3x3 (groups 4, 4 channels each) -> max pool -> sigmoid: pooled on the tile */
+  src = first_candidate(g, (int[]){4, 5, 6}, 3, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strncmp(name, "triton_igemm", 12) == 0);
+  MK_CHECK(strstr(src, "OCG25 = OC25 // 4") != NULL);
+  MK_CHECK(strstr(src, "pooled = tl.max(win, axis=1)") != NULL);
+  free(src);
+  free(name);
+  /* conv (groups 2) -> * 2 -> sum over the channels: the sum is its own kernel */
+  src = first_candidate(g, (int[]){7, 8, 9}, 3, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strncmp(name, "triton_igemm", 12) == 0);
+  MK_CHECK(strstr(src, "def _reduce_sum_kernel2(") != NULL);
+  free(src);
+  free(name);
+  /* conv (groups 2) -> mean over the pixels: partials per tile, then a finishing kernel */
+  src = first_candidate(g, (int[]){14, 15}, 2, &name);
+  MK_REQUIRE(src != NULL);
+  MK_CHECK(strncmp(name, "triton_igemm", 12) == 0);
+  MK_CHECK(strstr(src, "def _finish_mean_kernel2(") != NULL);
+  free(src);
+  free(name);
+  /* depthwise: every candidate, none an implicit GEMM */
+  mk_subkernel sk;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){10}, 1, &sk, &err) == 0);
+  mk_candidate_list l = {0};
+  mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
+  MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
+  MK_CHECK(l.n > 0);
+  for (int i = 0; i < l.n; i++) MK_CHECK(strstr(l.items[i].name, "igemm") == NULL);
+  mk_candidate_list_free(&l);
   mk_subkernel_free(&sk);
   mk_graph_free(g);
 }

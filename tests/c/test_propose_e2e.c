@@ -285,6 +285,32 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
   run_fixture("conv_net.json", 2);
 }
 
+/* Grouped convolutions as implicit GEMMs, a group per tile: a 1x1 conv
+ * with a batch norm, packed taps (4 channels per group) into a pool, a
+ * partial channel block (20 per group) before a channel sum the chain must
+ * leave out, a depthwise conv (cuDNN's), a group norm and a pixel mean:
+ * every candidate of every subkernel, and the whole graph in one subkernel
+ * (its first two candidates: the chains fused on the tiles). */
+MK_TEST(propose_e2e, grouped_convolutions_match_reference) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  run_fixture("conv_groups.json", 0);
+  run_fixture_as("conv_groups.json", 2, true);
+}
+
+/* A channel shuffle planned channels_last (conv_shuffle): every candidate
+ * of every subkernel with the plan's input layouts, and the whole graph. */
+MK_TEST(propose_e2e, channel_shuffle_matches_reference) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  run_fixture("conv_shuffle.json", 0);
+  run_fixture_as("conv_shuffle.json", 2, true);
+}
+
 /* Batch norms (training) of channels_last values on [pixels x channels]
  * tiles ("_ctile", builtin_norm.c): relu, hardtanh, a channels_last residual,
  * leaky relu * scale + per-channel bias, no affine / no running statistics,
