@@ -823,6 +823,95 @@ int bi_norm_load(bi_emit *e, int norm, const char *var, const char *offs, const 
  * The input is addressed through its strides (any layout reads correctly);
  * the epilogue's operands at the logical offsets, through their strides. */
 
+/* A channel shuffle of the norm's result folded into its store: ShuffleNet's
+ * `view(N, c_1, ..., c_k, *S)` -> transposes of the split dims ->
+ * `contiguous()` -> `view(N, C, *S)`, the plan's next stages, each a view
+ * whose value only the next one reads. Storing channel c at its place in the
+ * shuffled order writes the shuffled tensor in the norm's one pass, where
+ * PyTorch reads and writes it again (and a channels_last one, twice). */
+typedef struct shuffle_fold {
+  int k;                /* split channel dims */
+  long long split[8];   /* their sizes, c_1..c_k */
+  int order[8];         /* shuffled dim d is split dim order[d] */
+  int last;             /* the last stage of the shuffle (the merge view) */
+  int value;            /* the shuffled value it makes */
+} shuffle_fold;
+
+static bool view_named(const mk_node *n, const char *const *names) {
+  char sn[32];
+  bi_short(n, sn, sizeof sn);
+  for (; *names; names++)
+    if (strcmp(sn, *names) == 0) return true;
+  return false;
+}
+
+/* The node of view stage t if it reads `v` (its only reader) and nothing
+ * else depends on it, else NULL. */
+static const mk_node *sole_view_reader(const bi_plan *p, int t, int v) {
+  const mk_value *val = &p->g->values[v];
+  if (t >= p->nst || p->st[t].kind != BI_VIEW || p->st[t].nnodes != 1 || p->is_output[v] ||
+      val->nusers != 1 || val->users[0] != p->st[t].nodes[0])
+    return NULL;
+  const mk_node *n = &p->g->nodes[p->st[t].nodes[0]];
+  return n->nmutates == 0 && n->noutputs == 1 && n->ninputs >= 1 && n->inputs[0] == v ? n : NULL;
+}
+
+/* Fills f when the stages after norm stage s shuffle its result res. */
+static bool shuffle_after(const bi_plan *p, int s, int res, shuffle_fold *f) {
+  static const char *const splits[] = {"view", "reshape", "unflatten", NULL};
+  static const char *const swaps[] = {"transpose", "swapaxes", NULL};
+  static const char *const copies[] = {"contiguous", NULL};
+  static const char *const merges[] = {"view", "reshape", "flatten", NULL};
+  const mk_value *in = &p->g->values[res];
+  const mk_node *n = sole_view_reader(p, s + 1, res);
+  if (n == NULL || !view_named(n, splits) || in->rank < 3) return false;
+  const mk_value *sv = &p->g->values[n->outputs[0]];
+  int spatial = in->rank - 2, k = sv->rank - in->rank + 1;
+  if (k < 2 || k > 8 || sv->shape[0] != in->shape[0]) return false;
+  long long c = 1;
+  for (int d = 0; d < k; d++) {
+    f->split[d] = sv->shape[1 + d];
+    f->order[d] = d;
+    c *= f->split[d];
+  }
+  if (c != in->shape[1]) return false;
+  for (int d = 0; d < spatial; d++)
+    if (sv->shape[1 + k + d] != in->shape[2 + d]) return false;
+  f->k = k;
+  int cur = n->outputs[0], t = s + 2;
+  for (; (n = sole_view_reader(p, t, cur)) != NULL && view_named(n, swaps); t++, cur = n->outputs[0]) {
+    const cJSON *a0 = cJSON_GetArrayItem(n->args, 1), *a1 = cJSON_GetArrayItem(n->args, 2);
+    if (!cJSON_IsNumber(a0) || !cJSON_IsNumber(a1)) return false;
+    int d0 = a0->valueint < 0 ? a0->valueint + sv->rank : a0->valueint;
+    int d1 = a1->valueint < 0 ? a1->valueint + sv->rank : a1->valueint;
+    if (d0 < 1 || d0 > k || d1 < 1 || d1 > k) return false;
+    int tmp = f->order[d0 - 1];
+    f->order[d0 - 1] = f->order[d1 - 1];
+    f->order[d1 - 1] = tmp;
+  }
+  if (n == NULL || !view_named(n, copies)) return false;
+  cur = n->outputs[0];
+  n = sole_view_reader(p, ++t, cur);
+  if (n == NULL || !view_named(n, merges)) return false;
+  const mk_value *mv = &p->g->values[n->outputs[0]];
+  if (!bi_same_shape(mv->rank, mv->shape, in->rank, in->shape) || mv->dtype != in->dtype) return false;
+  f->last = t;
+  f->value = n->outputs[0];
+  return true;
+}
+
+/* Kernel lines: `cs`, where channel `cc` of the norm's result lands in the
+ * shuffled value (row-major over the split sizes, read in shuffled order). */
+static void shuffle_channel_lines(const shuffle_fold *f, mk_buf *k) {
+  mk_buf_puts(k, "    # the channel shuffle folded into the store: channel cc lands at cs\n"
+                 "    t = cc\n");
+  for (int d = f->k - 1; d > 0; d--)
+    mk_buf_printf(k, "    j%d = t %% %lld\n    t = t // %lld\n", d, f->split[d], f->split[d]);
+  mk_buf_printf(k, "    j0 = t\n    cs = j%d", f->order[0]);
+  for (int d = 1; d < f->k; d++) mk_buf_printf(k, " * %lld + j%d", f->split[f->order[d]], f->order[d]);
+  mk_buf_puts(k, "\n");
+}
+
 /* True if stage s runs on channel tiles; else false, the reason in why. */
 static bool ctile_ok(bi_emit *e, int s, const norm_info *ni, char *why, size_t why_size) {
   const bi_stage *st = &e->p->st[s];
@@ -841,10 +930,12 @@ static bool ctile_ok(bi_emit *e, int s, const norm_info *ni, char *why, size_t w
   return true;
 }
 
-/* True if every value the stage stores may leave in channels_last. */
-static bool ctile_cl_store(bi_emit *e, int s) {
+/* True if every value the stage stores may leave in channels_last (with a
+ * shuffle folded in, judged by the shuffled value's readers). */
+static bool ctile_cl_store(bi_emit *e, int s, const shuffle_fold *fold) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
+  if (fold) return bi_cl_output_ok(p, s, fold->last, fold->value);
   int res = p->g->nodes[st->nodes[0]].outputs[0];
   int hi = st->epi >= 0 ? st->epi : s;
   if (bi_value_escapes(p, s, res) && !bi_cl_output_ok(p, s, hi, res)) return false;
@@ -914,7 +1005,9 @@ static int emit_ctile_stage(bi_emit *e, int s, const norm_info *ni, mk_errmsg *e
   const bi_stage *st = &p->st[s];
   const mk_node *n = &p->g->nodes[st->nodes[0]];
   int res = n->outputs[0];
-  bool cl_store = ctile_cl_store(e, s);
+  shuffle_fold fold;
+  bool folded = st->epi < 0 && shuffle_after(p, s, res, &fold);
+  bool cl_store = ctile_cl_store(e, s, folded ? &fold : NULL);
   char in_shape[32], out_shape[32], dev[48];
   snprintf(in_shape, sizeof in_shape, "in%d", res);
   snprintf(out_shape, sizeof out_shape, "out%d", res);
@@ -1052,6 +1145,16 @@ static int emit_ctile_stage(bi_emit *e, int s, const norm_info *ni, mk_errmsg *e
     for (int d = 2; d < R; d++) mk_buf_printf(k, "%s%s_D%d", d > 2 ? " * " : "", v, d);
     mk_buf_printf(k, ") + ss[:, None]  # NCHW offsets\n");
     const char *so = cl_store ? "soffs" : "offs";
+    if (folded) {
+      shuffle_channel_lines(&fold, k);
+      if (cl_store) mk_buf_printf(k, "    doffs = pix[:, None] * %s_D1 + cs[None, :]\n", v);
+      else {
+        mk_buf_printf(k, "    doffs = (nn[:, None] * %s_D1 + cs[None, :]) * (", v);
+        for (int d = 2; d < R; d++) mk_buf_printf(k, "%s%s_D%d", d > 2 ? " * " : "", v, d);
+        mk_buf_puts(k, ") + ss[:, None]\n");
+      }
+      so = "doffs";
+    }
     if (bi_value_escapes(p, s, res)) {
       mk_buf_puts(k, "    tl.store(");
       bi_run_name(p, res, k);
@@ -1103,6 +1206,16 @@ static int emit_ctile_stage(bi_emit *e, int s, const norm_info *ni, mk_errmsg *e
     mk_buf_printf(b, "        %s[(triton.cdiv(p%d, bp%d), ncb%d)](\n", mk_buf_cstr(&kap), r, r, r);
     mk_buf_printf(b, "            %sp%d, BLOCK_P=bp%d, BLOCK_C=bc%d, IDX64=idx64, num_warps=%d)\n",
                   mk_buf_cstr(&acall), r, r, r, e->cfg->warps);
+  }
+  if (!rc && folded) {
+    /* The stored tensor is the shuffled value: its views are not replayed. */
+    mk_buf_puts(b, "    ");
+    bi_run_name(p, fold.value, b);
+    mk_buf_puts(b, " = ");
+    bi_run_name(p, res, b);
+    mk_buf_puts(b, "  # the channel shuffle, stored shuffled by the norm\n");
+    e->chain_end = fold.last;
+    if (cl_store) bi_add_cl_value(e, fold.value);
   }
   if (!rc && cl_store) {
     /* Later stages of the module read them in that memory order. */

@@ -418,7 +418,7 @@ static const char cl_helpers[] =
 static int emit_stage(bi_emit *e, int s, mk_errmsg *err) {
   const bi_stage *st = &e->p->st[s];
   if (st->fused_into >= 0) return 0; /* emitted by its anchor */
-  if (s <= e->chain_end) return 0;    /* emitted with an implicit-GEMM convolution */
+  if (s <= e->chain_end) return 0; /* emitted with an implicit-GEMM convolution or a norm before it */
   const bi_family *f = bi_family_of_kind(st->kind);
   return f ? f->emit(e, s, err) : mk_errf(err, MK_EINVAL, "unknown stage kind");
 }

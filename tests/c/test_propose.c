@@ -1118,3 +1118,34 @@ MK_TEST(propose, implicit_gemm_runs_grouped_convolutions_a_group_per_tile) {
   mk_subkernel_free(&sk);
   mk_graph_free(g);
 }
+
+/* A channel shuffle after a batch norm on channel tiles (conv_shuffle: bn ->
+ * view(n, 3, 4, h, w) -> transpose(1, 2) -> contiguous -> view(n, 12, h, w))
+ * is folded into the norm's store: channel c = 4 * j0 + j1 lands at
+ * 3 * j1 + j0, channels_last (the plan converts the shuffled value for the
+ * next conv), and the views are not replayed. The row variants replay them. */
+MK_TEST(propose, channel_shuffle_folds_into_the_batch_norm_store) {
+  mk_graph *g = load("propose", "conv_shuffle.json");
+  MK_REQUIRE(g != NULL);
+  mk_subkernel sk;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){2, 3, 4, 5, 6}, 5, &sk, &err) == 0);
+  mk_candidate_list l = {0};
+  mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
+  MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
+  MK_REQUIRE(l.n > 1);
+  const char *ct = l.items[0].source;
+  MK_CHECK_STR(l.items[0].name, "triton_ctile_b1024_w4");
+  MK_CHECK(strstr(ct, "    j1 = t % 4\n    t = t // 4\n    j0 = t\n    cs = j1 * 3 + j0\n") != NULL);
+  MK_CHECK(strstr(ct, "tl.store(v16_ptr + doffs, y, mask=mask)") != NULL);
+  MK_CHECK(strstr(ct, "memory_format=torch.channels_last)") != NULL);
+  MK_CHECK(strstr(ct, "    v22 = v16  # the channel shuffle, stored shuffled by the norm\n") != NULL);
+  MK_CHECK(strstr(ct, ".transpose(") == NULL);
+  MK_CHECK(strstr(ct, ".contiguous()\n") == NULL);
+  MK_CHECK_STR(l.items[1].name, "triton_b1024_w4");
+  MK_CHECK(strstr(l.items[1].source, ".transpose(") != NULL);
+  MK_CHECK(strstr(l.items[1].source, "stored shuffled") == NULL);
+  mk_candidate_list_free(&l);
+  mk_subkernel_free(&sk);
+  mk_graph_free(g);
+}

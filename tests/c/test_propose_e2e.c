@@ -301,14 +301,17 @@ MK_TEST(propose_e2e, grouped_convolutions_match_reference) {
 }
 
 /* A channel shuffle planned channels_last (conv_shuffle): every candidate
- * of every subkernel with the plan's input layouts, and the whole graph. */
+ * of every subkernel with the plan's input layouts (the batch norm's on
+ * channel tiles with the shuffle folded into its store), and the whole graph. */
 MK_TEST(propose_e2e, channel_shuffle_matches_reference) {
   if (!python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
+  harness_env = "MK_HARNESS_CTILE_CL=1"; /* the folded norm stores channels_last */
   run_fixture("conv_shuffle.json", 0);
   run_fixture_as("conv_shuffle.json", 2, true);
+  harness_env = "";
 }
 
 /* Batch norms (training) of channels_last values on [pixels x channels]
