@@ -36,8 +36,14 @@ for p in ${BENCH_PROBLEMS:-$([ "$level" = 3 ] && echo "$default_l3" || echo "$de
   probs+=("$(ls "$KB"/level$level/${p}_*.py)")
 done
 start=$(date +%s)
+# A snapshot of the records every 20 s: a call the device stops at its limit (less device time
+# left than asked for) still brings back the problems that finished.
+( while sleep 20; do tar czf "$OUT/.$name.tgz" -C /tmp "$name" 2>/dev/null && mv "$OUT/.$name.tgz" "$OUT/$name.tgz"; done ) &
+snap=$!
 # The run logs (run.jsonl: every evaluation with its time and reason) come back too.
 timeout "${BENCH_SECONDS:-500}" "$MK" bench "${probs[@]}" -o "$out" --gpus 1 --workdir "$out/work" \
   --kb-root "$KB/kbeval" 2>&1 | tail -45 | tee "$OUT/bench-tail.txt"
 echo "wall_s=$(( $(date +%s) - start ))" | tee -a "$OUT/bench-tail.txt"
+kill "$snap" 2>/dev/null
+wait "$snap" 2>/dev/null
 tar czf "$OUT/$name.tgz" -C /tmp "$name"
