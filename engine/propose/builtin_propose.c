@@ -621,7 +621,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
         narrow |= bi_conv_narrow(req->graph, &req->graph->nodes[p.st[s].nodes[0]]);
       }
     }
-    has_kernel |= k != BI_VIEW && k != BI_TORCH;
+    has_kernel |= k != BI_VIEW && k != BI_TORCH && k != BI_REPLAY;
   }
   /* A lone 2-d/3-d convolution still has variants worth measuring: the same
    * cuDNN call in channels_last (1.3-1.65x on H200, PERF-NOTES), and, when it

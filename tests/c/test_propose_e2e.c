@@ -314,6 +314,19 @@ MK_TEST(propose_e2e, channel_shuffle_matches_reference) {
   harness_env = "";
 }
 
+/* Data ops no kernel writes (cat, roll, indexing with a tensor, a tensor
+ * made on the input's device, zeros_like) replayed as recorded inside
+ * candidates that compute the rest: every candidate of every subkernel, and
+ * the whole graph in one subkernel. */
+MK_TEST(propose_e2e, replayed_data_ops_match_reference) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  run_fixture("replayed_data.json", 0);
+  run_fixture_as("replayed_data.json", 2, true);
+}
+
 /* Batch norms (training) of channels_last values on [pixels x channels]
  * tiles ("_ctile", builtin_norm.c): relu, hardtanh, a channels_last residual,
  * leaky relu * scale + per-channel bias, no affine / no running statistics,
