@@ -283,6 +283,9 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
   run_fixture_as("conv_wide_tails.json", 1, true);
   /* A small net under the layout plan: channels_last between subkernels. */
   run_fixture("conv_net.json", 2);
+  /* AlexNet's stem: relu in place on a 3-channel conv (its channels_last
+   * configurations skipped). */
+  run_fixture("conv_inplace_relu.json", 0);
 }
 
 /* Grouped convolutions as implicit GEMMs, a group per tile: a 1x1 conv
