@@ -122,6 +122,7 @@ static int emit_stage(bc_emit *e, int s, mk_errmsg *err) {
   case BI_EW: return bc_emit_ew_stage(e, s, err);
   case BI_REDUCE:
   case BI_SOFTMAX: return bc_emit_reduce_stage(e, s, err);
+  case BI_REPLAY: /* a data op no kernel writes: declared, then replayed like a delegated op */
   case BI_TORCH:
     add_uses_torch(e, n); /* then the recorded call, as the reference makes it */
     __attribute__((fallthrough));

@@ -53,8 +53,28 @@ static int emit_view_stage(bi_emit *e, int s, mk_errmsg *err) {
                         err);
 }
 
+bool bi_is_replayed(const mk_node *n) {
+  return (n->category == MK_OP_DATA || n->category == MK_OP_FACTORY) && n->replayable &&
+         n->nmutates == 0 && n->noutputs >= 1 && !(mk_op_flags(n->op) & MK_OPF_RANDOM);
+}
+
+static bool is_replayed(const mk_node *n, const char *s) { return bi_is_replayed(n); }
+
+/* A data op no kernel writes: its recorded call, declared in MK_USES_TORCH
+ * (the verifier rejects undeclared torch calls in a candidate). A device it
+ * records is `_mk_dev`, which run() binds (bi_emit_run_signature). */
+static int emit_replay_stage(bi_emit *e, int s, mk_errmsg *err) {
+  const mk_graph *g = e->p->g;
+  const mk_node *n = &g->nodes[e->p->st[s].nodes[0]];
+  char sn[64];
+  bi_short(n, sn, sizeof sn);
+  bi_declare_torch_op(e, sn);
+  bi_stage_comment(e->p, s, 4, e->body);
+  return mk_pyemit_node(g, n, bi_graph_namer, (void *)g, 4, e->body, err);
+}
+
 /* In classification order: elementwise first (binary max/min), then the
- * families named by their ops. */
+ * families named by their ops, then the data ops replayed as recorded. */
 static const bi_family families[] = {
     {BI_EW, "elementwise", NULL, is_elementwise, NULL, bi_emit_ew_stage},
     {BI_VIEW, "view", view_ops, is_view, NULL, emit_view_stage},
@@ -64,6 +84,7 @@ static const bi_family families[] = {
     {BI_POOL, "pool", pool_ops, NULL, bi_pool_check, bi_emit_pool_stage},
     {BI_GEMM, "gemm", gemm_ops, NULL, bi_gemm_check, bi_emit_gemm_stage},
     {BI_TORCH, "torch", torch_ops, NULL, NULL, bi_emit_torch_stage},
+    {BI_REPLAY, "replay", NULL, is_replayed, NULL, emit_replay_stage},
 };
 #define NFAMILIES (sizeof families / sizeof families[0])
 

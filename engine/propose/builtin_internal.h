@@ -79,6 +79,9 @@ typedef enum bi_kind {
   BI_POOL,    /* max/avg pool 1-3d, adaptive pools */
   BI_GEMM,    /* linear / matmul / mm / bmm / addmm */
   BI_TORCH,   /* conv, conv_transpose: delegated to PyTorch (MK_USES_TORCH) */
+  BI_REPLAY,  /* a data op no kernel writes (cat, roll, indexing with tensors, zeros_like,
+                 torch.tensor): its recorded torch call, declared in MK_USES_TORCH, so the
+                 rest of the subkernel still gets kernels (builtin_family.c) */
 } bi_kind;
 
 typedef struct bi_stage {
@@ -303,6 +306,12 @@ int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err);
 /* Names parameter w for MK_CHANNELS_LAST: ModelNew keeps it channels_last,
  * so a per-call conversion to that layout is a no-op (builtin_torch.c). */
 void bi_want_cl_param(bi_emit *e, int w);
+/* Adds op `name` (a short name) to the module's MK_USES_TORCH, once. */
+int bi_declare_torch_op(bi_emit *e, const char *name);
+/* True if node n is a data op the generator replays as its recorded torch
+ * call (BI_REPLAY): data movement or a factory, not random, not in place,
+ * every argument recorded exactly (builtin_family.c). */
+bool bi_is_replayed(const mk_node *n);
 /* A group norm or batch norm node as the norm emitter reads it
  * (builtin_norm.c): false for any other node or arguments it cannot write. */
 typedef struct bi_gn_info {

@@ -621,7 +621,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
         narrow |= bi_conv_narrow(req->graph, &req->graph->nodes[p.st[s].nodes[0]]);
       }
     }
-    has_kernel |= k != BI_VIEW && k != BI_TORCH;
+    has_kernel |= k != BI_VIEW && k != BI_TORCH && k != BI_REPLAY;
   }
   /* A lone 2-d/3-d convolution still has variants worth measuring: the same
    * cuDNN call in channels_last (1.3-1.65x on H200, PERF-NOTES), and, when it
@@ -689,6 +689,12 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   int max = req->max_candidates > 0 ? req->max_candidates : nv;
   int added = 0, first = out->n;
   char ctile_why[400] = ""; /* why channel tiles were not proposed (a note) */
+  /* A configuration the generator cannot write (a layout an in-place op
+   * cannot store through) is skipped, not the subkernel: AlexNet's conv1 +
+   * relu_ had no candidate because its channels_last variant could not
+   * write the relu in place. The first reason is the answer only when no
+   * configuration is written. */
+  char skipped_why[MK_ERRMSG_MAX] = "";
   rc = 0;
   for (i = 0; i < nv && added < max && rc == 0; i++) {
     mk_buf name;
@@ -705,6 +711,13 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
     rc = emit_module(cfg.norm_stored ? &stored_plan : &p, &cfg, mk_buf_cstr(&name), &src, ctile_why,
                      sizeof ctile_why, err);
     if (rc == CTILE_DECLINED) {
+      rc = 0;
+      mk_buf_free(&name);
+      continue;
+    }
+    if (rc == MK_EUNSUPPORTED) {
+      if (skipped_why[0] == '\0')
+        mk_strlcpy(skipped_why, err ? err->text : "unsupported", sizeof skipped_why);
       rc = 0;
       mk_buf_free(&name);
       continue;
@@ -756,6 +769,10 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
     free(c->notes);
     c->notes = note;
   }
+  if (rc == 0 && out->n == first && skipped_why[0])
+    rc = mk_errf(err, MK_EUNSUPPORTED, "%s", skipped_why);
+  else if (rc == 0 && err)
+    err->text[0] = '\0'; /* a skipped configuration's reason is no error */
   free(vs);
   bi_plan_free(&p);
   bi_plan_free(&stored_plan);

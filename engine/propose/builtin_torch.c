@@ -99,11 +99,11 @@ static int bias_fold_stage(const bi_plan *p, int out) {
 /* True if the subkernel has a stage of its own (not only delegated calls and views). */
 static bool plan_has_kernel(const bi_plan *p) {
   for (int s = 0; s < p->nst; s++)
-    if (p->st[s].kind != BI_TORCH && p->st[s].kind != BI_VIEW) return true;
+    if (p->st[s].kind != BI_TORCH && p->st[s].kind != BI_VIEW && p->st[s].kind != BI_REPLAY) return true;
   return false;
 }
 
-static int add_uses_torch(bi_emit *e, const char *name) {
+int bi_declare_torch_op(bi_emit *e, const char *name) {
   char quoted[80];
   snprintf(quoted, sizeof quoted, "\"%s\", ", name);
   if (strstr(mk_buf_cstr(e->uses_torch), quoted)) return 0;
@@ -199,7 +199,7 @@ int bi_emit_torch_stage(bi_emit *e, int s, mk_errmsg *err) {
   char sn[64];
   bi_short(n, sn, sizeof sn);
   if (e->cfg->conv_igemm && bi_conv_igemm_supported(p->g, n)) return bi_emit_conv_igemm(e, s, err);
-  add_uses_torch(e, sn);
+  bi_declare_torch_op(e, sn);
   mk_buf *b = e->body;
   bi_stage_comment(p, s, 4, b);
   int nd = 0;

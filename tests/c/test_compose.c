@@ -366,8 +366,9 @@ static void check_device_constants(bool builtin) {
   MK_CHECK(strstr(py, "torch.device('cpu')") == NULL);
   if (!builtin) MK_CHECK(strstr(py, "        _mk_dev = x0.device\n") != NULL);
   MK_CHECK(strstr(py, "device=_mk_dev") != NULL);
-  /* Triton kernels do not run on meta tensors: the builtin form runs on the CPU only. */
-  run_composed(py, builtin ? "ra=a(*x);rb=b(*x);assert torch.equal(ra,rb)"
+  /* Triton kernels do not run on meta tensors: the builtin form runs on the CPU only
+   * (its kernels' exp may differ from torch's in the last bit). */
+  run_composed(py, builtin ? "ra=a(*x);rb=b(*x);assert torch.allclose(ra,rb,rtol=1e-6,atol=1e-6)"
                            : "ra=a(*x);rb=b(*x);assert torch.equal(ra,rb);"
                              "b=b.to('meta');r=b(torch.randn(3,2,5,8,device='meta'));"
                              "assert r.device.type=='meta' and r.shape==ra.shape,r.device");

@@ -1149,3 +1149,27 @@ MK_TEST(propose, channel_shuffle_folds_into_the_batch_norm_store) {
   mk_subkernel_free(&sk);
   mk_graph_free(g);
 }
+
+/* A configuration the generator cannot write is skipped, not the subkernel:
+ * AlexNet's stem (3 channels, relu in place on the conv's output, a pool in
+ * the next subkernel) had no candidate at all because the channels_last
+ * variants cannot store the in-place relu; the default layout's are proposed,
+ * and the skipped reason is no error. */
+MK_TEST(propose, configurations_that_cannot_be_written_are_skipped) {
+  mk_graph *g = load("propose", "conv_inplace_relu.json");
+  MK_REQUIRE(g != NULL);
+  mk_subkernel sk;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){0, 1}, 2, &sk, &err) == 0);
+  mk_candidate_list l = {0};
+  mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
+  MK_CHECK_INT(mk_builtin_propose(&req, &l, &err), ==, 0);
+  MK_CHECK(l.n > 0);
+  MK_CHECK_STR(err.text, "");
+  int cl = 0;
+  for (int i = 0; i < l.n; i++) cl += strstr(l.items[i].name, "convcl") != NULL;
+  MK_CHECK_INT(cl, ==, 0);
+  mk_candidate_list_free(&l);
+  mk_subkernel_free(&sk);
+  mk_graph_free(g);
+}

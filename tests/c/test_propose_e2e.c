@@ -283,6 +283,9 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
   run_fixture_as("conv_wide_tails.json", 1, true);
   /* A small net under the layout plan: channels_last between subkernels. */
   run_fixture("conv_net.json", 2);
+  /* AlexNet's stem: relu in place on a 3-channel conv (its channels_last
+   * configurations skipped). */
+  run_fixture("conv_inplace_relu.json", 0);
 }
 
 /* Grouped convolutions as implicit GEMMs, a group per tile: a 1x1 conv
@@ -312,6 +315,19 @@ MK_TEST(propose_e2e, channel_shuffle_matches_reference) {
   run_fixture("conv_shuffle.json", 0);
   run_fixture_as("conv_shuffle.json", 2, true);
   harness_env = "";
+}
+
+/* Data ops no kernel writes (cat, roll, indexing with a tensor, a tensor
+ * made on the input's device, zeros_like) replayed as recorded inside
+ * candidates that compute the rest: every candidate of every subkernel, and
+ * the whole graph in one subkernel. */
+MK_TEST(propose_e2e, replayed_data_ops_match_reference) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  run_fixture("replayed_data.json", 0);
+  run_fixture_as("replayed_data.json", 2, true);
 }
 
 /* Batch norms (training) of channels_last values on [pixels x channels]
