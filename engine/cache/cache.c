@@ -172,13 +172,14 @@ int mk_cache_key_final(const mk_cache_key *k, char hex[65]) {
 }
 
 int mk_cache_capture_key(const char *source_sha256, const char *class_name, int batch,
-                         const char *torch_version, char hex[65]) {
+                         const char *torch_version, const char *worker_version, char hex[65]) {
   mk_cache_key k;
   mk_cache_key_init(&k, "capture");
   mk_cache_key_str(&k, "source_sha256", source_sha256);
   mk_cache_key_str(&k, "class", class_name ? class_name : "Model");
   mk_cache_key_int(&k, "batch", batch);
   mk_cache_key_str(&k, "torch", torch_version);
+  mk_cache_key_str(&k, "worker", worker_version ? worker_version : "");
   return mk_cache_key_final(&k, hex);
 }
 

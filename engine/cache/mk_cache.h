@@ -70,9 +70,10 @@ int mk_cache_key_final(const mk_cache_key *k, char hex[65]);
 /* Canonical JSON text of `v` (sorted members), appended to out. */
 int mk_cache_canonical_json(const cJSON *v, struct mk_buf *out);
 
-/* The capture key of docs/runtime.md: (source sha256, class, batch, torch). */
+/* The capture key of docs/runtime.md: (source sha256, class, batch, torch,
+ * the worker's version). */
 int mk_cache_capture_key(const char *source_sha256, const char *class_name, int batch,
-                         const char *torch_version, char hex[65]);
+                         const char *torch_version, const char *worker_version, char hex[65]);
 
 /* ---- entries ---- */
 /* Looks `key` up. 0 and *json_out (caller frees) on a hit, MK_ENOENT on a

@@ -423,8 +423,11 @@ static void add_env(mk_cache_key *k, const cJSON *hello) {
 
 static void add_job_env(const vjob *j, mk_cache_key *k, const cJSON *hello) {
   if (j->type == VJ_CAPTURE) {
-    /* The capture key is fixed by docs/runtime.md; only torch matters. */
+    /* The capture key is fixed by docs/runtime.md: torch and the worker's own
+     * version (a capture that records more, such as the calls inside
+     * multi-head attention, must not be answered by an older one). */
     mk_cache_key_str(k, "torch", mk_json_str(hello, "torch", ""));
+    mk_cache_key_str(k, "worker", mk_json_str(hello, "worker_version", ""));
   } else {
     add_env(k, hello);
   }

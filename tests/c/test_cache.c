@@ -135,12 +135,14 @@ MK_TEST(cache, key_numbers_and_json) {
   cJSON_Delete(b);
   cJSON_Delete(c);
 
-  char c1[65], c2[65], c3[65];
-  MK_CHECK_INT(mk_cache_capture_key("abc", "Model", 0, "2.13.0", c1), ==, 0);
-  mk_cache_capture_key("abc", "Model", 2, "2.13.0", c2);
-  mk_cache_capture_key("abc", "Model", 0, "2.11.0+cu130", c3);
+  char c1[65], c2[65], c3[65], c4[65];
+  MK_CHECK_INT(mk_cache_capture_key("abc", "Model", 0, "2.13.0", "w1", c1), ==, 0);
+  mk_cache_capture_key("abc", "Model", 2, "2.13.0", "w1", c2);
+  mk_cache_capture_key("abc", "Model", 0, "2.11.0+cu130", "w1", c3);
+  mk_cache_capture_key("abc", "Model", 0, "2.13.0", "w2", c4); /* another worker records otherwise */
   MK_CHECK(strcmp(c1, c2) != 0);
   MK_CHECK(strcmp(c1, c3) != 0);
+  MK_CHECK(strcmp(c1, c4) != 0);
 }
 
 MK_TEST(cache, put_get_replace_delete) {

@@ -3,6 +3,7 @@ mutation, modes, errors, cache."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -283,3 +284,36 @@ def test_cache_follows_content(tmp_path):
     assert "torch.tanh" in [n["op"] for n in edited["nodes"]]
     os.utime(src)  # same content, new mtime: still cached
     assert capture.capture({"file": str(src)}, lambda m, f: None)["stats"]["cached"]
+
+
+def test_multi_head_attention_is_recorded_as_its_calls():
+    """F.multi_head_attention_forward runs with the recorder on: its linears,
+    views, bmm, softmax and scaled_dot_product_attention are nodes kernels can
+    replace, attributed to the attention module, and no node is the composite."""
+    g = cap("attention_modules.py")
+    check_schema(g)
+    ops = [n["op"].rsplit(".", 1)[-1] for n in g["nodes"]]
+    assert "multi_head_attention_forward" not in ops
+    assert ops.count("linear") == 2 + 4  # in and out projections twice, the feed-forward
+    assert "bmm" in ops and "softmax" in ops  # need_weights=True: the explicit product
+    assert "scaled_dot_product_attention" in ops  # the encoder layer: need_weights=False
+    first = g["nodes"][0]
+    assert first["op"] == "torch.nn.functional.linear" and first["module"] == "attn"
+
+
+def test_composite_that_fails_inside_is_one_node(monkeypatch):
+    """When the composite cannot run with the recorder on, what it recorded is
+    taken back and the call is one node, as before."""
+    @contextlib.contextmanager
+    def broken(func):
+        raise RuntimeError("no check to turn off")
+        yield
+
+    monkeypatch.setattr(capture, "_own_torch_function_check_off", broken)
+    g = cap("attention_modules.py")
+    check_schema(g)
+    ops = [n["op"].rsplit(".", 1)[-1] for n in g["nodes"]]
+    assert ops.count("multi_head_attention_forward") == 2
+    assert "bmm" not in ops
+    produced = {v for n in g["nodes"] for v in n["outputs"]}
+    assert all(v["kind"] != "node" or v["id"] in produced for v in g["values"])

@@ -239,3 +239,9 @@ def test_make_inputs_draws_once_per_worker_and_leaves_the_generators_as_a_draw_w
     # An edited file is drawn again.
     src.write_text(src.read_text().replace("torch.rand(4, 3)", "torch.zeros(4, 3) ") + "\n")
     assert torch.equal(replay.make_inputs(path, seed=5)[0], torch.zeros(4, 3))
+
+
+def test_multi_head_attention_calls_replay_exactly():
+    """The calls recorded inside F.multi_head_attention_forward replay to the
+    module's own outputs bit for bit."""
+    assert_replay_exact(fixture("attention_modules.py"))

@@ -150,6 +150,17 @@ _BATCH_NORM_ARGS: dict[str, tuple[tuple[int, str], tuple[int, str], tuple[int, s
 }
 
 
+# Composite torch functions recorded as the calls they make, not as one node:
+# F.multi_head_attention_forward (nn.MultiheadAttention, nn.TransformerEncoderLayer)
+# is a Python function of linears, views, bmm / scaled_dot_product_attention and
+# softmax; as one opaque node no kernel could touch it, and the attention weights it
+# averages for callers that drop them are computed whatever happens. Its own
+# torch-function check (the module global `has_torch_function`) is answered False while
+# it runs inside the recorder, so its body runs and its calls are recorded; the
+# leaf calls check for modes through other functions and are seen as usual.
+_INLINED = frozenset({"torch.nn.functional.multi_head_attention_forward"})
+
+
 def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], pos: int, name: str) -> Any:
     if name in kwargs:
         return kwargs[name]
@@ -316,6 +327,21 @@ class DataDependent(Exception):
         self.line = line
 
 
+@contextlib.contextmanager
+def _own_torch_function_check_off(func: Callable[..., Any]) -> Iterator[None]:
+    """While composite `func` runs, its module's `has_torch_function` (the check
+    that would hand the call back to the recorder as a whole) answers False."""
+    module = sys.modules.get(getattr(func, "__module__", "") or "")
+    saved = getattr(module, "has_torch_function", None) if module is not None else None
+    if saved is None:
+        raise RuntimeError("no torch-function check to turn off")
+    module.has_torch_function = lambda *_: False  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        module.has_torch_function = saved  # type: ignore[union-attr]
+
+
 class Recorder(TorchFunctionMode):
     """Records outermost torch calls into nodes and values (docs/protocol.md).
 
@@ -338,6 +364,7 @@ class Recorder(TorchFunctionMode):
         self._module_names: dict[int, str] = {}
         self._module_stack: list[torch.nn.Module] = []
         self.data_dependent: DataDependent | None = None
+        self._inlining = False
 
     # values
 
@@ -405,6 +432,10 @@ class Recorder(TorchFunctionMode):
         op = OP_NAMES.name(func)
         if op in _DATA_READERS:
             self._data_dependent(op)
+        if op in _INLINED and not self._inlining:
+            done, result = self._inline(func, args, kwargs)
+            if done:
+                return result
         tensors = _flat_tensors(args, [])
         _flat_tensors(kwargs, tensors)
         versions = [t._version for t in tensors]
@@ -426,6 +457,32 @@ class Recorder(TorchFunctionMode):
             return result  # sizes, ints, dtypes: constants for later calls
         self._record(op, args, kwargs, result, mutated)
         return result
+
+    def _inline(self, func: Callable[..., Any], args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> tuple[bool, Any]:
+        """Runs composite `func` with the recorder on, so the calls it makes are
+        recorded (see _INLINED). (False, None) when its body fails in here: what it
+        recorded is taken back and the caller records it as one node."""
+        nodes, values, keep = len(self.nodes), len(self.values), len(self._keep)
+        stmt_nodes = {k: list(v) for k, v in self.stmt_nodes.items()}
+        self._inlining = True
+        try:
+            with _own_torch_function_check_off(func), self:
+                return True, func(*args, **kwargs)
+        except DataDependent:
+            raise
+        except Exception as e:
+            logging.getLogger(__name__).debug("recording %s as one node: %s",
+                                              getattr(func, "__name__", func), e)
+            del self.nodes[nodes:]
+            for t in self._keep[keep:]:
+                self._vid.pop(id(t), None)
+            del self._keep[keep:]
+            del self.values[values:]
+            self.stmt_nodes = stmt_nodes
+            return False, None
+        finally:
+            self._inlining = False
 
     def _data_dependent(self, op: str) -> NoReturn:
         inner, _ = _user_frames(self.path, self.forward_code, sys._getframe(1))
