@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -154,3 +155,89 @@ def test_candidates_match_the_reference(cases: Path, shapes: str, layout: str) -
     assert checked > 0
     head = f"{len(failures)}/{checked} candidates differ ({shapes}, {layout}):\n"
     assert not failures, head + "\n".join(failures)
+
+
+# ---- on the CPU: run() against a stand-in for the kernels --------------------------------
+
+_KERNEL = re.compile(r"__global__ void (\w+)\(([^)]*)\)")
+_TILE = re.compile(r"mk_gemm_tile<(\d+), (\d+), ")
+
+
+class _FakeLaunch:
+    """`_mk_cuda` without a GPU: checks each launch's arguments against MK_CUDA_KERNELS
+    (the worker's own packing) and computes a GEMM kernel's product and bias with torch from
+    the pointers and strides run() passes (the epilogue is not emulated: `epilogues` counts
+    the kernels that have one)."""
+
+    def __init__(self, module: Any) -> None:
+        self.kernels = module.MK_CUDA_KERNELS
+        src = module.MK_CUDA_SOURCE
+        self.params = {m.group(1): [p.split()[-1].lstrip("*") for p in m.group(2).split(",")]
+                       for m in _KERNEL.finditer(src)}
+        self.bodies = {m.group(1): src[m.end():src.find("\n}\n", m.end())]
+                       for m in _KERNEL.finditer(src)}
+        self.epilogues = 0
+
+    def launch(self, name: str, grid: tuple[int, ...], block: tuple[int, ...],
+               args: tuple[Any, ...], shared: int = 0) -> None:
+        from mkworker import cuda_runtime
+
+        cuda_runtime._packed(self.kernels[name], args, torch.device("cpu"))
+        if "_gemm_" not in name:
+            raise AssertionError(f"{name}: only GEMM kernels are expected here")
+        a = dict(zip(self.params[name], args, strict=True))
+        body = self.bodies[name]
+        tile = _TILE.search(body)
+        assert tile is not None
+        bm, bn = int(tile.group(1)), int(tile.group(2))
+        m, n, k, b1 = a["M"], a["N"], a["K"], a["B1"]
+        tiles = -(-m // bm) * -(-n // bn)
+        assert grid[0] % tiles == 0 and block[0] % 32 == 0
+        batch = grid[0] // tiles
+        assert batch % b1 == 0
+
+        def view(t: torch.Tensor, rows: int, cols: int, s: tuple[int, ...]) -> torch.Tensor:
+            v = torch.as_strided(t, (batch // b1, b1, rows, cols), s, t.storage_offset())
+            return v.reshape(batch, rows, cols)
+
+        av = view(a["A"], m, k, (a["sAb"], a["sAb1"], a["sAm"], a["sAk"]))
+        bv = view(a["B"], k, n, (a["sBb"], a["sBb1"], a["sBk"], a["sBn"]))
+        c = av.double() @ bv.double()
+        if "bias" in a:
+            c = c + torch.as_strided(a["bias"], (n,), (a["sbias"],), a["bias"].storage_offset())
+        for p in self.params[name]:
+            if not (p.startswith("p_") and f"{p}[offs] = acc_v;" in body):
+                continue  # not the GEMM's own value
+            a[p].view(-1)[: batch * m * n] = c.float().reshape(-1)
+        if "// fused epilogue" in body:
+            self.epilogues += 1
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_launchers_pass_operands_the_kernels_read(cases: Path, layout: str) -> None:
+    """Without a GPU: every GEMM candidate's run() launches with arguments of its signature's
+    kinds, and the operands, sizes and strides it passes describe the product: a subkernel
+    whose GEMM has no epilogue matches the reference with the kernel computed by torch."""
+    import propose_harness as h
+
+    compared = 0
+    for sk in _manifest(cases):
+        for variant in (sk, _resized(sk)) if sk["name"] in RESIZE else (sk,):
+            sk_dir = cases / sk["dir"]
+            ref = h.load_module(sk_dir / "reference.py")
+            base = h.make_inputs(variant["inputs"], "cpu", seed=7)
+            want = h.as_tuple(ref.run(*[t.clone() for t in base]))
+            for cand in sk["candidates"]:
+                mod = h.load_module(sk_dir / cand)  # no cubin beside it here: not bound
+                fake = _FakeLaunch(mod)
+                mod._mk_cuda = fake
+                args = [_transposed(t) if layout == "transposed" else t.clone() for t in base]
+                got = h.as_tuple(mod.run(*args))
+                assert len(got) == len(want)
+                if fake.epilogues:
+                    continue
+                for i, (x, y) in enumerate(zip(want, got, strict=True)):
+                    msg = h.compare(f"{sk['name']} {cand} output {i}", x, y)
+                    assert msg is None, msg
+                compared += 1
+    assert compared >= 6
