@@ -120,9 +120,15 @@ def _check(cases: Path, sk: dict[str, Any], cand: str, layout: str) -> str | Non
     base = h.make_inputs(sk["inputs"], "cuda", seed=1234)
     want = h.as_tuple(ref.run(*[t.clone() for t in base]))
     args = [_transposed(t) if layout == "transposed" else t.clone() for t in base]
-    with torch.no_grad():
+    # Under the worker's op guard, as the verifier runs it (propose_harness.check).
+    from mkworker.guards import OpRecorder
+
+    rec = OpRecorder(getattr(mod, "MK_USES_TORCH", ()), sk_dir / cand)
+    with torch.no_grad(), rec.recording():
         got = h.as_tuple(mod.run(*args))
     torch.cuda.synchronize()
+    if rec.reason():
+        return f"the worker's guard rejects it: it {rec.reason()}"
     if len(want) != len(got):
         return f"{len(got)} outputs, reference has {len(want)}"
     for i, (a, b) in enumerate(zip(want, got, strict=True)):
@@ -180,6 +186,15 @@ class _FakeLaunch:
 
     def launch(self, name: str, grid: tuple[int, ...], block: tuple[int, ...],
                args: tuple[Any, ...], shared: int = 0) -> None:
+        """The kernel's work, computed with the op guard's torch modes off (a kernel's
+        computation is not run()'s torch calls)."""
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with torch._C.DisableTorchFunction(), _disable_current_modes():
+            self._compute(name, grid, block, args)
+
+    def _compute(self, name: str, grid: tuple[int, ...], block: tuple[int, ...],
+                 args: tuple[Any, ...]) -> None:
         from mkworker import cuda_runtime
 
         cuda_runtime._packed(self.kernels[name], args, torch.device("cpu"))
@@ -217,8 +232,10 @@ class _FakeLaunch:
 def test_launchers_pass_operands_the_kernels_read(cases: Path, layout: str) -> None:
     """Without a GPU: every GEMM candidate's run() launches with arguments of its signature's
     kinds, and the operands, sizes and strides it passes describe the product: a subkernel
-    whose GEMM has no epilogue matches the reference with the kernel computed by torch."""
+    whose GEMM has no epilogue matches the reference with the kernel computed by torch; the
+    worker's op guard accepts every run() (its own torch calls: allocation, views, strides)."""
     import propose_harness as h
+    from mkworker.guards import OpRecorder
 
     compared = 0
     for sk in _manifest(cases):
@@ -232,7 +249,10 @@ def test_launchers_pass_operands_the_kernels_read(cases: Path, layout: str) -> N
                 fake = _FakeLaunch(mod)
                 mod._mk_cuda = fake
                 args = [_transposed(t) if layout == "transposed" else t.clone() for t in base]
-                got = h.as_tuple(mod.run(*args))
+                rec = OpRecorder(getattr(mod, "MK_USES_TORCH", ()), sk_dir / cand)
+                with torch.no_grad(), rec.recording():
+                    got = h.as_tuple(mod.run(*args))
+                assert rec.reason() is None, f"{sk['name']} {cand}: the guard: {rec.reason()}"
                 assert len(got) == len(want)
                 if fake.epilogues:
                     continue
