@@ -11,18 +11,29 @@
  * strided leaves), builtin_cuda_reduce.c (reductions and softmax over a run
  * of dims), builtin_cuda_norm.c (layer / RMS / group / instance / batch
  * norms, F.normalize), builtin_cuda_pool.c (max / avg / adaptive pools 1-3d),
+ * builtin_cuda_gemm.c (linear / matmul / mm / bmm / addmm on tensor cores,
+ * 3xTF32 or TF32, with bias and the following elementwise run fused),
  * builtin_cuda_propose.c (stages in order, the module, variants).
  * Values are float32 (comparison results bool); other dtypes are refused
- * with a reason. Fusion decisions of the Triton plan are not used: each EW
- * run is its own kernel. */
+ * with a reason. Of the Triton plan's fusion decisions only a GEMM's epilogue
+ * is kept: every other EW run is its own kernel. */
 #ifndef MK_BUILTIN_CUDA_H
 #define MK_BUILTIN_CUDA_H
 
 #include "builtin_internal.h"
 
+/* A GEMM configuration (builtin_cuda_gemm.c): block tile BM x BN, BK deep;
+ * warp tile WM x WN; split: 3xTF32 (float32-accurate) rather than plain TF32. */
+typedef struct bc_gemm_cfg {
+  int bm, bn, bk, wm, wn;
+  bool split;
+} bc_gemm_cfg;
+
 typedef struct bc_emit {
   const bi_plan *p;
-  int threads;        /* threads per block of every kernel */
+  int threads;        /* threads per block of every kernel (GEMMs: their own) */
+  const bc_gemm_cfg *gemm; /* GEMM tiles and precision; NULL: no GEMM configuration */
+  bool gemm_core;     /* the GEMM device helpers are in the CUDA text already */
   int split;          /* norms with input statistics: blocks per row (0: one block per row) */
   bool need_pool;     /* the launcher helper _pool_out_size is used */
   mk_buf *cuda;       /* MK_CUDA_SOURCE text */
@@ -54,6 +65,26 @@ int bc_emit_ew_stage(bc_emit *e, int s, mk_errmsg *err);
 int bc_emit_reduce_stage(bc_emit *e, int s, mk_errmsg *err); /* REDUCE and SOFTMAX */
 int bc_emit_norm_stage(bc_emit *e, int s, mk_errmsg *err);
 int bc_emit_pool_stage(bc_emit *e, int s, mk_errmsg *err);
+int bc_emit_gemm_stage(bc_emit *e, int s, mk_errmsg *err); /* with its epilogue stage, if any */
+/* True if the plan has a GEMM stage: the GEMM configurations apply, no other. */
+bool bc_plan_has_gemm(const bi_plan *p);
+
+/* An elementwise stage s fused as the epilogue of another stage's kernel,
+ * whose value `bound` is in a register (builtin_cuda_ew.c). The kernel's
+ * element at flat offset `offs` of the stage's contiguous shape.
+ * Parameters (each followed by ", ") and their launcher arguments, given the
+ * launcher's shape tuple `shape`: */
+int bc_epi_params(bc_emit *e, int s, int bound, const char *shape, mk_buf *sig, mk_buf *types, mk_buf *call,
+                  mk_errmsg *err);
+/* run(...) lines allocating the stage's stored values (`like`: a device). */
+int bc_epi_alloc(bc_emit *e, int s, const char *shape, const char *like, mk_buf *py);
+/* The kernel lines computing and storing the stage from register `var`. */
+int bc_epi_body(bc_emit *e, int s, int bound, const char *var, int ind, mk_buf *k, mk_errmsg *err);
+/* The C++ launcher's lines (allocations, leaves) into prep and its
+ * arguments (each after ", ") into args; `shape` a std::vector<int64_t>,
+ * `like` a tensor on the device. */
+int bc_epi_cpp(bc_emit *e, int s, int bound, int res, const char *shape, const char *like, mk_buf *prep,
+               mk_buf *args, mk_errmsg *err);
 
 /* Shortest row (at capture) the split-rows norm variant is proposed for:
  * shorter rows leave most of a row's blocks without work (builtin_norm.c's rule). */

@@ -39,6 +39,7 @@ typedef struct cleaf {
   int vid;
   bool full;    /* the run's shape at capture: contiguous, read at offs */
   bool mutated; /* an in-place op of the run writes into it */
+  bool bound;   /* a fused epilogue's anchor value: in a register, not a parameter */
 } cleaf;
 
 #define BC_MAX_LEAVES 64
@@ -365,9 +366,10 @@ static int store_target(const bi_plan *p, const cleaf *ls, int nl, int v) {
 }
 
 static void params(bc_emit *e, int s, const cleaf *ls, int nl, const int *stored, int ns,
-                   mk_buf *sig, mk_buf *types, mk_buf *call, const char *shape) {
+                   mk_buf *sig, mk_buf *types, mk_buf *call, const char *shape, bool numel) {
   const bi_plan *p = e->p;
   for (int i = 0; i < nl; i++) {
+    if (ls[i].bound) continue;
     const mk_value *v = &p->g->values[ls[i].vid];
     mk_buf_printf(sig, "%s%s *%sp_", ls[i].mutated ? "" : "const ", bc_ctype(v->dtype),
                   ls[i].mutated ? "" : "__restrict__ ");
@@ -397,7 +399,7 @@ static void params(bc_emit *e, int s, const cleaf *ls, int nl, const int *stored
   }
   if (R) mk_buf_printf(call, "*%s, ", shape);
   for (int i = 0; i < nl; i++) {
-    if (ls[i].full) continue;
+    if (ls[i].full || ls[i].bound) continue;
     for (int d = 0; d < R; d++) {
       mk_buf_puts(sig, "long long st_");
       bi_run_name(p, ls[i].vid, sig);
@@ -410,29 +412,42 @@ static void params(bc_emit *e, int s, const cleaf *ls, int nl, const int *stored
       mk_buf_printf(call, ", %s), ", shape);
     }
   }
+  if (!numel) return;
   mk_buf_puts(sig, "long long numel");
   mk_buf_putc(types, BC_ARG_I64);
 }
 
-static void index_lines(bc_emit *e, int s, const cleaf *ls, int nl, mk_buf *k) {
+static void index_lines(bc_emit *e, int s, const cleaf *ls, int nl, int ind, mk_buf *k) {
   int R = e->p->st[s].rank;
   bool any = false;
-  for (int i = 0; i < nl; i++) any |= !ls[i].full;
+  for (int i = 0; i < nl; i++) any |= !ls[i].full && !ls[i].bound;
   if (!any || R == 0) return;
-  mk_buf_puts(k, "  long long rest = offs;\n");
+  mk_buf_indent(k, ind);
+  mk_buf_puts(k, "long long rest = offs;\n");
   for (int d = R - 1; d >= 0; d--) {
-    if (d > 0) mk_buf_printf(k, "  const long long i%d = rest %% D%d;\n  rest /= D%d;\n", d, d, d);
-    else mk_buf_puts(k, "  const long long i0 = rest;\n");
+    mk_buf_indent(k, ind);
+    if (d > 0) {
+      mk_buf_printf(k, "const long long i%d = rest %% D%d;\n", d, d);
+      mk_buf_indent(k, ind);
+      mk_buf_printf(k, "rest /= D%d;\n", d);
+    } else {
+      mk_buf_puts(k, "const long long i0 = rest;\n");
+    }
   }
 }
 
-static void load_lines(bc_emit *e, int s, const cleaf *ls, int nl, mk_buf *k) {
+static void load_lines(bc_emit *e, int s, const cleaf *ls, int nl, const char *bound_var, int ind, mk_buf *k) {
   const bi_plan *p = e->p;
   int R = p->st[s].rank;
   for (int i = 0; i < nl; i++) {
     const mk_value *v = &p->g->values[ls[i].vid];
-    mk_buf_printf(k, "  const %s r_", bc_ctype(v->dtype));
+    mk_buf_indent(k, ind);
+    mk_buf_printf(k, "const %s r_", bc_ctype(v->dtype));
     bi_run_name(p, ls[i].vid, k);
+    if (ls[i].bound) {
+      mk_buf_printf(k, " = %s;  // the anchor's value, in a register\n", bound_var);
+      continue;
+    }
     mk_buf_puts(k, " = p_");
     bi_run_name(p, ls[i].vid, k);
     if (ls[i].full || R == 0) {
@@ -449,7 +464,7 @@ static void load_lines(bc_emit *e, int s, const cleaf *ls, int nl, mk_buf *k) {
   }
 }
 
-static int compute_lines(bc_emit *e, int s, mk_buf *k, mk_errmsg *err) {
+static int compute_lines(bc_emit *e, int s, int ind, mk_buf *k, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
   cctx c = {.p = p, .s = s};
@@ -459,7 +474,8 @@ static int compute_lines(bc_emit *e, int s, mk_buf *k, mk_errmsg *err) {
     if (ct == NULL)
       return mk_errf(err, MK_EUNSUPPORTED, "line %d: the CUDA generator writes float32 kernels only (%s)",
                      n->span.line, n->op);
-    mk_buf_printf(k, "  const %s v%d = ", ct, n->outputs[0]);
+    mk_buf_indent(k, ind);
+    mk_buf_printf(k, "const %s v%d = ", ct, n->outputs[0]);
     int rc = node_expr(&c, n, k, err);
     if (rc) return rc;
     char sn[64];
@@ -564,7 +580,7 @@ int bc_emit_ew_stage(bc_emit *e, int s, mk_errmsg *err) {
   mk_buf_init(&shape, 64);
   mk_buf_printf(&shape, "shape%d", res);
   bc_kernel_name(e, s, "ew", &kname);
-  params(e, s, ls, nl, stored, ns, &sig, &types, &call, mk_buf_cstr(&shape));
+  params(e, s, ls, nl, stored, ns, &sig, &types, &call, mk_buf_cstr(&shape), true);
   mk_buf *k = e->cuda;
   mk_buf_printf(k, "\n// replaces:");
   for (int i = 0; i < p->st[s].nnodes; i++) {
@@ -574,9 +590,9 @@ int bc_emit_ew_stage(bc_emit *e, int s, mk_errmsg *err) {
   mk_buf_printf(k, "\nextern \"C\" __global__ void %s(%s) {\n", mk_buf_cstr(&kname), mk_buf_cstr(&sig));
   mk_buf_puts(k, "  const long long offs = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
                  "  if (offs >= numel) return;\n");
-  index_lines(e, s, ls, nl, k);
-  load_lines(e, s, ls, nl, k);
-  rc = compute_lines(e, s, k, err);
+  index_lines(e, s, ls, nl, 2, k);
+  load_lines(e, s, ls, nl, NULL, 2, k);
+  rc = compute_lines(e, s, 2, k, err);
   for (int i = 0; rc == 0 && i < ns; i++) {
     mk_buf_puts(k, "  p_");
     bi_run_name(p, store_target(p, ls, nl, stored[i]), k);
@@ -596,4 +612,100 @@ int bc_emit_ew_stage(bc_emit *e, int s, mk_errmsg *err) {
   mk_buf_free(&call);
   mk_buf_free(&shape);
   return rc;
+}
+
+/* ---- an elementwise stage as another kernel's epilogue --------------------------------
+ *
+ * The stage's leaves, as above, except the anchor's value `bound`: the anchor
+ * kernel holds it in a register. The element's flat offset in the stage's
+ * (contiguous) shape is the kernel's `offs`. */
+
+static int epi_leaves(const bi_plan *p, int s, int bound, cleaf *ls, int *nl, mk_errmsg *err) {
+  int rc = leaves_of(p, s, ls, nl, err);
+  for (int i = 0; rc == 0 && i < *nl; i++) ls[i].bound = ls[i].vid == bound;
+  return rc;
+}
+
+int bc_epi_params(bc_emit *e, int s, int bound, const char *shape, mk_buf *sig, mk_buf *types, mk_buf *call,
+                  mk_errmsg *err) {
+  cleaf ls[BC_MAX_LEAVES];
+  int nl = 0, stored[64];
+  int rc = epi_leaves(e->p, s, bound, ls, &nl, err);
+  if (rc) return rc;
+  int ns = bi_stage_stored(e->p, s, stored, 64);
+  params(e, s, ls, nl, stored, ns, sig, types, call, shape, false);
+  return 0;
+}
+
+int bc_epi_alloc(bc_emit *e, int s, const char *shape, const char *like, mk_buf *py) {
+  const bi_plan *p = e->p;
+  int stored[64];
+  int ns = bi_stage_stored(p, s, stored, 64);
+  for (int i = 0; i < ns; i++) {
+    mk_buf_indent(py, 4);
+    bi_run_name(p, stored[i], py);
+    mk_buf_printf(py, " = torch.empty(%s, device=%s, dtype=torch.%s)\n", shape, like,
+                  p->g->values[stored[i]].dtype == MK_DTYPE_BOOL ? "bool" : "float32");
+  }
+  return py->err;
+}
+
+int bc_epi_body(bc_emit *e, int s, int bound, const char *var, int ind, mk_buf *k, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  cleaf ls[BC_MAX_LEAVES];
+  int nl = 0, stored[64];
+  int rc = epi_leaves(p, s, bound, ls, &nl, err);
+  if (rc) return rc;
+  int ns = bi_stage_stored(p, s, stored, 64);
+  mk_buf_indent(k, ind);
+  mk_buf_puts(k, "// fused epilogue:");
+  for (int i = 0; i < p->st[s].nnodes; i++) {
+    const mk_node *n = &p->g->nodes[p->st[s].nodes[i]];
+    mk_buf_printf(k, "%s %s (line %d)", i ? "," : "", n->op, n->span.line);
+  }
+  mk_buf_putc(k, '\n');
+  index_lines(e, s, ls, nl, ind, k);
+  load_lines(e, s, ls, nl, var, ind, k);
+  rc = compute_lines(e, s, ind, k, err);
+  for (int i = 0; rc == 0 && i < ns; i++) {
+    mk_buf_indent(k, ind);
+    mk_buf_puts(k, "p_");
+    bi_run_name(p, stored[i], k);
+    mk_buf_printf(k, "[offs] = v%d;\n", stored[i]);
+  }
+  return rc;
+}
+
+int bc_epi_cpp(bc_emit *e, int s, int bound, int res, const char *shape, const char *like, mk_buf *prep,
+               mk_buf *args, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  cleaf ls[BC_MAX_LEAVES];
+  int nl = 0, stored[64];
+  int rc = epi_leaves(p, s, bound, ls, &nl, err);
+  if (rc) return rc;
+  int ns = bi_stage_stored(p, s, stored, 64);
+  int R = p->st[s].rank;
+  for (int i = 0; i < ns; i++)
+    mk_buf_printf(prep, "  at::Tensor v%d = at::empty(%s, at::TensorOptions().device(%s.device()).dtype(at::k%s));\n",
+                  stored[i], shape, like, p->g->values[stored[i]].dtype == MK_DTYPE_BOOL ? "Bool" : "Float");
+  for (int i = 0; i < nl; i++) {
+    if (ls[i].bound) continue;
+    if (ls[i].full)
+      mk_buf_printf(prep, "  const at::Tensor ea%d_%d = mk_full(v%d, %s);\n", res, i, ls[i].vid, shape);
+    else if (R)
+      mk_buf_printf(prep, "  const std::vector<int64_t> est%d_%d = mk_bstrides(v%d, %s);\n", res, i, ls[i].vid, shape);
+  }
+  for (int i = 0; i < nl; i++) {
+    if (ls[i].bound) continue;
+    const char *t = p->g->values[ls[i].vid].dtype == MK_DTYPE_BOOL ? "bool" : "float";
+    if (ls[i].full) mk_buf_printf(args, ", mk_ptr<%s>(ea%d_%d)", t, res, i);
+    else mk_buf_printf(args, ", mk_ptr<%s>(v%d)", t, ls[i].vid);
+  }
+  for (int i = 0; i < ns; i++)
+    mk_buf_printf(args, ", mk_ptr<%s>(v%d)", p->g->values[stored[i]].dtype == MK_DTYPE_BOOL ? "bool" : "float",
+                  stored[i]);
+  for (int d = 0; d < R; d++) mk_buf_printf(args, ", %s[%d]", shape, d);
+  for (int i = 0; i < nl; i++)
+    for (int d = 0; d < R && !ls[i].full && !ls[i].bound; d++) mk_buf_printf(args, ", est%d_%d[%d]", res, i, d);
+  return prep->err || args->err ? mk_errf(err, MK_ERANGE, "generated code too large") : 0;
 }

@@ -1,10 +1,11 @@
 /* builtin_cuda_propose.c — mk_builtin_cuda_propose: the builtin generator's
  * CUDA C++ candidates. Plans the subkernel with bi_plan (the Triton
  * emitters' plan), writes each stage in order — elementwise runs,
- * reductions / softmax, norms and pools as CUDA kernels, views and
- * convolutions as the recorded torch calls — and assembles one module per
- * configuration (threads per block; split norm rows where rows are long),
- * default first. Module format: docs/candidates.md. */
+ * reductions / softmax, norms, pools and GEMMs (with their fused epilogue)
+ * as CUDA kernels, views and convolutions as the recorded torch calls — and
+ * assembles one module per configuration (threads per block; split norm
+ * rows where rows are long; GEMM tiles and precision where the subkernel has
+ * a GEMM), default first. Module format: docs/candidates.md. */
 #include "builtin_cuda.h"
 
 #include <stdio.h>
@@ -19,18 +20,30 @@
 typedef struct bc_config {
   const char *name;
   int threads, split;
+  bc_gemm_cfg gemm; /* bm == 0: a configuration for subkernels without a GEMM */
 } bc_config;
 
+/* A subkernel with a GEMM gets the GEMM configurations only (the other
+ * kernels of it with 256 threads): 3xTF32 first (float32-accurate), the
+ * small tile for small or skinny products, plain TF32 last (faster, about
+ * 1e-3 relative: the verifier's comparison decides, docs/verify.md). One
+ * without a GEMM gets the others. */
 static const bc_config config_table[] = {
-    {"cuda_t256", 256, 0},
-    {"cuda_t256_split32", 256, BC_NORM_SPLIT},
-    {"cuda_t128", 128, 0},
-    {"cuda_t512", 512, 0},
+    {"cuda_t256", 256, 0, {0}},
+    {"cuda_t256_split32", 256, BC_NORM_SPLIT, {0}},
+    {"cuda_t128", 128, 0, {0}},
+    {"cuda_t512", 512, 0, {0}},
+    {"cuda_gemm128x128_3xtf32", 256, 0, {128, 128, 32, 64, 32, true}},
+    {"cuda_gemm64x64_3xtf32", 256, 0, {64, 64, 32, 32, 32, true}},
+    {"cuda_gemm128x128_tf32", 256, 0, {128, 128, 32, 64, 32, false}},
 };
 #define BC_NCONFIGS ((int)(sizeof config_table / sizeof config_table[0]))
 
 /* Whether configuration c makes a candidate distinct from the others for plan p. */
-static bool config_applies(const bc_config *c, const bi_plan *p) { return c->split == 0 || bc_norm_splits(p); }
+static bool config_applies(const bc_config *c, const bi_plan *p) {
+  if ((c->gemm.bm > 0) != bc_plan_has_gemm(p)) return false;
+  return c->split == 0 || bc_norm_splits(p);
+}
 
 static const char prelude[] =
     "#define MK_INF __int_as_float(0x7f800000)\n"
@@ -119,7 +132,9 @@ static int emit_stage(bc_emit *e, int s, mk_errmsg *err) {
   const bi_stage *st = &p->st[s];
   const mk_node *n = &p->g->nodes[st->nodes[0]];
   switch (st->kind) {
-  case BI_EW: return bc_emit_ew_stage(e, s, err);
+  case BI_EW:
+    if (st->fused_into >= 0) return 0; /* a GEMM's epilogue: written by its kernel */
+    return bc_emit_ew_stage(e, s, err);
   case BI_REDUCE:
   case BI_SOFTMAX: return bc_emit_reduce_stage(e, s, err);
   case BI_REPLAY: /* a data op no kernel writes: declared, then replayed like a delegated op */
@@ -129,7 +144,7 @@ static int emit_stage(bc_emit *e, int s, mk_errmsg *err) {
   case BI_VIEW: return emit_torch_stage(e, s, n, err);
   case BI_NORM: return bc_emit_norm_stage(e, s, err);
   case BI_POOL: return bc_emit_pool_stage(e, s, err);
-  case BI_GEMM: break;
+  case BI_GEMM: return bc_emit_gemm_stage(e, s, err);
   }
   return mk_errf(err, MK_EUNSUPPORTED, "line %d: the CUDA generator has no kernel for %s yet",
                  n->span.line, n->op);
@@ -192,8 +207,8 @@ static int emit_stages(bc_emit *e, mk_errmsg *err) {
 static int emit_module(const bi_plan *p, const bc_config *c, char **out, mk_errmsg *err) {
   bc_bufs b;
   bufs_init(&b);
-  bc_emit e = {.p = p, .threads = c->threads, .split = c->split, .cuda = &b.cuda, .sigs = &b.sigs, .body = &b.body,
-               .uses_torch = &b.uses};
+  bc_emit e = {.p = p, .threads = c->threads, .split = c->split, .gemm = c->gemm.bm ? &c->gemm : NULL,
+               .cuda = &b.cuda, .sigs = &b.sigs, .body = &b.body, .uses_torch = &b.uses};
   int rc = emit_stages(&e, err);
   if (rc == 0) assemble(p, &e, &b, c->name);
   if (rc == 0 && (b.mod.err || b.cuda.err || b.body.err || b.sigs.err))
@@ -203,18 +218,30 @@ static int emit_module(const bi_plan *p, const bc_config *c, char **out, mk_errm
   return rc;
 }
 
-/* The CUDA emitters write each elementwise run as its own kernel: the Triton
- * plan's prologue/epilogue decisions are dropped, so every value a fused run
- * would have kept in registers is stored and read back. */
+/* The CUDA emitters write each elementwise run as its own kernel, except a
+ * GEMM's epilogue, which the GEMM kernel applies from its accumulators: the
+ * Triton plan's other prologue/epilogue decisions are dropped, so every value
+ * those fused runs would have kept in registers is stored and read back. */
 static void unfuse(bi_plan *p) {
-  for (int s = 0; s < p->nst; s++)
-    p->st[s].pro = p->st[s].epi = p->st[s].fused_into = p->st[s].apply_into = p->st[s].pro_norm = -1;
+  for (int s = 0; s < p->nst; s++) {
+    bi_stage *st = &p->st[s];
+    bool gemm_epi = st->kind == BI_GEMM && st->epi >= 0;
+    bool epi_of_gemm = st->kind == BI_EW && st->fused_into >= 0 && p->st[st->fused_into].kind == BI_GEMM &&
+                       p->st[st->fused_into].epi == s;
+    st->pro = st->apply_into = st->pro_norm = -1;
+    if (!gemm_epi) st->epi = -1;
+    if (!epi_of_gemm) st->fused_into = -1;
+  }
 }
 
 static int push(mk_candidate_list *out, char *name, char *src, int nst, const bc_config *cfg, mk_errmsg *err) {
-  char notes[160];
-  snprintf(notes, sizeof notes, "%d stage(s), CUDA C++ (NVRTC), %d threads per block%s", nst, cfg->threads,
-           cfg->split ? ", norm rows split over 32 blocks" : "");
+  char notes[200];
+  if (cfg->gemm.bm)
+    snprintf(notes, sizeof notes, "%d stage(s), CUDA C++ (NVRTC), GEMM on tensor cores (%s, %dx%d tiles)", nst,
+             cfg->gemm.split ? "3xTF32" : "TF32", cfg->gemm.bm, cfg->gemm.bn);
+  else
+    snprintf(notes, sizeof notes, "%d stage(s), CUDA C++ (NVRTC), %d threads per block%s", nst, cfg->threads,
+             cfg->split ? ", norm rows split over 32 blocks" : "");
   mk_candidate c = {.name = name, .source = src, .origin = mk_strdup("builtin"), .notes = mk_strdup(notes)};
   if (!c.origin || !c.notes) {
     mk_candidate_free(&c);
@@ -309,7 +336,8 @@ int mk_builtin_cuda_cpp_for(const mk_graph *g, const mk_subkernel *sk, const cha
   }
   bc_bufs b;
   bufs_init(&b);
-  bc_emit e = {.p = &p, .threads = cfg->threads, .split = cfg->split, .cuda = &b.cuda, .sigs = &b.sigs, .body = &b.body,
+  bc_emit e = {.p = &p, .threads = cfg->threads, .split = cfg->split, .gemm = cfg->gemm.bm ? &cfg->gemm : NULL,
+               .cuda = &b.cuda, .sigs = &b.sigs, .body = &b.body,
                .uses_torch = &b.uses, .cpp = &out->launcher, .cpp_ns = kernel_ns, .cpp_node = node,
                .cpp_node_ctx = node_ctx};
   rc = emit_stages(&e, err);

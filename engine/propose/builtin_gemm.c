@@ -16,14 +16,9 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct gemm_info {
-  int a, b, bias;     /* value ids (bias -1 if none) */
-  bool weight_nk;     /* b is [N, K] (linear) */
-  int batch_dims;     /* 0; 1: bmm / 3-d matmul; 2: 4-d matmul (batch, heads) */
-  int a_rank;
-} gemm_info;
+typedef bi_gemm_info gemm_info;
 
-static int parse(const mk_graph *g, const mk_node *n, gemm_info *gi, mk_errmsg *err) {
+int bi_gemm_parse(const mk_graph *g, const mk_node *n, gemm_info *gi, mk_errmsg *err) {
   char s[64];
   bi_short(n, s, sizeof s);
   *gi = (gemm_info){.a = -1, .b = -1, .bias = -1};
@@ -74,7 +69,7 @@ static int parse(const mk_graph *g, const mk_node *n, gemm_info *gi, mk_errmsg *
 
 int bi_gemm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err) {
   gemm_info gi;
-  return parse(g, n, &gi, err);
+  return bi_gemm_parse(g, n, &gi, err);
 }
 
 static int emit_kernel(bi_emit *e, int s, const gemm_info *gi, const char *kname, const char *sig,
@@ -134,7 +129,7 @@ int bi_emit_gemm_stage(bi_emit *e, int s, mk_errmsg *err) {
   const bi_stage *st = &p->st[s];
   const mk_node *n = &p->g->nodes[st->nodes[0]];
   gemm_info gi;
-  int rc = parse(p->g, n, &gi, err);
+  int rc = bi_gemm_parse(p->g, n, &gi, err);
   if (rc) return rc;
   if (e->cfg->gemm_torch) return bi_emit_torch_stage(e, s, err);
   int res = n->outputs[0];

@@ -381,6 +381,16 @@ int bi_reduce_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 int bi_norm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 int bi_pool_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
 int bi_gemm_check(const mk_graph *g, const mk_node *n, mk_errmsg *err);
+/* A GEMM node's operands as the Triton emitter reads them (builtin_gemm.c);
+ * the CUDA GEMM (builtin_cuda_gemm.c) reads them the same way. */
+typedef struct bi_gemm_info {
+  int a, b, bias;  /* value ids (bias -1 if none) */
+  bool weight_nk;  /* b is [N, K] (linear) */
+  int batch_dims;  /* 0; 1: bmm / 3-d matmul; 2: 4-d matmul (batch, heads) */
+  int a_rank;
+} bi_gemm_info;
+/* MK_EUNSUPPORTED with the reason for a GEMM the emitters do not write. */
+int bi_gemm_parse(const mk_graph *g, const mk_node *n, bi_gemm_info *gi, mk_errmsg *err);
 /* Norm work layouts that apply to the plan's norm stages: bit 0 row loop
  * (always), bit 1 split rows (input statistics, rows of >= 4096 elements at
  * capture), bit 2 rows in registers (contiguous rows of <= 8192), bit 3

@@ -7,6 +7,8 @@
 #      eval_kernel_against_ref compiles it and finds it correct; the worker's
 #      CUDA launches (test_cuda_candidates.py); the CUDA norm and pool
 #      candidates against torch, NCHW and channels_last (test_cuda_norm_pool.py);
+#      the CUDA GEMM candidates (3xTF32, TF32) against torch at odd and larger
+#      sizes, contiguous and transposed operands (test_cuda_gemm.py);
 #   3. evolve --backend cuda and --backend auto on conv_chain: the search,
 #      the whole-program check of the load_inline file, the JSON's backends.
 # Run from the repository root after scripts/devkit.sh; carry: .devkit .kb .whl
@@ -20,7 +22,8 @@ MK_REPO_DIR="$root" MK_COMPOSE_CUDA_OUT="$OUT/composed" timeout 60 "$root/.devki
   2>&1 | tail -8 | tee "$OUT/compose-tests.txt"
 (cd "$root/tests/python" && MK_COMPOSED_CUDA_DIR="$OUT/composed" MK_KB_ROOT="$KB/kbeval" \
   MK_TESTS_BIN="$root/.devkit/mk_tests" PYTHONPATH="$MKEVOLVE_WORKER_PATH:$PYTHONPATH" timeout 400 \
-  python3 -m pytest -q -rs test_compose_cuda.py test_cuda_candidates.py test_cuda_norm_pool.py 2>&1 |
+  python3 -m pytest -q -rs test_compose_cuda.py test_cuda_candidates.py test_cuda_norm_pool.py \
+  test_cuda_gemm.py 2>&1 |
   tail -25) | tee "$OUT/pytest-gpu.txt"
 # SKIP_EVOLVE=1: the composer and GPU tests only (a call short of device time).
 [ "${SKIP_EVOLVE:-0}" = 1 ] && exit 0

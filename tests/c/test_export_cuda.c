@@ -157,6 +157,46 @@ MK_TEST(export_cuda, norms_and_pools_are_exported) {
   composed_free(&c);
 }
 
+/* GEMMs on tensor cores as CUDA subkernels: linear with bias and its fused
+ * epilogue (linear_epilogue), attention's projection (its value stored for
+ * the split) and 4-d matmuls over (batch, heads) views (attention_4d). Their
+ * launchers in C++: operands by their strides, the bias's broadcast stride,
+ * the epilogue's leaves. */
+MK_TEST(export_cuda, gemms_are_exported) {
+  export_fixture("linear_epilogue", "mk_linear_epilogue", "MK_EXPORT_CUDA_GEMM_DIR");
+  export_fixture("attention_4d", "mk_attention_4d", "MK_EXPORT_CUDA_ATTN_DIR");
+  static const char *const fixtures[] = {"linear_epilogue", "attention_4d"};
+  mk_buf all;
+  mk_buf_init(&all, 0);
+  for (size_t f = 0; f < 2; f++) {
+    composed c;
+    mk_errmsg err = {{0}};
+    MK_REQUIRE(compose_cuda(fixtures[f], &c, &err) == 0);
+    mk_export_cuda cuda;
+    mk_export_modelnew m;
+    MK_REQUIRE(mk_export_read_modelnew(mk_buf_cstr(&c.out), &m, &err) == 0);
+    int rc = mk_export_cuda_plan(c.g, &m, &cuda, &err);
+    if (rc) fprintf(stderr, "plan: %s\n", err.text);
+    MK_REQUIRE(rc == 0);
+    for (int i = 0; i < cuda.n; i++) {
+      mk_buf_puts(&all, mk_buf_cstr(&cuda.sks[i].code.launcher));
+      mk_buf_puts(&all, mk_buf_cstr(&cuda.sks[i].code.cuda));
+    }
+    mk_export_cuda_free(&cuda);
+    mk_export_modelnew_free(&m);
+    composed_free(&c);
+  }
+  const char *l = mk_buf_cstr(&all);
+  MK_CHECK(strstr(l, "_gemm_linear") != NULL);
+  MK_CHECK(strstr(l, "_gemm_matmul") != NULL);
+  MK_CHECK(strstr(l, "mk_bstrides(bias4, std::vector<int64_t>{n4})[0]") != NULL);
+  MK_CHECK(strstr(l, "mk_gemm_tile<128, 128, 32, 64, 32, true>") != NULL); /* the default: 3xTF32 */
+  MK_CHECK(strstr(l, "a4.reshape({mk_prod(out4, 0, out4.size() - 1), k4})") != NULL);
+  MK_CHECK(strstr(l, "sab1_15 = a15.stride(1)") != NULL); /* 4-d: the heads' strides */
+  MK_CHECK(strstr(l, "mk_bstrides(v") != NULL);           /* the epilogue's broadcast shift */
+  mk_buf_free(&all);
+}
+
 static int no_node(void *ctx, const mk_graph *g, const mk_node *n, mk_buf *out, mk_errmsg *err) {
   (void)ctx;
   (void)g;

@@ -151,21 +151,26 @@ MK_TEST(propose_backend, cuda_writes_norms_and_pools) {
   MK_CHECK(anchored >= 20);
 }
 
-/* cuda where the CUDA generator has no kernel (a GEMM: norms and pools have
- * CUDA kernels now) and on the CPU: no candidates, a reason, and the search
- * keeps the PyTorch reference; auto there is Triton's. */
+/* cuda where the CUDA generator has no kernel (a subkernel of one convolution:
+ * the CUDA side would only replay it; GEMMs, norms and pools have CUDA kernels
+ * now) and on the CPU: no candidates, a reason, and the search keeps the
+ * PyTorch reference; auto there is Triton's (its implicit-GEMM convolution). */
 MK_TEST(propose_backend, cuda_without_a_kernel_leaves_the_reference) {
-  mk_graph *g = load("linear_epilogue.json");
+  mk_graph *g = load("repeated_blocks.json");
   MK_REQUIRE(g != NULL);
   mk_partition p = {0};
   mk_errmsg err = {{0}};
   MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
-  mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[0], .device = "cuda",
+  int conv = -1;
+  for (int i = 0; i < p.nsubkernels && conv < 0; i++)
+    if (strcmp(p.subkernels[i].name, "conv2d") == 0) conv = i;
+  MK_REQUIRE(conv >= 0);
+  mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[conv], .device = "cuda",
                             .backend = MK_KBACKEND_CUDA, .max_candidates = 8};
   mk_candidate_list c = {0}, a = {0}, cpu = {0};
   MK_CHECK_INT(mk_builtin_propose_backend(&req, &c, &err), ==, MK_EUNSUPPORTED);
   MK_CHECK_INT(c.n, ==, 0);
-  MK_CHECK(strstr(err.text, "no kernel for") != NULL);
+  MK_CHECK(strstr(err.text, "nothing for a CUDA kernel to do") != NULL);
   req.backend = MK_KBACKEND_AUTO;
   err.text[0] = '\0';
   int rc = mk_builtin_propose_backend(&req, &a, &err);
@@ -178,6 +183,30 @@ MK_TEST(propose_backend, cuda_without_a_kernel_leaves_the_reference) {
   mk_candidate_list_free(&c);
   mk_candidate_list_free(&a);
   mk_candidate_list_free(&cpu);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+/* cuda on a GEMM (linear + bias + epilogue): the CUDA GEMM variants, 3xTF32
+ * first; auto interleaves them with Triton's. */
+MK_TEST(propose_backend, cuda_writes_gemms) {
+  mk_graph *g = load("linear_epilogue.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[0], .device = "cuda",
+                            .backend = MK_KBACKEND_CUDA, .max_candidates = 8};
+  mk_candidate_list c = {0}, a = {0};
+  MK_CHECK_INT(mk_builtin_propose_backend(&req, &c, &err), ==, 0);
+  MK_CHECK_INT(c.n, ==, 3);
+  MK_CHECK_INT(count_backend(&c, "cuda"), ==, 3);
+  if (c.n > 0) MK_CHECK_STR(c.items[0].name, "cuda_gemm128x128_3xtf32");
+  req.backend = MK_KBACKEND_AUTO;
+  MK_CHECK_INT(mk_builtin_propose_backend(&req, &a, &err), ==, 0);
+  MK_CHECK(count_backend(&a, "cuda") > 0 && count_backend(&a, "triton") > 0);
+  mk_candidate_list_free(&c);
+  mk_candidate_list_free(&a);
   mk_partition_free(&p);
   mk_graph_free(g);
 }

@@ -123,12 +123,13 @@ MK_TEST(propose_cuda, every_fixture_candidate_compiles_with_nvrtc) {
   for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) propose_all(b, "propose", names[f], 0, &t);
   fprintf(stderr, "    %d/%d subkernels with CUDA candidates, %d candidates, %d compiled\n", t.covered,
           t.subkernels, t.candidates, t.compiled);
-  /* 50 of 70 since norms and pools have CUDA kernels (21 before); what is left
-   * is a GEMM, ops the builtin generator has no kernel for, subkernels of views
-   * or delegated calls only, and in-place counter updates. */
+  /* 52 of 70 since GEMMs have CUDA kernels (50 with norms and pools, 21
+   * before): linear_epilogue's and cost_ops' GEMMs get the three GEMM
+   * variants. What is left is ops the builtin generator has no kernel for,
+   * subkernels of views or delegated calls only, and in-place counter updates. */
   MK_CHECK_INT(t.subkernels, ==, 70);
-  MK_CHECK_INT(t.covered, ==, 50);
-  MK_CHECK_INT(t.candidates, ==, 152);
+  MK_CHECK_INT(t.covered, ==, 52);
+  MK_CHECK_INT(t.candidates, ==, 158);
   if (b) MK_CHECK_INT(t.compiled, ==, t.candidates);
   mk_backend_close(b);
   if (b == NULL) mk_test_skip("NVRTC unavailable: generated, not compiled");
@@ -144,9 +145,10 @@ MK_TEST(propose_cuda, ir_fixtures_generate_compile_or_explain) {
   for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) propose_all(b, "ir", names[f], 1, &t);
   fprintf(stderr, "    %d/%d subkernels with CUDA candidates, %d compiled\n", t.covered, t.subkernels,
           t.compiled);
-  /* 12 of 18: bn_relu_sum's batch norm and gemm_groupnorm_hardtanh's group norm too (9 before),
-   * and branches' conv + sigmoid + cat, its cat replayed as recorded (BI_REPLAY). */
-  MK_CHECK_INT(t.covered, ==, 12);
+  /* 14 of 18: gemm_groupnorm_hardtanh's and matmul_scale_residual's GEMMs, bn_relu_sum's
+   * batch norm and the group norm (9 before them), and branches' conv + sigmoid + cat, its
+   * cat replayed as recorded (BI_REPLAY). */
+  MK_CHECK_INT(t.covered, ==, 14);
   if (b) MK_CHECK_INT(t.compiled, ==, t.candidates);
   mk_backend_close(b);
   if (b == NULL) mk_test_skip("NVRTC unavailable: generated, not compiled");
@@ -238,19 +240,104 @@ MK_TEST(propose_cuda, variants_are_deterministic_and_cpu_is_refused) {
   mk_graph_free(g);
 }
 
-/* Stages without a CUDA kernel yet are refused with the op and its line. */
+/* Stages without a CUDA kernel are refused with the op and its line. */
 MK_TEST(propose_cuda, unsupported_stages_name_op_and_line) {
-  mk_graph *g = load("propose", "linear_epilogue.json");
+  mk_graph *g = load("propose", "cost_ops.json");
   MK_REQUIRE(g != NULL);
   mk_partition p = {0};
   mk_errmsg err = {{0}};
   MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
-  mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[0]};
+  int lstm = -1;
+  for (int i = 0; i < p.nsubkernels; i++)
+    if (strcmp(p.subkernels[i].name, "lstm") == 0) lstm = i;
+  MK_REQUIRE(lstm >= 0);
+  mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[lstm]};
   mk_candidate_list l = {0};
   MK_CHECK_INT(mk_builtin_cuda_propose(&req, &l, &err), ==, MK_EUNSUPPORTED);
   MK_CHECK(strstr(err.text, "line ") != NULL);
   MK_CHECK(strstr(err.text, "no kernel for") != NULL);
   MK_CHECK_INT(l.n, ==, 0);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+/* The CUDA candidates of fixture `fixture`'s subkernel `name` (list freed by the caller). */
+static void gemm_candidates(const char *fixture, const char *name, mk_graph **g, mk_partition *p,
+                            mk_candidate_list *l) {
+  *g = load("propose", fixture);
+  MK_REQUIRE(*g != NULL);
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(*g, p, &err) == 0);
+  int at = -1;
+  for (int i = 0; i < p->nsubkernels; i++)
+    if (strcmp(p->subkernels[i].name, name) == 0) at = i;
+  MK_REQUIRE(at >= 0);
+  mk_propose_request req = {.graph = *g, .subkernel = &p->subkernels[at], .device = "cuda"};
+  if (mk_builtin_cuda_propose(&req, l, &err) != 0) fprintf(stderr, "    %s: %s\n", name, err.text);
+  MK_REQUIRE(l->n == 3);
+}
+
+/* A GEMM subkernel: three variants, 3xTF32 first; one kernel (tensor cores,
+ * the split into TF32 high and low parts, bias and the elementwise epilogue
+ * applied from the accumulators); operands read through their strides. */
+MK_TEST(propose_cuda, gemm_variants_split_and_fuse_the_epilogue) {
+  mk_graph *g = NULL;
+  mk_partition p = {0};
+  mk_candidate_list l = {0};
+  gemm_candidates("linear_epilogue.json", "linear_sigmoid_mul_add", &g, &p, &l);
+  MK_CHECK_STR(l.items[0].name, "cuda_gemm128x128_3xtf32");
+  MK_CHECK_STR(l.items[1].name, "cuda_gemm64x64_3xtf32");
+  MK_CHECK_STR(l.items[2].name, "cuda_gemm128x128_tf32");
+  for (int i = 0; i < l.n; i++) {
+    const char *src = l.items[i].source;
+    MK_CHECK(strstr(src, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != NULL);
+    MK_CHECK(strstr(src, "cvt.rna.tf32.f32") != NULL);
+    /* one kernel: the linear, its bias and the epilogue (no elementwise kernel of its own) */
+    MK_CHECK(strstr(src, "\"_k1_gemm_linear\": ") != NULL);
+    MK_CHECK(strstr(src, "\"_k2_") == NULL);
+    MK_CHECK(strstr(src, "const float acc_v = acc[i][j][q] + bias[gn * sbias];") != NULL);
+    MK_CHECK(strstr(src, "const float r_v4 = acc_v;") != NULL);
+    MK_CHECK(strstr(src, "mk_sigmoid(r_v4)") != NULL);
+    MK_CHECK(strstr(src, "mk_relu(v7)") != NULL);
+    /* linear's [N, K] weight by its strides */
+    MK_CHECK(strstr(src, "sbk4, sbn4 = b4.stride(1), b4.stride(0)") != NULL);
+  }
+  /* 3xTF32: the remainder of each operand, and lo*hi + hi*lo before hi*hi */
+  MK_CHECK(strstr(l.items[0].source, "mk_gemm_tile<128, 128, 32, 64, 32, true>") != NULL);
+  MK_CHECK(strstr(l.items[0].source, "al[i][r] = mk_tf32(x[r] - __uint_as_float(ah[i][r]))") != NULL);
+  MK_CHECK(strstr(l.items[0].source, "bl[j][r] = mk_tf32(y[r] - __uint_as_float(bh[j][r]))") != NULL);
+  MK_CHECK(strstr(l.items[0].source, "mk_mma_tf32(acc[i][j], al[i], bh[j]);\n"
+                                     "            mk_mma_tf32(acc[i][j], ah[i], bl[j]);") != NULL);
+  MK_CHECK(strstr(l.items[1].source, "mk_gemm_tile<64, 64, 32, 32, 32, true>") != NULL);
+  MK_CHECK(strstr(l.items[1].source, "(128,)") != NULL); /* 4 warps */
+  MK_CHECK(strstr(l.items[2].source, "mk_gemm_tile<128, 128, 32, 64, 32, false>") != NULL);
+  MK_CHECK(strstr(l.items[0].notes, "3xTF32") != NULL);
+  MK_CHECK(strstr(l.items[2].notes, "TF32") != NULL && strstr(l.items[2].notes, "3xTF32") == NULL);
+  mk_candidate_list_free(&l);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+
+  /* bmm of b and b.transpose(1, 2): both by their strides, no copy; the
+   * epilogue (- 1.0) fused. */
+  gemm_candidates("matmul_bmm.json", "bmm_sub", &g, &p, &l);
+  MK_CHECK(strstr(l.items[0].source, "sbb7, sbk7, sbn7 = b7.stride()") != NULL);
+  MK_CHECK(strstr(l.items[0].source, ".contiguous()\n    b7") == NULL);
+  MK_CHECK(strstr(l.items[0].source, "(r_v7 - 1.0f)") != NULL);
+  mk_candidate_list_free(&l);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+
+  /* attention's 4-d matmul over (batch, heads) views: two batch dims; a GEMM
+   * value read elsewhere (the split projection) is stored by the kernel. */
+  gemm_candidates("attention_4d.json", "matmul_mul", &g, &p, &l);
+  MK_CHECK(strstr(l.items[0].source, "bat15, b1_15, m15, k15 = a15.shape") != NULL);
+  MK_CHECK(strstr(l.items[0].source, "(r_v15 * 0.288675135f)") != NULL);
+  mk_candidate_list_free(&l);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+  gemm_candidates("attention_4d.json", "linear_split", &g, &p, &l);
+  MK_CHECK(strstr(l.items[0].source, "p_v4[offs] = acc_v;") != NULL);
+  mk_candidate_list_free(&l);
   mk_partition_free(&p);
   mk_graph_free(g);
 }
@@ -440,6 +527,44 @@ MK_TEST(propose_cuda, norm_pool_cases_for_the_gpu) {
   free(text);
   fprintf(stderr, "    %d CUDA norm / pool candidates written to %s\n", ncand, dir);
   MK_CHECK(ncand >= 100);
+  if (!(keep && *keep)) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    MK_CHECK(system(cmd) == 0);
+  }
+  mk_backend_close(b);
+}
+
+/* The fixtures with GEMMs (tests/python/test_cuda_gemm.py runs their CUDA
+ * candidates on a GPU): linear with bias and a fused epilogue, matmul of a
+ * transposed weight, bmm of a transposed operand, attention's 4-d matmuls. */
+static const char *const gemm_fixtures[] = {"linear_epilogue.json", "matmul_bmm.json", "attention_4d.json"};
+
+/* The CUDA GEMM candidates of the fixtures, written for the GPU test
+ * (tests/python/test_cuda_gemm.py): into $MK_CUDA_GEMM_OUT when set, else
+ * into a temporary folder that is removed. Needs NVRTC (the cubins), not a
+ * GPU. Every GEMM subkernel gets the three GEMM variants, 3xTF32 first. */
+MK_TEST(propose_cuda, gemm_cases_for_the_gpu) {
+  mk_backend *b = NULL;
+  mk_errmsg err = {{0}};
+  if (mk_backend_open(NULL, &b, &err)) {
+    mk_test_skip(err.text);
+    return;
+  }
+  const char *keep = getenv("MK_CUDA_GEMM_OUT");
+  char dir[1024];
+  if (keep && *keep) snprintf(dir, sizeof dir, "%s", keep);
+  else snprintf(dir, sizeof dir, "/tmp/mk_test_cuda_gemm.%d", (int)getpid());
+  int ncand = write_case_dir(b, dir, gemm_fixtures, sizeof gemm_fixtures / sizeof gemm_fixtures[0]);
+  char path[1200], *text = NULL;
+  size_t len = 0;
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  MK_REQUIRE(mk_read_file(path, 1 << 24, &text, &len) == 0);
+  MK_CHECK(strstr(text, "\"candidates\":[\"cuda_gemm128x128_3xtf32.py\",\"cuda_gemm64x64_3xtf32.py\","
+                        "\"cuda_gemm128x128_tf32.py\"]") != NULL);
+  free(text);
+  fprintf(stderr, "    %d CUDA GEMM candidates written to %s\n", ncand, dir);
+  MK_CHECK(ncand >= 9);
   if (!(keep && *keep)) {
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

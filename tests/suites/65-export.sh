@@ -80,7 +80,10 @@ elif [ ! -x "$tests_bin" ]; then
 else
   c=$work/cuda_project
   n=$work/cuda_norm_project
-  MK_EXPORT_CUDA_DIR=$c MK_EXPORT_CUDA_NORM_DIR=$n "$tests_bin" export_cuda > "$work/cuda-plan.log" 2>&1 ||
+  g=$work/cuda_gemm_project
+  a=$work/cuda_attention_project
+  MK_EXPORT_CUDA_DIR=$c MK_EXPORT_CUDA_NORM_DIR=$n MK_EXPORT_CUDA_GEMM_DIR=$g MK_EXPORT_CUDA_ATTN_DIR=$a \
+    "$tests_bin" export_cuda > "$work/cuda-plan.log" 2>&1 ||
     { cat "$work/cuda-plan.log"; fail "the CUDA export's C test"; }
   ti=$("$py" -c 'import os, torch; print(os.path.dirname(torch.__file__))')/include
   # the CPU wheel ships c10/cuda's headers without the CMake-made one they include
@@ -88,8 +91,9 @@ else
   [ -f "$ti/c10/cuda/impl/cuda_cmake_macros.h" ] || echo '#pragma once' > "$work/stub/c10/cuda/impl/cuda_cmake_macros.h"
   cuda_inc=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")/include
   [ -f "$cuda_inc/cuda_runtime_api.h" ] || cuda_inc=/usr/local/cuda/include
-  # conv_chain (elementwise runs) and norm_pools (norms, pools)
-  for proj in "$c/mk_conv_chain" "$n/mk_norm_pools"; do
+  # conv_chain (elementwise runs), norm_pools (norms, pools), linear_epilogue and
+  # attention_4d (GEMMs on tensor cores)
+  for proj in "$c/mk_conv_chain" "$n/mk_norm_pools" "$g/mk_linear_epilogue" "$a/mk_attention_4d"; do
     nvcc -c -std=c++17 "${proj}_kernels.cu" -o "$work/kernels.o" > "$work/nvcc.log" 2>&1 ||
       { cat "$work/nvcc.log"; fail "nvcc does not compile the exported kernels of $proj"; }
     g++ -std=c++17 -fsyntax-only -I"$(dirname "$proj")" -I"$work/stub" -isystem "$ti" \
