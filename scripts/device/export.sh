@@ -116,7 +116,8 @@ export_kernels_and_test() { # modelnew name
 # Triton compiles each for sm_<arch>), embedded as cubins, launched through the
 # CUDA driver API; built with CMake (CUDA::cuda_driver) and tested on the GPU
 # (export-<name>.log). Then the generated test must fail on a corrupted cubin
-# launch argument (a kernel's int halved), so a replay that ran nothing would not pass.
+# launch argument (a kernel's largest int, an element count, halved), so a replay that
+# ran nothing would not pass.
 export_triton_and_test() { # modelnew name
   local modelnew=$1 name=$2 dir=/tmp/mk-export-$2 ns=mk_$2 log=$OUT/export-$2.log
   rm -rf "$dir"
@@ -134,9 +135,19 @@ export_triton_and_test() { # modelnew name
   mkdir -p "$OUT/project-$name"
   cp "$dir"/*.h "$dir"/$ns.cpp "$dir"/CMakeLists.txt "$dir"/export.json "$OUT/project-$name/" 2>/dev/null
   build_and_test "$dir" "$ns" "$name" "$log" "cmake, CUDA::cuda_driver" || return
-  # the test must see the kernels: halve the first int a launch passes, rebuild, expect FAIL
-  if sed -i '0,/static_cast<int32_t>(\([0-9]\+\)LL)/s//static_cast<int32_t>(\1LL \/ 2)/' "$dir/$ns.cpp" &&
-     grep -q 'LL / 2)' "$dir/$ns.cpp" && cmake --build "$dir/build" -j 16 >> "$log" 2>&1; then
+  # the test must see the kernels: halve the largest int a launch passes (an element count:
+  # the first int was a batch size no index read on 2026-12-06, so the corrupted test
+  # passed), rebuild, expect FAIL
+  if python3 - "$dir/$ns.cpp" <<'PY' && grep -q 'LL / 2)' "$dir/$ns.cpp" && cmake --build "$dir/build" -j 16 >> "$log" 2>&1; then
+import re, sys
+path = sys.argv[1]
+text = open(path).read()
+found = list(re.finditer(r"static_cast<int32_t>\((\d+)LL\)", text))
+if not found:
+    sys.exit(1)
+m = max(found, key=lambda m: int(m.group(1)))
+open(path, "w").write(text[:m.start()] + f"static_cast<int32_t>({m.group(1)}LL / 2)" + text[m.end():])
+PY
     if timeout 300 "$dir/build/${ns}_test" "$dir/data" --device cuda >> "$log" 2>&1; then
       echo "  corrupted launch argument: test PASSED (bad: the replay is not what is tested)" | tee -a "$summary"
     else
