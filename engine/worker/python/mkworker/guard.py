@@ -133,17 +133,20 @@ def _exit_like(status: int) -> None:
 
 def _guard(worker: int, engine: int) -> None:
     """The guard's whole life; never returns."""
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(sig, _on_signal)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    # The protocol pipes are the worker's: the engine must see their EOF when it
-    # closes them, not when the guard exits.
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(devnull, 1)
-    os.close(devnull)
     status = 0
     try:
+        # A signal from here on ends the tree as one in the loop does: one that came
+        # while prctl was still loading libc ended the guard with a traceback and
+        # status 1 instead of the signal (a flaky containment test, 2026-12-06).
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, _on_signal)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        # The protocol pipes are the worker's: the engine must see their EOF when it
+        # closes them, not when the guard exits.
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        os.close(devnull)
         if engine and os.getppid() != engine:  # the engine died before we asked
             raise _Stop(signal.SIGTERM)
         while True:
