@@ -461,6 +461,21 @@ static int *find_sections(const mk_partition *p, const mk_candidate *const *chos
   return section_of;
 }
 
+/* True if nothing the program returns or keeps depends on subkernel sk: no
+ * value it makes is read by another subkernel or returned, none of its nodes
+ * writes a tensor in place, and none draws random numbers (skipping a draw
+ * would shift the random stream of the ops after it). The forward does not
+ * run it: nn.MultiheadAttention's averaged weights, which `out, _ =
+ * attn(x, x, x)` drops, cost eager a pass over [batch, L, L] for nothing. */
+static bool subkernel_is_dead(const mk_graph *g, const mk_subkernel *sk) {
+  if (sk->noutputs > 0) return false;
+  for (int i = 0; i < sk->nnodes; i++) {
+    const mk_node *n = &g->nodes[sk->nodes[i]];
+    if (n->nmutates > 0 || (mk_op_flags(n->op) & MK_OPF_RANDOM)) return false;
+  }
+  return true;
+}
+
 static int emit_candidate_call(const mk_subkernel *sk, int index, namer_ctx *nc, mk_buf *out) {
   mk_buf_indent(out, 8);
   for (int i = 0; i < sk->noutputs; i++) {
@@ -511,6 +526,11 @@ static int emit_forward(const mk_graph *g, const mk_partition *p, const mk_candi
   for (int s = 0; s < p->nsubkernels; s++) {
     const mk_subkernel *sk = &p->subkernels[s];
     const mk_candidate *c = chosen ? chosen[s] : NULL;
+    if (subkernel_is_dead(g, sk)) {
+      mk_buf_printf(out, "        # %s — lines %d-%d — not run: nothing reads what it computes\n",
+                    sk->name, sk->first_line, sk->last_line);
+      continue;
+    }
     mk_buf_printf(out, "        # %s — lines %d-%d — %s\n", sk->name, sk->first_line,
                   sk->last_line, is_reference(c) ? "PyTorch reference" : c->name);
     int rc = is_reference(c) ? emit_reference_subkernel(g, sk, nc, out, err)

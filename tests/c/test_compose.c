@@ -383,6 +383,29 @@ MK_TEST(compose, recorded_devices_are_the_programs_with_builtin_subkernels) {
   check_device_constants(true);
 }
 
+/* A subkernel whose results nothing reads (dead_branch: a softmax's mean,
+ * what `out, _ = attn(x, x, x)` leaves of the averaged attention weights) is
+ * not run by the forward; a random draw nothing reads still is (the random
+ * stream after it must not shift), and so is an in-place buffer update. */
+MK_TEST(compose, dead_subkernels_are_not_run) {
+  for (int builtin = 0; builtin <= 1; builtin++) {
+    char *py = NULL;
+    MK_REQUIRE(compose_fixture("dead_branch", builtin, NULL, &py) == 0);
+    const char *fwd = strstr(py, "class ModelNew(");
+    MK_REQUIRE(fwd != NULL);
+    MK_CHECK(strstr(fwd, "# softmax_mean — lines 17-18 — not run: nothing reads what it computes\n") != NULL);
+    MK_CHECK(strstr(fwd, "softmax(") == NULL);
+    MK_CHECK(strstr(fwd, "# rand_like — lines 19-19 — PyTorch reference\n") != NULL);
+    MK_CHECK(strstr(fwd, "# add — lines 20-20 — PyTorch reference\n") != NULL);
+    run_composed(py, "torch.manual_seed(1);ra=a(*x);sa=torch.rand(3);"
+                     "torch.manual_seed(1);rb=b(*x);sb=torch.rand(3);"
+                     "assert torch.allclose(ra,rb,rtol=1e-6,atol=1e-6);"
+                     "assert torch.equal(sa,sb),'the random stream shifted';"
+                     "assert torch.equal(a.steps,b.steps)");
+    free(py);
+  }
+}
+
 /* conv_softmax (UNet's double conv): the softmax's input left in the default
  * layout by the plan; PyTorch's ops and the builtin's first variants both
  * compose, run under the interpreter and match the Model, running statistics
