@@ -125,24 +125,36 @@ MK_TEST(export_cuda, subkernels_are_planned_and_regenerated) {
   export_fixture("conv_chain", "mk_conv_chain", "MK_EXPORT_CUDA_DIR");
 }
 
-/* Norms (group, batch in training and eval, instance) and pools (max, avg,
- * adaptive, 2-d and 3-d) as CUDA subkernels: regenerated for the export like
- * the elementwise ones, their launchers C++ over ATen (the [N, C, S] views,
- * torch's pooling sizes, the running statistics' fresh versions). */
-MK_TEST(export_cuda, norms_and_pools_are_exported) {
-  export_fixture("norm_pools", "mk_norm_pools", "MK_EXPORT_CUDA_NORM_DIR");
+/* Appends to `all` the C++ launchers (and, with `kernels`, the CUDA text) the
+ * export plans for the CUDA subkernels of `fixture`'s composition. */
+static void exported_code(const char *fixture, bool kernels, mk_buf *all) {
   composed c;
   mk_errmsg err = {{0}};
-  MK_REQUIRE(compose_cuda("norm_pools", &c, &err) == 0);
+  MK_REQUIRE(compose_cuda(fixture, &c, &err) == 0);
   mk_export_cuda cuda;
   mk_export_modelnew m;
   MK_REQUIRE(mk_export_read_modelnew(mk_buf_cstr(&c.out), &m, &err) == 0);
   int rc = mk_export_cuda_plan(c.g, &m, &cuda, &err);
   if (rc) fprintf(stderr, "plan: %s\n", err.text);
   MK_REQUIRE(rc == 0);
+  for (int i = 0; i < cuda.n; i++) {
+    mk_buf_puts(all, mk_buf_cstr(&cuda.sks[i].code.launcher));
+    if (kernels) mk_buf_puts(all, mk_buf_cstr(&cuda.sks[i].code.cuda));
+  }
+  mk_export_cuda_free(&cuda);
+  mk_export_modelnew_free(&m);
+  composed_free(&c);
+}
+
+/* Norms (group, batch in training and eval, instance) and pools (max, avg,
+ * adaptive, 2-d and 3-d) as CUDA subkernels: regenerated for the export like
+ * the elementwise ones, their launchers C++ over ATen (the [N, C, S] views,
+ * torch's pooling sizes, the running statistics' fresh versions). */
+MK_TEST(export_cuda, norms_and_pools_are_exported) {
+  export_fixture("norm_pools", "mk_norm_pools", "MK_EXPORT_CUDA_NORM_DIR");
   mk_buf all;
   mk_buf_init(&all, 0);
-  for (int i = 0; i < cuda.n; i++) mk_buf_puts(&all, mk_buf_cstr(&cuda.sks[i].code.launcher));
+  exported_code("norm_pools", false, &all);
   const char *l = mk_buf_cstr(&all);
   MK_CHECK(strstr(l, "_norm_group_norm") != NULL);
   MK_CHECK(strstr(l, "_norm_batch_norm") != NULL);
@@ -152,9 +164,6 @@ MK_TEST(export_cuda, norms_and_pools_are_exported) {
   MK_CHECK(strstr(l, "mk_pool_out_size(") != NULL);
   MK_CHECK(strstr(l, ".reshape(ncs") != NULL);
   mk_buf_free(&all);
-  mk_export_cuda_free(&cuda);
-  mk_export_modelnew_free(&m);
-  composed_free(&c);
 }
 
 /* GEMMs on tensor cores as CUDA subkernels: linear with bias and its fused
@@ -165,27 +174,10 @@ MK_TEST(export_cuda, norms_and_pools_are_exported) {
 MK_TEST(export_cuda, gemms_are_exported) {
   export_fixture("linear_epilogue", "mk_linear_epilogue", "MK_EXPORT_CUDA_GEMM_DIR");
   export_fixture("attention_4d", "mk_attention_4d", "MK_EXPORT_CUDA_ATTN_DIR");
-  static const char *const fixtures[] = {"linear_epilogue", "attention_4d"};
   mk_buf all;
   mk_buf_init(&all, 0);
-  for (size_t f = 0; f < 2; f++) {
-    composed c;
-    mk_errmsg err = {{0}};
-    MK_REQUIRE(compose_cuda(fixtures[f], &c, &err) == 0);
-    mk_export_cuda cuda;
-    mk_export_modelnew m;
-    MK_REQUIRE(mk_export_read_modelnew(mk_buf_cstr(&c.out), &m, &err) == 0);
-    int rc = mk_export_cuda_plan(c.g, &m, &cuda, &err);
-    if (rc) fprintf(stderr, "plan: %s\n", err.text);
-    MK_REQUIRE(rc == 0);
-    for (int i = 0; i < cuda.n; i++) {
-      mk_buf_puts(&all, mk_buf_cstr(&cuda.sks[i].code.launcher));
-      mk_buf_puts(&all, mk_buf_cstr(&cuda.sks[i].code.cuda));
-    }
-    mk_export_cuda_free(&cuda);
-    mk_export_modelnew_free(&m);
-    composed_free(&c);
-  }
+  exported_code("linear_epilogue", true, &all);
+  exported_code("attention_4d", true, &all);
   const char *l = mk_buf_cstr(&all);
   MK_CHECK(strstr(l, "_gemm_linear") != NULL);
   MK_CHECK(strstr(l, "_gemm_matmul") != NULL);

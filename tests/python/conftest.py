@@ -50,6 +50,19 @@ def fixture(name: str) -> str:
     return str(FIXTURES / name)
 
 
+def mk_tests_binary() -> Path | None:
+    """The C test runner that writes the GPU tests' cases: $MK_TESTS_BIN, else the first
+    built one (the devkit's on the device machine)."""
+    env = os.environ.get("MK_TESTS_BIN")
+    if env:
+        return Path(env)
+    for build in ("build", "build-asan", "build-release", ".devkit"):
+        p = REPO / build / ("mk_tests" if build == ".devkit" else "tests/mk_tests")
+        if p.is_file():
+            return p
+    return None
+
+
 def kernelbench_files(level: int | None = None) -> list[Path]:
     levels = [level] if level is not None else [1, 2, 3]
     files: list[Path] = []

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, _shared_dir
+from conftest import REPO, _shared_dir, mk_tests_binary
 from mkworker import kbcheck
 from mkworker.candidate import scan_source
 from mkworker.guards import KernelLaunches
@@ -31,23 +31,13 @@ REF = REPO / "tests" / "fixtures" / "propose" / "conv_chain.py"
 NAMES = ("conv_chain_cuda.py", "conv_chain_mixed.py")
 
 
-def _mk_tests() -> Path | None:
-    env = os.environ.get("MK_TESTS_BIN")
-    if env:
-        return Path(env)
-    for build in ("build", "build-asan", "build-release"):
-        p = REPO / build / "tests" / "mk_tests"
-        if p.is_file():
-            return p
-    return None
-
 
 @pytest.fixture(scope="module")
 def composed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     given = os.environ.get("MK_COMPOSED_CUDA_DIR")
     if given:
         return Path(given)
-    binary = _mk_tests()
+    binary = mk_tests_binary()
     if binary is None:
         pytest.skip("no mk_tests binary to compose with (build it, or set MK_COMPOSED_CUDA_DIR)")
     out = tmp_path_factory.mktemp("composed")

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, mk_tests_binary
 from mkworker.candidate import scan_source
 
 VARIANTS = ["cuda_gemm128x128_3xtf32.py", "cuda_gemm64x64_3xtf32.py", "cuda_gemm128x128_tf32.py"]
@@ -48,23 +48,13 @@ RESIZE: dict[str, dict[int, int]] = {
 }
 
 
-def _mk_tests() -> Path | None:
-    env = os.environ.get("MK_TESTS_BIN")
-    if env:
-        return Path(env)
-    for build in ("build", "build-asan", "build-release", ".devkit"):
-        p = REPO / build / ("mk_tests" if build == ".devkit" else "tests/mk_tests")
-        if p.is_file():
-            return p
-    return None
-
 
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory: pytest.TempPathFactory) -> Path:
     given = os.environ.get("MK_CUDA_GEMM_DIR")
     if given:
         return Path(given)
-    binary = _mk_tests()
+    binary = mk_tests_binary()
     if binary is None:
         pytest.skip("no mk_tests binary to write the cases (build it, or set MK_CUDA_GEMM_DIR)")
     out = tmp_path_factory.mktemp("cuda_gemm")

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, mk_tests_binary
 from mkworker.candidate import scan_source
 
 KINDS = ("batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", "normalize",
@@ -35,23 +35,13 @@ KINDS = ("batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", 
          "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d")
 
 
-def _mk_tests() -> Path | None:
-    env = os.environ.get("MK_TESTS_BIN")
-    if env:
-        return Path(env)
-    for build in ("build", "build-asan", "build-release", ".devkit"):
-        p = REPO / build / ("mk_tests" if build == ".devkit" else "tests/mk_tests")
-        if p.is_file():
-            return p
-    return None
-
 
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory: pytest.TempPathFactory) -> Path:
     given = os.environ.get("MK_CUDA_NORM_POOL_DIR")
     if given:
         return Path(given)
-    binary = _mk_tests()
+    binary = mk_tests_binary()
     if binary is None:
         pytest.skip("no mk_tests binary to write the cases "
                     "(build it, or set MK_CUDA_NORM_POOL_DIR)")
