@@ -85,64 +85,71 @@ static bool splits_channels(const mk_graph *g, const mk_node *n, int v) {
   return c == in->shape[1];
 }
 
-/* True if view n reading v splits its channels and the split is made
- * contiguous before anything else reads it, through transposes or permutes
- * of the split dims alone, each value read once: a channel shuffle
- * (ShuffleNet's view -> transpose -> contiguous -> view). On channels_last
- * strides the views stay valid and contiguous() makes the one copy it makes
- * for NCHW; any other reader of a split channels_last view could fail
- * (`.view(N, G, -1)` merges a channel dim with the pixels). Sets *copy to
- * the contiguous() node's output when given. */
-static bool channel_shuffle_from(const mk_graph *g, const mk_node *n, int v, int *copy) {
-  if (!splits_channels(g, n, v)) return false;
-  int cur = n->outputs[0], split_hi = g->values[cur].rank - (g->values[v].rank - 2) - 1;
-  for (int hops = 0; hops < 8; hops++) {
+/* mk_layout.h says what a channel shuffle is. */
+int mk_channel_shuffle_at(const mk_graph *g, const mk_node *n, int v, mk_channel_shuffle *cs) {
+  if (g == NULL || n == NULL || cs == NULL || !splits_channels(g, n, v)) return 0;
+  const mk_value *sv = &g->values[n->outputs[0]];
+  int k = sv->rank - g->values[v].rank + 1;
+  if (k > MK_SHUFFLE_MAX_SPLIT) return 0;
+  *cs = (mk_channel_shuffle){.k = k, .copy = -1, .value = -1};
+  for (int d = 0; d < k; d++) {
+    cs->split[d] = sv->shape[1 + d];
+    cs->order[d] = d;
+  }
+  cs->nodes[cs->nnodes++] = n->id;
+  int cur = n->outputs[0];
+  for (int hops = 0; hops < MK_SHUFFLE_MAX_NODES - 3; hops++) {
     const mk_node *r = sole_reader(g, cur);
     if (r == NULL || r->nmutates > 0 || r->noutputs != 1 || r->ninputs < 1 || r->inputs[0] != cur)
-      return false;
+      return 0;
+    cs->nodes[cs->nnodes++] = r->id;
     if (named(r, "contiguous")) {
-      if (copy) *copy = r->outputs[0];
-      return true;
+      cs->copy = r->outputs[0];
+      const mk_node *m = sole_reader(g, cs->copy);
+      const mk_value *in = &g->values[v];
+      if (m && m->nmutates == 0 && m->noutputs == 1 && m->ninputs >= 1 && m->inputs[0] == cs->copy &&
+          (named(m, "view") || named(m, "reshape") || named(m, "flatten"))) {
+        const mk_value *mv = &g->values[m->outputs[0]];
+        bool same = mv->rank == in->rank && mv->dtype == in->dtype;
+        for (int d = 0; same && d < in->rank; d++) same = mv->shape[d] == in->shape[d];
+        if (same) {
+          cs->nodes[cs->nnodes++] = m->id;
+          cs->value = m->outputs[0];
+        }
+      }
+      return 1;
     }
-    if (!(named(r, "transpose") || named(r, "swapaxes"))) return false;
-    /* both dims among the split channel dims 1..split_hi */
-    long long d0, d1;
+    if (!(named(r, "transpose") || named(r, "swapaxes"))) return 0;
+    /* both dims among the split channel dims 1..k: the shuffled order */
     const cJSON *a0 = cJSON_GetArrayItem(r->args, 1), *a1 = cJSON_GetArrayItem(r->args, 2);
-    if (!cJSON_IsNumber(a0) || !cJSON_IsNumber(a1)) return false;
-    int rank = g->values[cur].rank;
-    d0 = (long long)a0->valuedouble;
-    d1 = (long long)a1->valuedouble;
-    if (d0 < 0) d0 += rank;
-    if (d1 < 0) d1 += rank;
-    if (d0 < 1 || d0 > split_hi || d1 < 1 || d1 > split_hi) return false;
+    if (!cJSON_IsNumber(a0) || !cJSON_IsNumber(a1)) return 0;
+    int d0 = a0->valueint < 0 ? a0->valueint + sv->rank : a0->valueint;
+    int d1 = a1->valueint < 0 ? a1->valueint + sv->rank : a1->valueint;
+    if (d0 < 1 || d0 > k || d1 < 1 || d1 > k) return 0;
+    int t = cs->order[d0 - 1];
+    cs->order[d0 - 1] = cs->order[d1 - 1];
+    cs->order[d1 - 1] = t;
     cur = r->outputs[0];
   }
-  return false;
+  return 0;
 }
 
 /* True if v is the merge of a channel shuffle back to [N, C, *S] (the view
  * of the copy contiguous() made, read only by it): a fresh tensor nothing
  * else aliases, so converting it is one more copy and nothing else. */
 static bool channel_shuffle_result(const mk_graph *g, int v, const unsigned char *layout) {
-  const mk_value *val = &g->values[v];
-  if (val->kind != MK_VALUE_NODE || val->producer < 0 || val->producer >= g->nnodes) return false;
-  const mk_node *merge = &g->nodes[val->producer];
-  if (merge->category != MK_OP_VIEW || merge->nmutates > 0 || merge->ninputs < 1 ||
-      !(named(merge, "view") || named(merge, "reshape") || named(merge, "flatten")))
-    return false;
-  int copy = merge->inputs[0];
-  if (copy < 0 || copy >= g->nvalues || sole_reader(g, copy) != merge) return false;
-  /* walk back from the copy to the split's input */
-  int cur = copy;
-  for (int hops = 0; hops < 10; hops++) {
+  /* walk back through the shuffle's views to the split's input */
+  int cur = v;
+  for (int hops = 0; hops < MK_SHUFFLE_MAX_NODES; hops++) {
     const mk_value *cv = &g->values[cur];
     if (cv->kind != MK_VALUE_NODE || cv->producer < 0 || cv->producer >= g->nnodes) return false;
     const mk_node *p = &g->nodes[cv->producer];
-    if (p->ninputs < 1 || p->inputs[0] < 0 || p->inputs[0] >= g->nvalues) return false;
+    if (p->category != MK_OP_VIEW || p->ninputs < 1 || p->inputs[0] < 0 || p->inputs[0] >= g->nvalues)
+      return false;
     int in = p->inputs[0];
-    int found = -1;
-    if (layout[in] == MK_LAYOUT_CHANNELS_LAST && channel_shuffle_from(g, p, in, &found))
-      return found == copy && g->values[in].rank == val->rank && g->values[in].shape[1] == val->shape[1];
+    mk_channel_shuffle cs;
+    if (layout[in] == MK_LAYOUT_CHANNELS_LAST && mk_channel_shuffle_at(g, p, in, &cs))
+      return cs.value == v;
     cur = in;
   }
   return false;
@@ -175,7 +182,10 @@ static bool keeps_layout(const mk_graph *g, const mk_node *n, int v) {
     return strcmp(s, "cat") == 0 && (d == 1 || d == 1 - rank);
   }
   case MK_OP_VIEW:
-    return channel_shuffle_from(g, n, v, NULL);
+  {
+    mk_channel_shuffle cs;
+    return mk_channel_shuffle_at(g, n, v, &cs) != 0;
+  }
   default:
     return false;
   }

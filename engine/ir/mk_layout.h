@@ -50,6 +50,27 @@ int mk_layout_plan(const mk_graph *g, unsigned char *layout, unsigned char *conv
  * float32 rather than TF32 (the builtin proposer tries 3xTF32 early). */
 bool mk_layout_few_channels(const mk_graph *g, const mk_node *n);
 
+/* A channel shuffle (ShuffleNet's `view(N, c_1, ..., c_k, *S)` -> transposes of
+ * the split dims -> `contiguous()` [-> `view(N, C, *S)`]), each value after the
+ * split read only by the next op. Read by the layout plan (valid on
+ * channels_last strides; the copy is private) and by the builtin generator
+ * (folded into a norm's store). */
+#define MK_SHUFFLE_MAX_SPLIT 8
+#define MK_SHUFFLE_MAX_NODES 12
+typedef struct mk_channel_shuffle {
+  int k;                               /* split channel dims */
+  long long split[MK_SHUFFLE_MAX_SPLIT]; /* their sizes */
+  int order[MK_SHUFFLE_MAX_SPLIT];     /* shuffled dim d is split dim order[d] */
+  int nodes[MK_SHUFFLE_MAX_NODES];     /* the split, the transposes, contiguous, the merge */
+  int nnodes;
+  int copy;  /* contiguous()'s output */
+  int value; /* the merge's output (v's shape and dtype again), or -1 when none follows */
+} mk_channel_shuffle;
+
+/* 1 and *cs when node n, reading v ([N, C, *S]), starts a channel shuffle
+ * up to its contiguous() (and merge, when there is one); 0 otherwise. */
+int mk_channel_shuffle_at(const mk_graph *g, const mk_node *n, int v, mk_channel_shuffle *cs);
+
 /* The Python suffix that applies conversion c to a value of this rank
  * (".contiguous(memory_format=torch.channels_last)", ...), or "" for KEEP. */
 const char *mk_layout_suffix(mk_layout_conv c, int rank);

@@ -33,6 +33,8 @@
  * statistics are read and the kernel is purely elementwise. */
 #include "builtin_internal.h"
 
+#include "mk_layout.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -830,85 +832,43 @@ int bi_norm_load(bi_emit *e, int norm, const char *var, const char *offs, const 
  * shuffled order writes the shuffled tensor in the norm's one pass, where
  * PyTorch reads and writes it again (and a channels_last one, twice). */
 typedef struct shuffle_fold {
-  int k;                /* split channel dims */
-  long long split[8];   /* their sizes, c_1..c_k */
-  int order[8];         /* shuffled dim d is split dim order[d] */
-  int last;             /* the last stage of the shuffle (the merge view) */
-  int value;            /* the shuffled value it makes */
+  mk_channel_shuffle cs; /* the split, its shuffled order, the shuffled value (mk_layout.h) */
+  int last;              /* the last stage of the shuffle (the merge view) */
+  int value;             /* the shuffled value it makes */
 } shuffle_fold;
 
-static bool view_named(const mk_node *n, const char *const *names) {
-  char sn[32];
-  bi_short(n, sn, sizeof sn);
-  for (; *names; names++)
-    if (strcmp(sn, *names) == 0) return true;
-  return false;
-}
-
-/* The node of view stage t if it reads `v` (its only reader) and nothing
- * else depends on it, else NULL. */
-static const mk_node *sole_view_reader(const bi_plan *p, int t, int v) {
-  const mk_value *val = &p->g->values[v];
-  if (t >= p->nst || p->st[t].kind != BI_VIEW || p->st[t].nnodes != 1 || p->is_output[v] ||
-      val->nusers != 1 || val->users[0] != p->st[t].nodes[0])
-    return NULL;
-  const mk_node *n = &p->g->nodes[p->st[t].nodes[0]];
-  return n->nmutates == 0 && n->noutputs == 1 && n->ninputs >= 1 && n->inputs[0] == v ? n : NULL;
-}
-
-/* Fills f when the stages after norm stage s shuffle its result res. */
+/* Fills f when the stages after norm stage s shuffle its result res: the
+ * shuffle's ops (mk_channel_shuffle_at) are the plan's next stages, one view
+ * each, and only the shuffled value may leave the subkernel. */
 static bool shuffle_after(const bi_plan *p, int s, int res, shuffle_fold *f) {
-  static const char *const splits[] = {"view", "reshape", "unflatten", NULL};
-  static const char *const swaps[] = {"transpose", "swapaxes", NULL};
-  static const char *const copies[] = {"contiguous", NULL};
-  static const char *const merges[] = {"view", "reshape", "flatten", NULL};
-  const mk_value *in = &p->g->values[res];
-  const mk_node *n = sole_view_reader(p, s + 1, res);
-  if (n == NULL || !view_named(n, splits) || in->rank < 3) return false;
-  const mk_value *sv = &p->g->values[n->outputs[0]];
-  int spatial = in->rank - 2, k = sv->rank - in->rank + 1;
-  if (k < 2 || k > 8 || sv->shape[0] != in->shape[0]) return false;
-  long long c = 1;
-  for (int d = 0; d < k; d++) {
-    f->split[d] = sv->shape[1 + d];
-    f->order[d] = d;
-    c *= f->split[d];
+  const mk_value *rv = &p->g->values[res];
+  if (p->is_output[res] || rv->nusers != 1 || rv->users[0] < 0 || rv->users[0] >= p->g->nnodes ||
+      !mk_channel_shuffle_at(p->g, &p->g->nodes[rv->users[0]], res, &f->cs) || f->cs.value < 0)
+    return false;
+  for (int i = 0; i < f->cs.nnodes; i++) {
+    int t = s + 1 + i;
+    if (t >= p->nst || p->st[t].kind != BI_VIEW || p->st[t].nnodes != 1 ||
+        p->st[t].nodes[0] != f->cs.nodes[i])
+      return false;
+    int out = p->g->nodes[f->cs.nodes[i]].outputs[0];
+    if (i + 1 < f->cs.nnodes && p->is_output[out]) return false;
   }
-  if (c != in->shape[1]) return false;
-  for (int d = 0; d < spatial; d++)
-    if (sv->shape[1 + k + d] != in->shape[2 + d]) return false;
-  f->k = k;
-  int cur = n->outputs[0], t = s + 2;
-  for (; (n = sole_view_reader(p, t, cur)) != NULL && view_named(n, swaps); t++, cur = n->outputs[0]) {
-    const cJSON *a0 = cJSON_GetArrayItem(n->args, 1), *a1 = cJSON_GetArrayItem(n->args, 2);
-    if (!cJSON_IsNumber(a0) || !cJSON_IsNumber(a1)) return false;
-    int d0 = a0->valueint < 0 ? a0->valueint + sv->rank : a0->valueint;
-    int d1 = a1->valueint < 0 ? a1->valueint + sv->rank : a1->valueint;
-    if (d0 < 1 || d0 > k || d1 < 1 || d1 > k) return false;
-    int tmp = f->order[d0 - 1];
-    f->order[d0 - 1] = f->order[d1 - 1];
-    f->order[d1 - 1] = tmp;
-  }
-  if (n == NULL || !view_named(n, copies)) return false;
-  cur = n->outputs[0];
-  n = sole_view_reader(p, ++t, cur);
-  if (n == NULL || !view_named(n, merges)) return false;
-  const mk_value *mv = &p->g->values[n->outputs[0]];
-  if (!bi_same_shape(mv->rank, mv->shape, in->rank, in->shape) || mv->dtype != in->dtype) return false;
-  f->last = t;
-  f->value = n->outputs[0];
+  f->last = s + f->cs.nnodes;
+  f->value = f->cs.value;
   return true;
 }
 
 /* Kernel lines: `cs`, where channel `cc` of the norm's result lands in the
  * shuffled value (row-major over the split sizes, read in shuffled order). */
 static void shuffle_channel_lines(const shuffle_fold *f, mk_buf *k) {
+  const mk_channel_shuffle *cs = &f->cs;
   mk_buf_puts(k, "    # the channel shuffle folded into the store: channel cc lands at cs\n"
                  "    t = cc\n");
-  for (int d = f->k - 1; d > 0; d--)
-    mk_buf_printf(k, "    j%d = t %% %lld\n    t = t // %lld\n", d, f->split[d], f->split[d]);
-  mk_buf_printf(k, "    j0 = t\n    cs = j%d", f->order[0]);
-  for (int d = 1; d < f->k; d++) mk_buf_printf(k, " * %lld + j%d", f->split[f->order[d]], f->order[d]);
+  for (int d = cs->k - 1; d > 0; d--)
+    mk_buf_printf(k, "    j%d = t %% %lld\n    t = t // %lld\n", d, cs->split[d], cs->split[d]);
+  mk_buf_printf(k, "    j0 = t\n    cs = j%d", cs->order[0]);
+  for (int d = 1; d < cs->k; d++)
+    mk_buf_printf(k, " * %lld + j%d", cs->split[cs->order[d]], cs->order[d]);
   mk_buf_puts(k, "\n");
 }
 
