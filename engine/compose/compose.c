@@ -432,12 +432,23 @@ static int emit_reference_subkernel(const mk_graph *g, const mk_subkernel *sk, n
                                     mk_buf *out, mk_errmsg *err) {
   for (int i = 0; i < sk->nnodes; i++) {
     const mk_node *n = &g->nodes[sk->nodes[i]];
-    int rc = mk_pyemit_node(g, n, value_name, nc, 8, out, err);
+    int rc = mk_graph_node_is_constant(g, n->id) ? mk_pyemit_constant_node(g, n, value_name, nc, 8, out, err)
+                                                  : mk_pyemit_node(g, n, value_name, nc, 8, out, err);
     if (rc) return err && err->text[0] ? rc : mk_errf(err, rc, "node %d (%s) at line %d cannot be emitted", n->id, n->op, n->span.line);
     for (int k = 0; k < n->noutputs; k++)
       if (!pytorch_keeps_channels_last(nc, n, n->outputs[k])) emit_conversion(nc, n->outputs[k], out);
   }
   return out->err;
+}
+
+/* True if a subkernel the forward writes inline makes a constant tensor
+ * (mk_graph_node_is_constant): the module then defines the cache helper. */
+static bool inline_constants(const mk_graph *g, const mk_partition *p, const mk_candidate *const *chosen) {
+  for (int s = 0; s < p->nsubkernels; s++)
+    if (is_reference(chosen ? chosen[s] : NULL))
+      for (int i = 0; i < p->subkernels[s].nnodes; i++)
+        if (mk_graph_node_is_constant(g, p->subkernels[s].nodes[i])) return true;
+  return false;
 }
 
 /* section_of[s] = the first subkernel whose chosen candidate has the same
@@ -640,6 +651,7 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
     rc = emit_init(g, p, chosen, nc.layout, &init);
     if (rc) mk_errf(err, rc, "compose: out of memory");
     else if (init.len) mk_buf_puts(out, keep_cl_helper);
+    if (inline_constants(g, p, chosen)) mk_pyemit_constant_helper(out);
     mk_buf_printf(out, "\n\nclass ModelNew(%s):\n", g->class_name ? g->class_name : "Model");
     mk_buf_puts(out, "    \"\"\"The same module, composed of verified subkernels.\"\"\"\n\n");
     mk_buf_append(out, init.data ? init.data : "", init.len);

@@ -160,6 +160,15 @@ const char *mk_op_table_name(int i, mk_op_category *category);
  * Writes into buf (bounded, truncated if needed) and returns buf. */
 const char *mk_op_short_name(const char *op, char *buf, size_t bufsize);
 
+/* True when node `node` makes a tensor from constants alone (a factory such
+ * as torch.tensor / full / arange with no tensor argument, nothing random, at
+ * most 2^20 elements) and the program can never tell one such tensor from
+ * another: nothing writes it or a view of it in place and the program does
+ * not return it (constants.c). Emitted code may then make it once per device
+ * and reuse it (no host-to-device copy per call, CUDA graphs can capture the
+ * forward). */
+bool mk_graph_node_is_constant(const mk_graph *g, int node);
+
 /* Roofline cost (cost.c): the FLOPs of the matrix work (matmul family,
  * convolutions, attention, recurrent layers; one FLOP per output element for
  * the rest) and the minimum bytes any implementation moves (forward inputs,

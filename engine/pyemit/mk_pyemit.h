@@ -39,6 +39,20 @@ typedef int (*mk_value_namer)(void *ctx, int vid, mk_buf *out);
 int mk_pyemit_device_binding(const mk_graph *g, const int *nodes, int nnodes, int tensor_vid,
                              mk_value_namer namer, void *ctx, int indent, mk_buf *out);
 
+/* The helper emitted code calls for tensors made from constants alone
+ * (mk_graph_node_is_constant, mk_ir.h). */
+#define MK_PYEMIT_CONST_FN "_mk_const"
+
+/* Appends `vN = _mk_const((id, dtype[, _mk_dev]), lambda: <the call>)` for
+ * constant node `n`: the tensor is made on the first call per device and
+ * default dtype, then reused. The module must define the helper
+ * (mk_pyemit_constant_helper). */
+int mk_pyemit_constant_node(const mk_graph *g, const mk_node *n, mk_value_namer namer, void *ctx,
+                            int indent, mk_buf *out, mk_errmsg *err);
+
+/* Appends the module-level definition of MK_PYEMIT_CONST_FN and its cache. */
+int mk_pyemit_constant_helper(mk_buf *out);
+
 /* Appends the Python literal for one encoded argument. MK_EUNSUPPORTED (with
  * a reason) for arguments that were not recorded exactly ("opaque"). */
 int mk_pyemit_arg(const cJSON *arg, mk_value_namer namer, void *ctx, mk_buf *out, mk_errmsg *err);

@@ -392,6 +392,34 @@ static const char *first_device(const cJSON *arg) {
   return NULL;
 }
 
+int mk_pyemit_constant_node(const mk_graph *g, const mk_node *n, mk_value_namer namer, void *ctx,
+                            int indent, mk_buf *out, mk_errmsg *err) {
+  if (n->noutputs != 1) return mk_errf(err, MK_EINVAL, "node %d makes %d tensors, not one", n->id, n->noutputs);
+  mk_buf_indent(out, indent);
+  namer(ctx, n->outputs[0], out);
+  /* The key: the node, the default dtype (torch.tensor(1.5) follows it) and
+   * the device the call spells as MK_PYEMIT_DEVICE_VAR, if it names one. */
+  mk_buf_printf(out, " = " MK_PYEMIT_CONST_FN "((%d, torch.get_default_dtype()", n->id);
+  if (first_device(n->args) || first_device(n->kwargs)) mk_buf_puts(out, ", " MK_PYEMIT_DEVICE_VAR);
+  mk_buf_puts(out, "), lambda: ");
+  int rc = mk_pyemit_call(g, n, namer, ctx, out, err);
+  if (rc) return rc;
+  return mk_buf_puts(out, ")\n");
+}
+
+int mk_pyemit_constant_helper(mk_buf *out) {
+  return mk_buf_puts(out,
+                     "\n\n# Tensors the forward makes from constants alone, made once per device and\n"
+                     "# reused (nothing writes or returns them): no host-to-device copy per call,\n"
+                     "# and the forward can be captured as a CUDA graph.\n"
+                     "_MK_CONSTS: dict = {}\n\n\n"
+                     "def " MK_PYEMIT_CONST_FN "(key, make):\n"
+                     "    t = _MK_CONSTS.get(key)\n"
+                     "    if t is None:\n"
+                     "        t = _MK_CONSTS[key] = make()\n"
+                     "    return t\n");
+}
+
 int mk_pyemit_device_binding(const mk_graph *g, const int *nodes, int nnodes, int tensor_vid,
                              mk_value_namer namer, void *ctx, int indent, mk_buf *out) {
   const char *recorded = NULL;

@@ -366,6 +366,10 @@ static void check_device_constants(bool builtin) {
   MK_CHECK(strstr(py, "torch.device('cpu')") == NULL);
   if (!builtin) MK_CHECK(strstr(py, "        _mk_dev = x0.device\n") != NULL);
   MK_CHECK(strstr(py, "device=_mk_dev") != NULL);
+  /* the scalar made per call is made once per device (no host-to-device copy
+   * per call, capturable as a CUDA graph) where the forward writes it inline */
+  if (!builtin)
+    MK_CHECK(strstr(py, "torch.get_default_dtype(), _mk_dev), lambda: torch.tensor(1e+02, device=_mk_dev))") != NULL);
   /* Triton kernels do not run on meta tensors: the builtin form runs on the CPU only
    * (its kernels' exp may differ from torch's in the last bit). */
   run_composed(py, builtin ? "ra=a(*x);rb=b(*x);assert torch.allclose(ra,rb,rtol=1e-6,atol=1e-6)"
@@ -434,4 +438,29 @@ MK_TEST(compose, planned_composition_through_a_channel_shuffle) {
                      "assert torch.allclose(a.bn.running_var,b.bn.running_var,rtol=1e-4,atol=1e-5)");
     free(py);
   }
+}
+
+/* Tensors made from constants (constants.py): the two nothing writes or
+ * returns are made once per device and reused; the rest are made per call.
+ * Two calls match the Model's, the accumulator written in place included,
+ * and the cached tensors are the same objects both times. */
+MK_TEST(compose, constant_tensors_are_made_once) {
+  char *py = NULL;
+  MK_REQUIRE(compose_fixture("constants", false, NULL, &py) == 0);
+  const char *fwd = strstr(py, "class ModelNew(");
+  MK_REQUIRE(fwd != NULL);
+  MK_CHECK(strstr(py, "\ndef _mk_const(key, make):\n") != NULL);
+  MK_CHECK(strstr(fwd, "_mk_const((0, torch.get_default_dtype(), _mk_dev), lambda: torch.tensor(1e+02, device=_mk_dev))") != NULL);
+  MK_CHECK(strstr(fwd, "_mk_const((1, torch.get_default_dtype(), _mk_dev), lambda: torch.full(") != NULL);
+  MK_CHECK(strstr(fwd, " = torch.zeros(4, device=_mk_dev)\n") != NULL);
+  MK_CHECK(strstr(fwd, "lambda: torch.zeros(") == NULL && strstr(fwd, "lambda: torch.ones(") == NULL &&
+           strstr(fwd, "lambda: torch.rand(") == NULL && strstr(fwd, "lambda: torch.arange(") == NULL);
+  run_composed(py, "torch.manual_seed(3);ra=a(*x);torch.manual_seed(3);rb=b(*x);"
+                   "assert all(torch.equal(u,v) for u,v in zip(ra,rb));"
+                   "consts=dict(m._MK_CONSTS);assert len(consts)==2,consts;"
+                   "torch.manual_seed(4);ra=a(*x);torch.manual_seed(4);rb=b(*x);"
+                   "assert all(torch.equal(u,v) for u,v in zip(ra,rb));"
+                   "now=m._MK_CONSTS;"
+                   "assert all(now[k] is t for k,t in consts.items())");
+  free(py);
 }

@@ -533,3 +533,26 @@ MK_TEST(ir, roofline_fraction) {
   MK_CHECK(mk_roofline_fraction(NULL, 1e14, 1e12, 5) == -1);
   MK_CHECK(mk_graph_cost(NULL, &c) == MK_EINVAL);
 }
+
+/* Tensors made from constants (tests/fixtures/propose/constants.py): the two
+ * that nothing writes or returns may be made once; a tensor written in
+ * place, one whose view is written, a random one, a returned one, one made
+ * from a tensor and every other op may not. */
+MK_TEST(ir, constant_tensors_are_the_ones_nothing_writes_or_returns) {
+  mk_graph *g = load_propose_graph("constants.json");
+  MK_REQUIRE(g != NULL);
+  bool want[32] = {false};
+  want[0] = true; /* torch.tensor(1.0 / 0.01, device=x.device) */
+  want[1] = true; /* torch.full((4,), 0.5, device=x.device) */
+  MK_REQUIRE(g->nnodes <= 32);
+  for (int i = 0; i < g->nnodes; i++) {
+    if (mk_graph_node_is_constant(g, i) != want[i]) fprintf(stderr, "node %d (%s)\n", i, g->nodes[i].op);
+    MK_CHECK(mk_graph_node_is_constant(g, i) == want[i]);
+  }
+  MK_CHECK(strcmp(g->nodes[2].op, "torch.zeros") == 0);  /* acc.add_(...) */
+  MK_CHECK(strcmp(g->nodes[5].op, "torch.ones") == 0);   /* base[0].mul_(2.0) */
+  MK_CHECK(strcmp(g->nodes[9].op, "torch.arange") == 0); /* returned */
+  MK_CHECK(!mk_graph_node_is_constant(g, -1) && !mk_graph_node_is_constant(g, g->nnodes));
+  MK_CHECK(!mk_graph_node_is_constant(NULL, 0));
+  mk_graph_free(g);
+}
