@@ -1314,6 +1314,26 @@ static void revert_to_reference_round(mk_search *s) {
   s->ph = PH_FINAL;
 }
 
+/* Adds `captured` (and `why`, when not) to a cuda_graph event from the
+ * verifier's report (`cuda_graph_captured`, docs/verify.md): a variant that
+ * never captured timed its plain forward, and the event must say so. */
+static void add_capture(cJSON *event, const char *report) {
+  cJSON *rep = report ? cJSON_Parse(report) : NULL;
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(rep, "cuda_graph_captured");
+  if (cJSON_IsBool(c)) {
+    cJSON_AddBoolToObject(event, "captured", cJSON_IsTrue(c));
+    const cJSON *notes = cJSON_GetObjectItemCaseSensitive(rep, "notes");
+    const cJSON *n;
+    cJSON_ArrayForEach(n, notes) {
+      if (!cJSON_IsFalse(c) || !cJSON_IsString(n) || !strstr(n->valuestring, "CUDA graph never captured"))
+        continue;
+      cJSON_AddStringToObject(event, "why", n->valuestring);
+      break;
+    }
+  }
+  cJSON_Delete(rep);
+}
+
 /* The rescue's verdict: a graph variant faster than eager beyond noise is
  * kept aside (finish() compares it with the final composition); the
  * reference round runs either way. */
@@ -1328,6 +1348,7 @@ static void on_rescue_graph(mk_search *s, const mk_eval_result *r) {
   if (r->status != MK_EVAL_OK) cJSON_AddStringToObject(f, "reason", r->reason);
   cJSON_AddBoolToObject(f, "rescue", true);
   cJSON_AddBoolToObject(f, "beats_eager", beats_eager);
+  add_capture(f, r->report_json);
   log_event(s, "cuda_graph", f);
   int *chosen = beats_eager ? malloc(sizeof *chosen * ((size_t)s->part.nsubkernels + 1)) : NULL;
   if (chosen) {
@@ -1386,7 +1407,11 @@ static void on_graph(void *data, const mk_eval_result *r) {
   cJSON_AddNumberToObject(f, "plain_ms", res->final.time_ms);
   if (r->status != MK_EVAL_OK) cJSON_AddStringToObject(f, "reason", r->reason);
   cJSON_AddBoolToObject(f, "kept", faster);
-  log_event(s, "cuda_graph", f);
+  add_capture(f, r->report_json);
+  const cJSON *why = cJSON_GetObjectItemCaseSensitive(f, "why");
+  char not_captured[sizeof res->cuda_graph_reason] = "";
+  if (cJSON_IsString(why)) snprintf(not_captured, sizeof not_captured, "%s", why->valuestring);
+  log_event(s, "cuda_graph", f); /* frees f */
   res->cuda_graph_ms = r->status == MK_EVAL_OK ? r->time_ms : -1;
   if (faster) {
     res->cuda_graph = true;
@@ -1400,7 +1425,9 @@ static void on_graph(void *data, const mk_eval_result *r) {
     s->graph_path = NULL;
   } else {
     snprintf(res->cuda_graph_reason, sizeof res->cuda_graph_reason, "%s",
-             r->status != MK_EVAL_OK ? r->reason : "not faster than the plain composition");
+             r->status != MK_EVAL_OK ? r->reason
+             : not_captured[0]      ? not_captured
+                                    : "not faster than the plain composition");
   }
   s->ph = PH_DONE;
   batch_done(s);

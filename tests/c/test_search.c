@@ -95,6 +95,7 @@ typedef struct fake_eval {
   double graph_ms;       /* > 0: time of the CUDA-graph variant (else 1.0 like the others) */
   double delay_s;        /* each evaluation takes this long (wall-time budgets) */
   int graph_checks;      /* compositions sent through evaluate_graph */
+  const char *graph_report; /* the graph variant's report_json (NULL: none) */
 } fake_eval;
 
 static int fake_evaluate(void *self, const mk_graph *g, const mk_subkernel *sk,
@@ -126,6 +127,7 @@ static int fake_evaluate_composition(void *self, const char *path, mk_eval_cb cb
   fake_eval *fe = self;
   mk_eval_result r = {.status = MK_EVAL_OK, .time_ms = 1.0};
   if (fe->graph_ms > 0 && strstr(path, "modelnew.graph.py") != NULL) r.time_ms = fe->graph_ms;
+  if (strstr(path, ".graph.py") != NULL) r.report_json = fe->graph_report;
   if (fe->compositions < fe->widen_compositions) r.ref_tf32_noise = 5e-4;
   if (fe->compositions++ < fe->fail_compositions) {
     r.status = MK_EVAL_MISMATCH;
@@ -829,6 +831,42 @@ MK_TEST(search, cuda_graph_variant_kept_only_when_faster) {
     mk_search_result_free(o.res);
     mk_graph_free(g);
   }
+}
+
+/* A graph variant whose capture failed (a host-to-device copy in the
+ * forward, say) ran its plain forward: the verifier says so in its report
+ * (`cuda_graph_captured`), and the run log's cuda_graph event and the
+ * result's reason carry why, not "not faster". */
+MK_TEST(search, graph_variant_that_never_captured_says_why) {
+  const char *names[] = {"ok_0.5"};
+  fake_prop fp = {.names = names, .nnames = 1};
+  fake_eval fe = {.ref_ms = 1.0, .timed = true, .graph_ms = 1.2,
+                  .graph_report = "{\"status\": \"ok\", \"cuda_graph_captured\": false, \"notes\": "
+                                  "[\"its CUDA graph never captured (RuntimeError: operation not "
+                                  "permitted when stream is capturing): the plain forward ran\"]}"};
+  mk_search_config cfg;
+  config(&cfg);
+  FILE *log = tmpfile();
+  MK_REQUIRE(log != NULL);
+  cfg.log = log;
+  outcome o = {0};
+  mk_graph *g = NULL;
+  MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
+  MK_REQUIRE(o.res != NULL);
+  MK_CHECK(!o.res->cuda_graph);
+  MK_CHECK(strstr(o.res->cuda_graph_reason, "never captured (RuntimeError: operation not permitted") != NULL);
+  char text[1 << 14];
+  rewind(log);
+  size_t n = fread(text, 1, sizeof text - 1, log);
+  text[n] = '\0';
+  const char *ev = strstr(text, "\"event\":\"cuda_graph\"");
+  MK_REQUIRE(ev != NULL);
+  const char *line = ev;
+  while (line > text && line[-1] != '\n') line--;
+  MK_CHECK(strstr(line, "\"captured\":false,\"why\":\"its CUDA graph never captured") != NULL);
+  fclose(log);
+  mk_search_result_free(o.res);
+  mk_graph_free(g);
 }
 
 /* Merges are judged by time: every one tried is counted, those kept too. */

@@ -167,6 +167,32 @@ def test_composition_wrong_weights_are_a_mismatch(tmp_path):
     assert rep["status"] == "mismatch"
 
 
+def test_composition_graph_that_never_captured_is_reported(tmp_path: Path) -> None:
+    # A CUDA-graph ModelNew (compose_graph.c's runtime keeps its captures in _mk_graphs)
+    # whose capture failed ran its plain forward: the report says so and why.
+    src = (KERNELS / "cbr_modelnew_ok.py").read_text() + (
+        "\n\nclass _Graphs:\n"
+        "    def __init__(self) -> None:\n"
+        "        self.entries: dict = {('sig',): None}\n"
+        "        self.why = 'RuntimeError: operation not permitted when stream is capturing'\n"
+        "\n\nclass ModelNew(ModelNew):\n"
+        "    def forward(self, *args):\n"
+        "        self._mk_graphs = _Graphs()\n"
+        "        return super().forward(*args)\n")
+    f = tmp_path / "new.py"
+    f.write_text(src)
+    rep = verify_composition({"file": str(f), "reference_file": EXAMPLE, "trials": 1,
+                              "device": "cpu", "batch": 2}, lambda m, f: None)
+    assert rep["status"] == "ok", rep["reason"]
+    assert rep["cuda_graph_captured"] is False
+    assert any("never captured (RuntimeError: operation not permitted" in n
+               for n in rep["notes"]), rep["notes"]
+    plain = verify_composition({"file": str(KERNELS / "cbr_modelnew_ok.py"),
+                                "reference_file": EXAMPLE, "trials": 1, "device": "cpu",
+                                "batch": 2}, lambda m, f: None)
+    assert "cuda_graph_captured" not in plain
+
+
 def test_composition_missing_class_is_a_compile_error():
     rep = verify_composition({"file": EXAMPLE, "reference_file": EXAMPLE, "device": "cpu",
                               "batch": 2}, lambda m, f: None)

@@ -1342,8 +1342,27 @@ def _verify_composition(ref_mod: Candidate, ref_cls_name: str, new_mod: Candidat
     if rep.get("status") == "ok" and rep.get("reference_tf32"):
         notes.append(precision.note([rep["reference_tf32"]["noise"]]))
     rep["kernel_launches"] = launches.count
+    captured = _graph_capture(new)
+    if captured is not None:
+        rep["cuda_graph_captured"] = captured[0]
+        if not captured[0]:
+            notes.append(captured[1])
     rep["notes"] = notes
     return rep
+
+
+def _graph_capture(module: torch.nn.Module) -> tuple[bool, str] | None:
+    """Whether a CUDA-graph ModelNew (compose_graph.c's runtime keeps its captures in
+    `_mk_graphs`) replayed a graph or fell back to its plain forward, and why; None for a
+    ModelNew without one. A variant that never captured times its plain forward."""
+    graphs = getattr(module, "_mk_graphs", None)
+    entries = getattr(graphs, "entries", None)
+    if not isinstance(entries, dict):
+        return None
+    if any(e is not None for e in entries.values()):
+        return True, ""
+    why = str(getattr(graphs, "why", "") or "no input signature could be captured")
+    return False, f"its CUDA graph never captured ({why[:300]}): the plain forward ran"
 
 
 def time_reference(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
