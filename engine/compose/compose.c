@@ -33,6 +33,7 @@ typedef struct namer_ctx {
   unsigned char *conv;           /* conv[vid]: the conversion right after vid is made */
   const char *const *input_names;
   int ninput_names;
+  bool converts;                 /* the forward converts a value (needs _mk_convert) */
 } namer_ctx;
 
 static int value_name(void *vctx, int vid, mk_buf *out) {
@@ -402,10 +403,17 @@ static void drop_unneeded_conversions(const mk_graph *g, const mk_partition *p,
 
 /* ---- forward ------------------------------------------------------------ */
 
-/* `v = v.contiguous(...)` for value vid when the layout plan converts it. */
+/* `v = _mk_convert(v, <format>)` for value vid when the layout plan converts
+ * it (compose_convert.c). */
 static int emit_conversion(namer_ctx *nc, int vid, mk_buf *out) {
-  if (vid < 0 || vid >= nc->g->nvalues) return 0;
-  return mk_pyemit_conversion(nc->g, vid, nc->conv[vid], value_name, nc, 8, out);
+  if (vid < 0 || vid >= nc->g->nvalues || nc->conv[vid] == MK_LAYOUT_KEEP) return 0;
+  mk_buf name;
+  mk_buf_init(&name, 64);
+  value_name(nc, vid, &name);
+  int rc = name.err ? name.err : compose_convert(out, mk_buf_cstr(&name), nc->conv[vid], nc->g->values[vid].rank);
+  mk_buf_free(&name);
+  nc->converts = true;
+  return rc;
 }
 
 /* True if PyTorch op n already returns v in channels_last: every 4-d/5-d
@@ -652,11 +660,17 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
     if (rc) mk_errf(err, rc, "compose: out of memory");
     else if (init.len) mk_buf_puts(out, keep_cl_helper);
     if (inline_constants(g, p, chosen)) mk_pyemit_constant_helper(out);
+    mk_buf fwd;
+    mk_buf_init(&fwd, 0);
+    if (!rc) rc = emit_forward(g, p, chosen, section_of, &nc, &fwd, err);
+    if (nc.converts) compose_convert_helper(out);
     mk_buf_printf(out, "\n\nclass ModelNew(%s):\n", g->class_name ? g->class_name : "Model");
     mk_buf_puts(out, "    \"\"\"The same module, composed of verified subkernels.\"\"\"\n\n");
     mk_buf_append(out, init.data ? init.data : "", init.len);
+    mk_buf_append(out, fwd.data ? fwd.data : "", fwd.len);
+    if (fwd.err) out->err = fwd.err;
     mk_buf_free(&init);
-    if (!rc) rc = emit_forward(g, p, chosen, section_of, &nc, out, err);
+    mk_buf_free(&fwd);
   }
   if (!rc && out->err) rc = mk_errf(err, out->err, "compose: output too large");
   mk_buf_free(&imports);

@@ -1,5 +1,6 @@
-/* compose_internal.h — private interface between compose.c and
- * compose_cuda.c (the CUDA C++ sections of a ModelNew). */
+/* compose_internal.h — private interface between compose.c,
+ * compose_cuda.c (the CUDA C++ sections of a ModelNew) and
+ * compose_convert.c (the layout plan's conversions). */
 #ifndef MK_COMPOSE_INTERNAL_H
 #define MK_COMPOSE_INTERNAL_H
 
@@ -38,5 +39,13 @@ void compose_cuda_launcher(compose_cuda *cc, mk_buf *sections);
 /* The build: the C++ texts and the load_inline call (nothing when cc has no
  * section). */
 int compose_cuda_build(compose_cuda *cc, mk_buf *out);
+
+/* The layout plan's conversions (compose_convert.c): the module-level
+ * `_mk_convert(x, fmt)` helper (a tiled Triton transpose for large tensors,
+ * PyTorch's copy otherwise), and one conversion statement in the forward:
+ * `name = _mk_convert(name, <format>)` for conv (an mk_layout_conv) of a
+ * value of `rank`; nothing for MK_LAYOUT_KEEP. */
+int compose_convert_helper(mk_buf *out);
+int compose_convert(mk_buf *out, const char *name, int conv, int rank);
 
 #endif

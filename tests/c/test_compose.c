@@ -8,6 +8,8 @@
 #include "mk_test.h"
 #include "support.h"
 
+#include "compose_internal.h"
+
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -317,12 +319,13 @@ MK_TEST(compose, channels_last_weights_converted_once) {
 static void check_planned_composition(bool builtin) {
   char *py = NULL;
   MK_REQUIRE(compose_fixture("conv_net", builtin, NULL, &py) == 0);
-  MK_CHECK(strstr(py, "        x0 = x0.contiguous(memory_format=torch.channels_last)\n") != NULL);
-  MK_CHECK(strstr(py, ".contiguous()\n") != NULL); /* before the view */
+  MK_CHECK(strstr(py, "        x0 = _mk_convert(x0, torch.channels_last)\n") != NULL);
+  MK_CHECK(strstr(py, "\ndef _mk_convert(x, fmt):\n") != NULL);
   if (!builtin) {
+    MK_CHECK(strstr(py, ", torch.contiguous_format)\n") != NULL); /* before the view */
     /* PyTorch keeps channels_last through every planned op: only the entry converts. */
     int n = 0;
-    for (const char *q = py; (q = strstr(q, ".contiguous(memory_format=torch.channels_last)\n")); q++) n++;
+    for (const char *q = py; (q = strstr(q, ", torch.channels_last)\n")); q++) n++;
     MK_CHECK_INT(n, ==, 1);
   }
   MK_CHECK(strstr(py, "\"stem.weight\", ") != NULL && strstr(py, "\"conv1.weight\", ") != NULL &&
@@ -345,14 +348,14 @@ MK_TEST(compose, inputs_a_kernel_converts_itself_are_not_converted_first) {
   char *py = NULL;
   MK_REQUIRE(compose_fixture("conv_chain", true, "triton_igemm", &py) == 0);
   MK_CHECK(strstr(py, "MK_ANY_LAYOUT_INPUTS = (0, )") != NULL);
-  MK_CHECK(strstr(py, "        x0 = x0.contiguous(memory_format=torch.channels_last)\n") == NULL);
+  MK_CHECK(strstr(py, "        x0 = _mk_convert(x0, torch.channels_last)\n") == NULL);
   run_composed(py, "ra=a(*x);rb=b(*x);"
                    "assert torch.allclose(ra,rb,rtol=1e-4,atol=1e-4),(ra-rb).abs().max()");
   free(py);
   /* with the cuDNN variant, which declares nothing, the entry converts */
   MK_REQUIRE(compose_fixture("conv_chain", true, "triton_conv", &py) == 0);
   MK_CHECK(strstr(py, "MK_ANY_LAYOUT_INPUTS") == NULL);
-  MK_CHECK(strstr(py, "        x0 = x0.contiguous(memory_format=torch.channels_last)\n") != NULL);
+  MK_CHECK(strstr(py, "        x0 = _mk_convert(x0, torch.channels_last)\n") != NULL);
   free(py);
 }
 
@@ -432,7 +435,7 @@ MK_TEST(compose, planned_composition_through_a_channel_shuffle) {
   for (int builtin = 0; builtin <= 1; builtin++) {
     char *py = NULL;
     MK_REQUIRE(compose_fixture("conv_shuffle", builtin, NULL, &py) == 0);
-    MK_CHECK(strstr(py, ".contiguous(memory_format=torch.channels_last)") != NULL);
+    MK_CHECK(strstr(py, ", torch.channels_last)\n") != NULL);
     run_composed(py, "ra=a(*x);rb=b(*x);"
                      "assert all(torch.allclose(u,v,rtol=1e-4,atol=1e-4) for u,v in zip(ra,rb));"
                      "assert torch.allclose(a.bn.running_var,b.bn.running_var,rtol=1e-4,atol=1e-5)");
@@ -462,5 +465,41 @@ MK_TEST(compose, constant_tensors_are_made_once) {
                    "assert all(torch.equal(u,v) for u,v in zip(ra,rb));"
                    "now=m._MK_CONSTS;"
                    "assert all(now[k] is t for k,t in consts.items())");
+  free(py);
+}
+
+/* The forward's layout conversions (compose_convert.c): under Triton's
+ * interpreter, with the size threshold lowered so small tensors take the
+ * kernel, NCHW -> channels_last and back, 4-d and 5-d, sizes that are not
+ * multiples of the tile, equal PyTorch's copies exactly in values and
+ * strides; tensors it leaves to PyTorch (already converted, other strides,
+ * int, autograd recording) come back as PyTorch gives them. */
+MK_TEST(compose, layout_conversions_match_pytorch) {
+  mk_buf helper;
+  mk_buf_init(&helper, 0);
+  MK_REQUIRE(compose_convert_helper(&helper) == 0);
+  /* run_composed builds a Model and a ModelNew: empty ones stand in */
+  mk_buf_puts(&helper, "\n_MK_CONVERT_MIN_NUMEL = 0\n\n\nclass Model(torch.nn.Module):\n    pass\n\n\n"
+                       "ModelNew = Model\n\n\ndef get_inputs():\n    return []\n");
+  char *py = mk_buf_steal(&helper, NULL);
+  MK_REQUIRE(py != NULL);
+  char *with_torch = malloc(strlen(py) + 16);
+  MK_REQUIRE(with_torch != NULL);
+  strcpy(with_torch, "import torch\n");
+  strcat(with_torch, py);
+  free(py);
+  py = with_torch;
+  run_composed(py, "cl,cl3,c=torch.channels_last,torch.channels_last_3d,torch.contiguous_format;"
+                   "cases=[(torch.randn(2,67,5,70),cl),(torch.randn(3,5,4,66,3),cl3),"
+                   "(torch.randn(2,67,5,70).contiguous(memory_format=cl),c),"
+                   "(torch.randn(1,130,2,3,9).contiguous(memory_format=cl3),c)];"
+                   "outs=[(m._mk_convert(t,f),t.contiguous(memory_format=f)) for t,f in cases];"
+                   "assert all(torch.equal(u,v) and u.stride()==v.stride() for u,v in outs);"
+                   "t=cases[0][0].contiguous(memory_format=cl);assert m._mk_convert(t,cl) is t;"
+                   "t=torch.randn(2,3,4,5).transpose(2,3);u=m._mk_convert(t,cl);"
+                   "assert torch.equal(u,t) and u.is_contiguous(memory_format=cl);"
+                   "t=torch.randint(0,9,(2,3,4,5));assert torch.equal(m._mk_convert(t,cl),t);"
+                   "w=torch.randn(2,3,4,5,requires_grad=True);u=m._mk_convert(w,cl);"
+                   "assert u.grad_fn is not None,'autograd kept'");
   free(py);
 }
