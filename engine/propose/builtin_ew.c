@@ -258,7 +258,7 @@ bool bi_ew_tile_leaves_ok(const bi_emit *e, int s, int bound, char *why, size_t 
   leaf ls[MAX_LEAVES];
   int nl = 0;
   mk_errmsg err = {{0}};
-  bi_ew_bind bind = {.value = bound, .var = "y"};
+  bi_ew_bind bind = {.value = bound, .var = "y", .cl_offs = "soffs"}; /* as the tile binds it */
   if (stage_leaves(e, s, bind, ls, &nl, &err)) {
     snprintf(why, why_size, "its epilogue: %s", err.text);
     return false;
@@ -270,10 +270,10 @@ bool bi_ew_tile_leaves_ok(const bi_emit *e, int s, int bound, char *why, size_t 
     mk_buf name;
     mk_buf_init(&name, 64);
     bi_run_name(p, ls[i].vid, &name);
-    bool ok = !ls[i].mutated;
+    bool cl_same = same_dims(&p->g->values[ls[i].vid], st) && bi_is_cl_value(e, ls[i].vid);
+    bool ok = !ls[i].mutated || (cl_same && !ls[i].scalar); /* in place at the tile's offsets */
     if (ok && !ls[i].scalar) {
       bool per_channel = ls[i].nruns == 1 && ls[i].run_lo[0] == 1 && ls[i].run_hi[0] == 1;
-      bool cl_same = same_dims(&p->g->values[ls[i].vid], st) && bi_is_cl_value(e, ls[i].vid);
       ok = per_channel || cl_same;
     }
     if (!ok)
@@ -295,6 +295,8 @@ bool bi_ew_channels_last(const bi_emit *e, int s) {
   return leaves_allow_cl(e, s, ls, nl);
 }
 
+static bool inplace_at_cl_offs(const bi_emit *e, int s, bi_ew_bind bind, const leaf *l);
+
 static int stage_leaves(const bi_emit *e, int s, bi_ew_bind bind, leaf *ls, int *nl,
                         mk_errmsg *err) {
   int rc = collect_leaves(e->p, s, bind, ls, nl, err);
@@ -305,7 +307,7 @@ static int stage_leaves(const bi_emit *e, int s, bi_ew_bind bind, leaf *ls, int 
     ls[i].cl = cl;
     ls[i].cdim = cl ? R - 1 : 1;
     leaf_pattern(e, s, cl, &ls[i]);
-    if (ls[i].mutated && !ls[i].full && !ls[i].bound)
+    if (ls[i].mutated && !ls[i].full && !ls[i].bound && !inplace_at_cl_offs(e, s, bind, &ls[i]))
       return mk_errf(err, MK_EUNSUPPORTED, "an in-place op writes a tensor of another shape");
     /* A folded bias needs the channel index of a full-shape leaf. */
     if (!ls[i].bound && same_dims(&e->p->g->values[ls[i].vid], &e->p->st[s]))
@@ -770,6 +772,15 @@ static bool at_cl_offs(const bi_emit *e, int s, bi_ew_bind bind, const leaf *l) 
          same_dims(&e->p->g->values[l->vid], &e->p->st[s]);
 }
 
+/* An in-place target read and written at the bind's channels_last offsets: a
+ * channels_last value of this module with the stage's shape, passed as it is
+ * (the composition and the verifier give it its planned layout), as
+ * ResNet's and ShuffleNet's `out += shortcut` after a tiled batch norm. */
+static bool inplace_at_cl_offs(const bi_emit *e, int s, bi_ew_bind bind, const leaf *l) {
+  return bind.cl_offs && !l->bound && l->mutated && !l->scalar && bi_is_cl_value(e, l->vid) &&
+         same_dims(&e->p->g->values[l->vid], &e->p->st[s]);
+}
+
 static const char *leaf_layout(const bi_emit *e, const leaf *l, int R) {
   bool cl_value = bi_is_cl_value(e, l->vid);
   if (l->mutated) return "";
@@ -923,7 +934,8 @@ int bi_ew_body(bi_emit *e, int s, const char *pfx, const char *offs, const char 
       continue;
     }
     mk_buf_puts(out, "_ptr + ");
-    if (at_cl_offs(e, s, bind, &ls[i])) mk_buf_puts(out, bind.cl_offs); /* dense channels_last */
+    if (at_cl_offs(e, s, bind, &ls[i]) || inplace_at_cl_offs(e, s, bind, &ls[i]))
+      mk_buf_puts(out, bind.cl_offs); /* dense channels_last */
     else leaf_index(p, &ls[i], st->rank, pfx, offs, out);
     mk_buf_printf(out, ", mask=%s, other=0)\n", mask);
     if (ls[i].bias >= 0) load_folded_bias(&c, &ls[i], st->rank, offs, mask, indent, out);
@@ -944,14 +956,17 @@ int bi_ew_body(bi_emit *e, int s, const char *pfx, const char *offs, const char 
     const mk_value *v = &p->g->values[stored[i]];
     const mk_node *prod = &p->g->nodes[v->producer];
     int target = stored[i];
+    const char *target_offs = bind.store_offs ? bind.store_offs : offs;
     for (int m = 0; m < prod->nmutates; m++)
       for (int l = 0; l < nl; l++)
-        if (ls[l].vid == prod->mutates[m] && !ls[l].bound) target = ls[l].vid;
+        if (ls[l].vid == prod->mutates[m] && !ls[l].bound) {
+          target = ls[l].vid;
+          if (inplace_at_cl_offs(e, s, bind, &ls[l])) target_offs = bind.cl_offs; /* where it was read */
+        }
     mk_buf_indent(out, indent);
     mk_buf_printf(out, "tl.store(%s", pfx);
     bi_run_name(p, target, out);
-    mk_buf_printf(out, "_ptr + %s, v%d, mask=%s)\n", bind.store_offs ? bind.store_offs : offs, stored[i],
-                  mask);
+    mk_buf_printf(out, "_ptr + %s, v%d, mask=%s)\n", target_offs, stored[i], mask);
   }
   return out->err;
 }

@@ -124,6 +124,11 @@ void bi_plan_free(bi_plan *p);
 void bi_plan_store_norms(bi_plan *p);
 /* True if the plan has a norm applied on load. */
 bool bi_plan_norm_on_load(const bi_plan *p);
+/* Gives back to their own stage the epilogues of norms that write in place
+ * (`out += bn(...)`): only the channel-tiled norm stores into its in-place
+ * target, so the other configurations are written from this plan. True if
+ * it unfused any. */
+bool bi_plan_unfuse_inplace_epilogues(bi_plan *p);
 /* Value ids produced inside stage s and read outside it (by a later stage
  * not fused with it, or as a subkernel output). Returns the count. */
 int bi_stage_stored(const bi_plan *p, int s, int *out, int max);

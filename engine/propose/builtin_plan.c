@@ -216,6 +216,16 @@ int bi_stage_stored(const bi_plan *p, int s, int *out, int max) {
   return n;
 }
 
+/* True if value v is made by a node of stage s. */
+static bool produced_in_stage(const bi_plan *p, int s, int v) {
+  for (int i = 0; i < p->st[s].nnodes; i++) {
+    const mk_node *n = &p->g->nodes[p->st[s].nodes[i]];
+    for (int k = 0; k < n->noutputs; k++)
+      if (n->outputs[k] == v) return true;
+  }
+  return false;
+}
+
 static void decide_fusion(bi_plan *p) {
   for (int s = 0; s < p->nst; s++) {
     bi_stage *a = &p->st[s];
@@ -236,8 +246,19 @@ static void decide_fusion(bi_plan *p) {
       bool extra = false;
       for (int o = 1; o < an->noutputs; o++)
         extra |= bi_value_escapes(p, s, an->outputs[o]) && !bi_norm_state_output(an, an->outputs[o]);
+      /* An in-place op in the run is an epilogue of norms only, and only
+       * where it writes a tensor from outside (`out += shortcut` after a
+       * batch norm): the tiled norm stores it into its target at the offsets
+       * it read it from (builtin_ew.c); other anchors' stores assume a fresh
+       * output, and an in-place op on the norm's own result (relu_) keeps
+       * its stage. */
       bool mutated_leaf = false;
-      for (int i = 0; i < e->nnodes; i++) mutated_leaf |= p->g->nodes[e->nodes[i]].nmutates > 0;
+      for (int i = 0; i < e->nnodes; i++) {
+        const mk_node *en = &p->g->nodes[e->nodes[i]];
+        for (int m = 0; m < en->nmutates; m++)
+          mutated_leaf |= a->kind != BI_NORM || en->mutates[m] == an->outputs[0] ||
+                          produced_in_stage(p, s + 1, en->mutates[m]);
+      }
       if (reads && !extra && !mutated_leaf && bi_same_shape(ov->rank, ov->shape, e->rank, e->shape)) {
         a->epi = s + 1;
         e->fused_into = s;
@@ -423,6 +444,25 @@ bool bi_plan_norm_on_load(const bi_plan *p) {
   for (int s = 0; s < p->nst; s++)
     if (p->st[s].apply_into >= 0) return true;
   return false;
+}
+
+/* True if stage s is an EW run with an in-place op. */
+static bool writes_in_place(const bi_plan *p, int s) {
+  for (int i = 0; i < p->st[s].nnodes; i++)
+    if (p->g->nodes[p->st[s].nodes[i]].nmutates > 0) return true;
+  return false;
+}
+
+bool bi_plan_unfuse_inplace_epilogues(bi_plan *p) {
+  bool any = false;
+  for (int s = 0; s < p->nst; s++) {
+    int e = p->st[s].epi;
+    if (p->st[s].kind != BI_NORM || e < 0 || !writes_in_place(p, e)) continue;
+    p->st[s].epi = -1;
+    p->st[e].fused_into = -1;
+    any = true;
+  }
+  return any;
 }
 
 void bi_plan_free(bi_plan *p) {

@@ -652,12 +652,19 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   else
     on_load = false;
   int nsv = on_load ? 2 : 1;
+  /* In-place epilogues of norms (`out += bn(...)`) are stored into their
+   * target by the channel-tiled norm only: a configuration that cannot write
+   * them is written again from a plan with them as their own stage. */
+  bi_plan apart_plan = {0};
+  bool apart = bi_plan_build(req->graph, req->subkernel, &apart_plan, err) == 0 &&
+               bi_plan_unfuse_inplace_epilogues(&apart_plan);
   int nv = nb * ng * nc * nn * nsv; /* an upper bound: the loops below skip some */
   int modes = has_norm ? bi_norm_modes(&p) : 1;
   variant *vs = calloc((size_t)nv, sizeof *vs);
   if (vs == NULL) {
     bi_plan_free(&p);
     bi_plan_free(&stored_plan);
+    bi_plan_free(&apart_plan);
     return mk_errf(err, MK_ENOMEM, "out of memory");
   }
   int i = 0;
@@ -710,6 +717,8 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
     char *src = NULL;
     rc = emit_module(cfg.norm_stored ? &stored_plan : &p, &cfg, mk_buf_cstr(&name), &src, ctile_why,
                      sizeof ctile_why, err);
+    if ((rc == MK_EUNSUPPORTED || rc == CTILE_DECLINED) && apart && !cfg.norm_stored)
+      rc = emit_module(&apart_plan, &cfg, mk_buf_cstr(&name), &src, ctile_why, sizeof ctile_why, err);
     if (rc == CTILE_DECLINED) {
       rc = 0;
       mk_buf_free(&name);
@@ -776,5 +785,6 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   free(vs);
   bi_plan_free(&p);
   bi_plan_free(&stored_plan);
+  bi_plan_free(&apart_plan);
   return rc;
 }

@@ -1173,3 +1173,35 @@ MK_TEST(propose, configurations_that_cannot_be_written_are_skipped) {
   mk_subkernel_free(&sk);
   mk_graph_free(g);
 }
+
+/* `out += bn(conv(x))` (residual_inplace: nodes 6-8, the batch norm, the
+ * in-place add into the other branch's output, relu): the channel-tiled
+ * norm stores the sum into `out` at the offsets it read it from and the
+ * relu of it, in its one apply pass; no separate add kernel, no copy of the
+ * target. The other configurations keep the add as its own stage. */
+MK_TEST(propose, residual_added_in_place_is_the_tiled_norms_epilogue) {
+  mk_graph *g = load("propose", "residual_inplace.json");
+  MK_REQUIRE(g != NULL);
+  mk_subkernel sk;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){6, 7, 8}, 3, &sk, &err) == 0);
+  mk_candidate_list l = {0};
+  mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
+  MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
+  MK_REQUIRE(l.n > 1);
+  const char *ct = l.items[0].source;
+  MK_CHECK_STR(l.items[0].name, "triton_ctile_b1024_w4");
+  MK_CHECK(strstr(ct, "    epi_v18 = tl.load(epi_v18_ptr + soffs, mask=mask, other=0)\n") != NULL);
+  MK_CHECK(strstr(ct, "    tl.store(epi_v18_ptr + soffs, v24, mask=mask)\n") != NULL);
+  MK_CHECK(strstr(ct, "    tl.store(epi_v25_ptr + soffs, v25, mask=mask)\n") != NULL);
+  MK_CHECK(strstr(ct, "    v24 = v18\n") != NULL);           /* the target itself, not a new tensor */
+  MK_CHECK(strstr(ct, "v18.contiguous(") == NULL);           /* never a copy of the target */
+  MK_CHECK(strstr(ct, "_ew_") == NULL);                      /* no separate add kernel */
+  bool apart = false;
+  for (int i = 1; i < l.n; i++)
+    if (strstr(l.items[i].name, "_ctile") == NULL) apart |= strstr(l.items[i].source, "_ew_") != NULL;
+  MK_CHECK(apart);
+  mk_candidate_list_free(&l);
+  mk_subkernel_free(&sk);
+  mk_graph_free(g);
+}

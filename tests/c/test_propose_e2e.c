@@ -351,6 +351,23 @@ MK_TEST(propose_e2e, batch_norms_on_channel_tiles_match_reference) {
   harness_env = "";
 }
 
+/* A residual added in place after a batch norm (residual_inplace: ResNet's
+ * `out += identity`, ShuffleNet's `out += self.shortcut(x)`): the norm's
+ * tiled apply stores `out + bn(...)` into `out` (its epilogue writes its
+ * in-place target at the offsets it read it from). Every candidate of every
+ * subkernel, the in-place target compared after the call, and the whole
+ * graph. */
+MK_TEST(propose_e2e, residual_added_in_place_after_a_batch_norm_matches_reference) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  harness_env = "MK_HARNESS_CTILE_CL=1";
+  run_fixture("residual_inplace.json", 0);
+  run_fixture_as("residual_inplace.json", 4, true);
+  harness_env = "";
+}
+
 /* 4-d matmuls of attention heads through their strides (the transposed head
  * views of a split projection), with the scale, causal mask (a sliced buffer,
  * masked_fill with -inf) and ReLU after them: every subkernel's candidates,
