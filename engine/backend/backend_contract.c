@@ -77,7 +77,7 @@ int mk_backend_candidate_kernels(const char *module_text, mk_backend_kernel *out
 
 typedef struct cuda_kernel {
   char name[128];
-  bool extern_c;
+  bool extern_c;  /* `extern "C"` in its own declaration */
   const char *params, *params_end; /* inside the parentheses */
   const char *at;                  /* `__global__` */
 } cuda_kernel;
@@ -159,19 +159,22 @@ static bool read_declaration(const char *g, const char *end, cuda_kernel *k) {
   return false;
 }
 
-/* Every `__global__` function of the CUDA text, in order; whether it is
- * `extern "C"`, either in its own declaration or inside an `extern "C" {}`
- * block. Returns the number found (at most max). */
-static int find_kernels(const char *src, size_t len, cuda_kernel *out, int max) {
+/* Every `__global__` function of the CUDA text, in order, and whether it is
+ * `extern "C"` (in its declaration or an `extern "C" {}` block); *block
+ * gets the first such block, or NULL. Returns the number found (at most
+ * max). */
+static int find_kernels(const char *src, size_t len, cuda_kernel *out, int max, const char **block) {
   const char *end = src + len;
   int n = 0, depth = 0;
   int c_blocks[16], nc = 0; /* brace depths of open extern "C" { blocks */
   bool pending_c = false;   /* `extern "C"` seen in the current declaration */
+  *block = NULL;
   for (const char *p = src; p < end;) {
     if (p + 10 <= end && memcmp(p, "extern \"C\"", 10) == 0 && word_at(p, src, end, "extern")) {
       const char *q = p + 10;
       while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) q++;
       if (q < end && *q == '{') {
+        if (*block == NULL) *block = p;
         if (nc < 16) c_blocks[nc++] = depth + 1;
         depth++;
         p = q + 1;
@@ -360,7 +363,14 @@ int mk_backend_check_candidate(const char *module_text, mk_errmsg *err) {
   int nk = 0;
   if ((rc = mk_backend_candidate_kernels(module_text, ks, MK_BACKEND_MAX_KERNELS, &nk, err)) != 0) return rc;
   cuda_kernel found[MAX_FOUND];
-  int nf = find_kernels(cuda, len, found, MAX_FOUND);
+  const char *block = NULL;
+  int nf = find_kernels(cuda, len, found, MAX_FOUND, &block);
+  /* The composer puts each candidate's kernels in a C++ namespace of its
+   * own and drops `extern "C"` there (compose_cuda.c): a block's braces
+   * would be left at namespace scope. */
+  if (block)
+    return mk_errf(err, MK_EPARSE, "line %d: an extern \"C\" { } block: write extern \"C\" on each "
+                   "kernel's own declaration instead", line_of(module_text, block));
   for (int i = 0; i < nk; i++) {
     const cuda_kernel *k = NULL;
     for (int j = 0; j < nf && !k; j++)

@@ -134,7 +134,9 @@ int mk_backend_candidate_kernels(const char *module_text, mk_backend_kernel *out
 /* Checks a module against the CUDA candidate contract without compiling it
  * (docs/candidates.md): `MK_BACKEND = "cuda"`, a closed `MK_CUDA_SOURCE` raw
  * string without #include, a readable MK_CUDA_KERNELS whose every kernel is
- * an `extern "C" __global__` function of the source with one parameter per
+ * an `extern "C" __global__` function of the source (extern "C" in its own
+ * declaration: the composer drops it to place the kernels in a namespace,
+ * which an `extern "C" { }` block would not survive) with one parameter per
  * signature letter of the matching kind (f `float *`, b `bool *`, q an
  * integer), and a run that launches through `_mk_cuda.launch` only kernels
  * the table lists. 0, or MK_EPARSE with the first violation (its module line
