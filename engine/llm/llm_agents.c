@@ -373,7 +373,6 @@ typedef struct job {
   const mk_graph *g;
   const mk_partition *p;
   mk_llm_decision_kind dkind;
-  mk_llm_propose_fn propose_cb;
   mk_llm_decisions_fn decide_cb;
   mk_llm_groups_fn groups_cb;
   void *data;
@@ -671,8 +670,8 @@ int mk_llm_propose_async(mk_llm *llm, const mk_propose_request *req,
       rc = src;
       if (err) *err = serr;
     } else {
-      /* The first call is on its way (the budget ran out in between): the
-       * proposal is that call's. */
+      /* The first call is on its way: the proposal is that call's, with
+       * this refusal as the second reason should that one fail too. */
       pj->pending--;
       pj->status[k] = src;
       pj->err[k] = serr;
