@@ -117,6 +117,32 @@ int mk_backend_candidate_source(const char *module_text, const char **src, size_
 /* True if the module text is a CUDA C++ candidate. */
 bool mk_backend_is_cuda_candidate(const char *module_text);
 
+/* One entry of a candidate's `MK_CUDA_KERNELS = {"name": "sig", ...}`. */
+#define MK_BACKEND_MAX_KERNELS 64
+typedef struct mk_backend_kernel {
+  char name[128];
+  char sig[64]; /* one letter per parameter: f float32 tensor, b bool tensor, q int64 */
+} mk_backend_kernel;
+
+/* Reads `MK_CUDA_KERNELS = {...}` (at the start of a line) into out[0..max):
+ * *n entries. MK_EPARSE with the reason when it is missing, not closed,
+ * empty, longer than max, or holds a name that is not an identifier or a
+ * signature with letters other than f, b, q. */
+int mk_backend_candidate_kernels(const char *module_text, mk_backend_kernel *out, int max, int *n,
+                                 mk_errmsg *err);
+
+/* Checks a module against the CUDA candidate contract without compiling it
+ * (docs/candidates.md): `MK_BACKEND = "cuda"`, a closed `MK_CUDA_SOURCE` raw
+ * string without #include, a readable MK_CUDA_KERNELS whose every kernel is
+ * an `extern "C" __global__` function of the source (extern "C" in its own
+ * declaration: the composer drops it to place the kernels in a namespace,
+ * which an `extern "C" { }` block would not survive) with one parameter per
+ * signature letter of the matching kind (f `float *`, b `bool *`, q an
+ * integer), and a run that launches through `_mk_cuda.launch` only kernels
+ * the table lists. 0, or MK_EPARSE with the first violation (its module line
+ * where it has one). Compile errors are NVRTC's to find. */
+int mk_backend_check_candidate(const char *module_text, mk_errmsg *err);
+
 /* ---- diagnostics ---------------------------------------------------------- */
 
 /* Parses an NVRTC log ("name(12): error: ...", the source line, the caret)

@@ -103,10 +103,6 @@ static int llm_config_option(mk_session_config *cfg, const char *v) {
 
 int mk_cli_llm_check(const mk_session_config *cfg, mk_errmsg *err) {
   if (cfg->proposer == NULL || strcmp(cfg->proposer, "llm") != 0) return 0;
-  if (cfg->search.backend != MK_KBACKEND_TRITON) /* the session says the same, later */
-    return mk_errf(err, MK_EINVAL, "--backend %s is the builtin generator's: the LLM proposer "
-                   "writes Triton (use --backend triton, or --proposer builtin)",
-                   mk_kernel_backend_name(cfg->search.backend));
   mk_llm_config c;
   mk_llm_config_init(&c);
   int rc = 0;
@@ -236,10 +232,10 @@ int mk_cli_session_option(mk_session_config *cfg, const char *a, const char *v) 
 
 void mk_cli_print_session_options(FILE *out) {
   fputs("session options (evolve and bench):\n"
-        "  --proposer builtin|llm     who writes kernels: the builtin Triton generator or an LLM\n"
-        "  --backend triton|cuda|auto the builtin generator's kernels: Triton (default), CUDA C++\n"
-        "                             (NVRTC; the PyTorch reference where it has no kernel), or\n"
-        "                             both competing in one beam (GPU only for CUDA)\n"
+        "  --proposer builtin|llm     who writes kernels: the builtin generator or an LLM\n"
+        "  --backend triton|cuda|auto the kernels' language, for either proposer: Triton (default),\n"
+        "                             CUDA C++ (NVRTC; the PyTorch reference where there is no\n"
+        "                             kernel), or both competing in one beam (GPU only for CUDA)\n"
         "  --budget N                 candidates per run, all subkernels together\n"
         "  --beam W                   beam width per subkernel\n"
         "  --depth D                  beam steps after the first proposals\n"

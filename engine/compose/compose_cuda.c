@@ -22,13 +22,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define MAX_KERNELS 64
-
-typedef struct kernel_sig {
-  char name[128];
-  char sig[64]; /* one of f (float32 tensor), b (bool tensor), q (int64) per parameter */
-} kernel_sig;
-
 void compose_cuda_init(compose_cuda *cc) {
   mk_buf_init(&cc->decls, 0);
   mk_buf_init(&cc->source, 0);
@@ -41,48 +34,6 @@ void compose_cuda_free(compose_cuda *cc) {
   mk_buf_free(&cc->decls);
   mk_buf_free(&cc->source);
   mk_buf_free(&cc->names);
-}
-
-static bool ident_char(char c) {
-  return c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-/* The next "..." string at or after *p before `end`, copied into out. */
-static bool next_string(const char **p, const char *end, char *out, size_t size) {
-  const char *q = *p;
-  while (q < end && *q != '"') q++;
-  if (q >= end) return false;
-  const char *s = ++q;
-  while (q < end && *q != '"') q++;
-  if (q >= end || (size_t)(q - s) >= size) return false;
-  memcpy(out, s, (size_t)(q - s));
-  out[q - s] = '\0';
-  *p = q + 1;
-  return true;
-}
-
-/* The "name": "signature" pairs of `MK_CUDA_KERNELS = {...}` (docs/candidates.md). */
-static int parse_kernels(const char *module, kernel_sig *ks, int *n, mk_errmsg *err) {
-  static const char key[] = "MK_CUDA_KERNELS = {";
-  const char *p = strstr(module, key);
-  while (p && p != module && p[-1] != '\n') p = strstr(p + 1, key);
-  if (p == NULL) return mk_errf(err, MK_EPARSE, "a CUDA candidate without MK_CUDA_KERNELS");
-  p += sizeof key - 1;
-  const char *end = strchr(p, '}');
-  if (end == NULL) return mk_errf(err, MK_EPARSE, "MK_CUDA_KERNELS is not closed");
-  *n = 0;
-  for (;;) {
-    kernel_sig k;
-    if (!next_string(&p, end, k.name, sizeof k.name)) break;
-    if (!next_string(&p, end, k.sig, sizeof k.sig) || *n >= MAX_KERNELS)
-      return mk_errf(err, MK_EPARSE, "MK_CUDA_KERNELS: kernel %s without a readable signature", k.name);
-    for (const char *c = k.name; *c; c++)
-      if (!ident_char(*c)) return mk_errf(err, MK_EPARSE, "MK_CUDA_KERNELS: %s is not a kernel name", k.name);
-    if (k.sig[strspn(k.sig, "fbq")] != '\0')
-      return mk_errf(err, MK_EPARSE, "MK_CUDA_KERNELS: signature %s of %s (f, b, q only)", k.sig, k.name);
-    ks[(*n)++] = k;
-  }
-  return *n > 0 ? 0 : mk_errf(err, MK_EPARSE, "MK_CUDA_KERNELS names no kernel");
 }
 
 /* The CUDA text with `extern "C"` dropped: inside a namespace the kernels
@@ -104,7 +55,7 @@ static void append_without_extern_c(mk_buf *out, const char *src, size_t len) {
 
 /* The host function that launches kernel k of namespace ns. */
 static void emit_launch_function(compose_cuda *cc, const char *ns, const char *prefix,
-                                 const kernel_sig *k) {
+                                 const mk_backend_kernel *k) {
   mk_buf *s = &cc->source;
   mk_buf head;
   mk_buf_init(&head, 0);
@@ -181,9 +132,9 @@ int compose_cuda_section(compose_cuda *cc, const char *source, const char *prefi
   int first_line = 0;
   int rc = mk_backend_candidate_source(source, &src, &len, &first_line, err);
   if (rc) return rc == MK_ENOENT ? mk_errf(err, MK_EPARSE, "a CUDA candidate without MK_CUDA_SOURCE") : rc;
-  kernel_sig ks[MAX_KERNELS];
+  mk_backend_kernel ks[MK_BACKEND_MAX_KERNELS];
   int nk = 0;
-  if ((rc = parse_kernels(source, ks, &nk, err)) != 0) return rc;
+  if ((rc = mk_backend_candidate_kernels(source, ks, MK_BACKEND_MAX_KERNELS, &nk, err)) != 0) return rc;
   char ns[32];
   snprintf(ns, sizeof ns, "%.*s", (int)strcspn(prefix, "_"), prefix); /* "sk3_" -> "sk3" */
   /* The kernels, in the section's namespace. */

@@ -318,9 +318,45 @@ static int render_prompt(mk_llm *llm, const char *agent, vars *vs, mk_buf *sys, 
   return rc;
 }
 
+/* The language as prompts name it: "Triton", "CUDA C++", or both. */
+static const char *language_name(mk_kernel_backend b) {
+  switch (b) {
+  case MK_KBACKEND_CUDA: return "CUDA C++";
+  case MK_KBACKEND_AUTO: return "Triton or CUDA C++";
+  case MK_KBACKEND_TRITON: break;
+  }
+  return "Triton";
+}
+
+/* The rules of a module in `lang` (prompts/<lang>_contract.txt, rendered
+ * with the agent's variables) as variable `contract`, with `language` and
+ * `cuda` (non-empty when CUDA C++ is asked for) beside it: one file per
+ * language holds its contract, whichever agent asks. */
+static int contract_vars(mk_llm *llm, mk_kernel_backend lang, vars *vs, mk_errmsg *err) {
+  const char *file = lang == MK_KBACKEND_CUDA ? "cuda_contract" : "triton_contract";
+  var_str(vs, "language", language_name(lang));
+  var_str(vs, "cuda", lang == MK_KBACKEND_CUDA ? "yes" : "");
+  mk_llm_prompt p;
+  int rc = mk_llm_prompt_load(prompts_dir(mk_llm_get_config(llm)), file, &p, err);
+  if (rc) return rc;
+  mk_buf *b = var_buf(vs, "contract");
+  rc = b ? vars_finish(vs, err) : mk_errf(err, MK_ERANGE, "too many prompt variables");
+  /* `contract` itself is still empty here: a fragment cannot include itself. */
+  if (!rc) rc = mk_llm_render(p.user, vs->v, vs->n, b, err);
+  if (rc && err) {
+    char tmp[MK_ERRMSG_MAX];
+    mk_strlcpy(tmp, err->text, sizeof tmp);
+    mk_errf(err, rc, "prompts/%s.txt: %s", file, tmp);
+  }
+  mk_llm_prompt_free(&p);
+  return rc;
+}
+
 /* ------------------------------------------------------------- common -- */
 
 typedef enum { JOB_PROPOSE, JOB_DECIDE, JOB_DECOMPOSE } job_kind;
+
+typedef struct propose_join propose_join;
 
 typedef struct job {
   job_kind kind;
@@ -329,12 +365,14 @@ typedef struct job {
   int version;
   int max;
   char *default_name;
+  mk_kernel_backend lang;  /* propose: the language asked for */
+  propose_join *join;      /* propose: where the answer goes */
+  int slot;                /* its index there */
   /* decide / decompose: validation needs the graph and partition; they
    * must outlive the request (documented in mk_llm.h). */
   const mk_graph *g;
   const mk_partition *p;
   mk_llm_decision_kind dkind;
-  mk_llm_propose_fn propose_cb;
   mk_llm_decisions_fn decide_cb;
   mk_llm_groups_fn groups_cb;
   void *data;
@@ -342,6 +380,88 @@ typedef struct job {
 
 static void mark_unusable(mk_llm *llm, int idx, const char *why) {
   if (idx >= 0) mk_llm_ledger_set_outcome(mk_llm_get_ledger(llm), idx, "unusable", why);
+}
+
+/* The calls of one proposal (one per language asked for) and their
+ * answers, until the last has come. */
+struct propose_join {
+  int ncalls, pending;
+  int max;
+  mk_kernel_backend lang[2];
+  int status[2];
+  mk_errmsg err[2];
+  mk_candidate_list got[2];
+  mk_llm_propose_fn done;
+  void *data;
+};
+
+/* A name no candidate of `l` has: a collision across two calls gets the
+ * language as suffix (then a number). */
+static int unique_name(const mk_candidate_list *l, mk_candidate *c, mk_kernel_backend lang) {
+  for (int k = 0; k < 100; k++) {
+    bool taken = false;
+    for (int i = 0; i < l->n && !taken; i++) taken = strcmp(l->items[i].name, c->name) == 0;
+    if (!taken) return 0;
+    mk_buf nb;
+    mk_buf_init(&nb, 256);
+    if (k == 0) mk_buf_printf(&nb, "%s_%s", c->name, lang == MK_KBACKEND_CUDA ? "cuda" : "triton");
+    else mk_buf_printf(&nb, "%s_%d", c->name, k + 1);
+    char *n = nb.err ? NULL : mk_buf_steal(&nb, NULL);
+    mk_buf_free(&nb);
+    if (n == NULL) return MK_ENOMEM;
+    free(c->name);
+    c->name = n;
+  }
+  return 0;
+}
+
+/* All calls answered: their candidates interleaved (the first language's
+ * first, the second's first, ...) up to the bound, as the builtin generator
+ * does for `auto`; a failure only when no call gave any. */
+static void join_finish(propose_join *pj) {
+  mk_candidate_list out = {0};
+  int status = 0;
+  for (int i = 0; !status; i++) {
+    bool more = false;
+    for (int k = 0; k < pj->ncalls && !status; k++) {
+      if (pj->status[k] || i >= pj->got[k].n) continue;
+      more = true;
+      mk_candidate *c = &pj->got[k].items[i];
+      if (out.n >= pj->max) continue;
+      status = unique_name(&out, c, pj->lang[k]);
+      if (!status) status = mk_llm_cand_push_(&out, c);
+    }
+    if (!more) break;
+  }
+  mk_errmsg err;
+  err.text[0] = '\0';
+  if (status) {
+    mk_errf(&err, status, "out of memory");
+  } else if (out.n == 0) {
+    /* A hard error (network, budget) says more than an unusable reply. */
+    int k = pj->ncalls > 1 && pj->status[0] == MK_EPARSE && pj->status[1] != MK_EPARSE ? 1 : 0;
+    status = pj->status[k] ? pj->status[k] : MK_EPARSE;
+    if (pj->ncalls > 1)
+      mk_errf(&err, status, "%s: %s; %s: %s", language_name(pj->lang[0]), pj->err[0].text,
+              language_name(pj->lang[1]), pj->err[1].text);
+    else err = pj->err[0];
+  }
+  if (status) mk_llm_cand_list_free_(&out);
+  pj->done(pj->data, status, &out, status ? &err : NULL);
+  for (int k = 0; k < pj->ncalls; k++) mk_llm_cand_list_free_(&pj->got[k]);
+  free(pj);
+}
+
+/* One call's answer: its status and candidates (taken). */
+static void join_answer(propose_join *pj, int slot, int status, const mk_errmsg *err,
+                        mk_candidate_list *cands) {
+  pj->status[slot] = status;
+  if (status && err) pj->err[slot] = *err;
+  if (cands) {
+    pj->got[slot] = *cands;
+    memset(cands, 0, sizeof *cands);
+  }
+  if (--pj->pending == 0) join_finish(pj);
 }
 
 static void on_propose_reply(void *data, mk_llm_reply *rep) {
@@ -356,7 +476,8 @@ static void on_propose_reply(void *data, mk_llm_reply *rep) {
     mk_buf origin;
     mk_buf_init(&origin, 1024);
     mk_buf_printf(&origin, "llm:%s", mk_llm_get_config(j->llm)->model);
-    int n = mk_llm_parse_candidates(rep->text, j->default_name, mk_buf_cstr(&origin), j->max, &cands, &err);
+    int n = mk_llm_parse_candidates(rep->text, j->lang, j->default_name, mk_buf_cstr(&origin), j->max,
+                                    &cands, &err);
     mk_buf_free(&origin);
     if (n < 0) {
       status = n;
@@ -376,14 +497,14 @@ static void on_propose_reply(void *data, mk_llm_reply *rep) {
         if (!cands.items[i].notes) {
           mk_buf nb;
           mk_buf_init(&nb, 256);
-          mk_buf_printf(&nb, "%s (prompt v%d)", j->agent, j->version);
+          mk_buf_printf(&nb, "%s (prompt v%d, %s)", j->agent, j->version, language_name(j->lang));
           cands.items[i].notes = mk_buf_steal(&nb, NULL);
           mk_buf_free(&nb);
         }
       }
     }
   }
-  j->propose_cb(j->data, status, &cands, status ? &err : NULL);
+  join_answer(j->join, j->slot, status, status ? &err : NULL, &cands);
   free(j->default_name);
   free(j);
 }
@@ -412,20 +533,54 @@ static const char *agent_for(mk_propose_mode m) {
   }
 }
 
-int mk_llm_propose_async(mk_llm *llm, const mk_propose_request *req,
-                         const mk_llm_propose_extra *extra, mk_llm_propose_fn done, void *data,
-                         mk_llm_req **handle, mk_errmsg *err) {
-  if (handle) *handle = NULL;
-  if (!llm || !req || !req->graph || !req->subkernel || !done)
-    return mk_errf(err, MK_EINVAL, "llm proposer needs a graph, a subkernel and a callback");
-  if (req->mode != MK_PROPOSE_NEW && (!req->parent || !req->parent->source))
-    return mk_errf(err, MK_EINVAL, "%s needs a parent candidate", agent_for(req->mode));
-  mk_llm_propose_extra none = {0};
-  if (!extra) extra = &none;
+/* The languages a proposal asks for, in the order their candidates
+ * interleave. NEW: the request's backend (auto: both). REPAIR / OPTIMISE:
+ * the parent's language, whatever the backend (a fix or a speed-up of that
+ * code; a user's edit may be in the other one); a parent in neither (a
+ * PyTorch module) is treated as NEW. CUDA candidates need a GPU: on a CPU
+ * device CUDA is dropped, as the builtin generator declines it, and a
+ * proposal left with no language is MK_EUNSUPPORTED with that reason
+ * (no tokens spent on kernels nothing could run). */
+static int propose_languages(const mk_propose_request *req, mk_kernel_backend *langs, int *n,
+                             mk_errmsg *err) {
+  mk_kernel_backend b = req->backend;
+  if (req->mode != MK_PROPOSE_NEW && req->parent) {
+    const char *pb = mk_candidate_backend(req->parent);
+    if (strcmp(pb, "cuda") == 0) b = MK_KBACKEND_CUDA;
+    else if (strcmp(pb, "triton") == 0) b = MK_KBACKEND_TRITON;
+  }
+  bool cpu = req->device && strncmp(req->device, "cpu", 3) == 0;
+  *n = 0;
+  if (b != MK_KBACKEND_CUDA) langs[(*n)++] = MK_KBACKEND_TRITON;
+  if (b != MK_KBACKEND_TRITON && !cpu) langs[(*n)++] = MK_KBACKEND_CUDA;
+  if (*n == 0)
+    return mk_errf(err, MK_EUNSUPPORTED, "CUDA candidates need a GPU (device is %s)", req->device);
+  return 0;
+}
+
+/* A prepared call: its job and rendered prompts. */
+typedef struct propose_call {
+  job *j;
+  mk_buf sys, user;
+} propose_call;
+
+static void call_free(propose_call *c) {
+  if (c->j) {
+    free(c->j->default_name);
+    free(c->j);
+  }
+  c->j = NULL;
+  mk_buf_free(&c->sys);
+  mk_buf_free(&c->user);
+}
+
+/* Renders the agent's prompt for one language, asking for `max` variants. */
+static int prepare_call(mk_llm *llm, const mk_propose_request *req, const mk_llm_propose_extra *extra,
+                        mk_kernel_backend lang, int max, propose_call *c, mk_errmsg *err) {
   const mk_graph *g = req->graph;
   const mk_subkernel *sk = req->subkernel;
-  int max = req->max_candidates > 0 ? req->max_candidates : 1;
-
+  mk_buf_init(&c->sys, VAR_CAP * 2);
+  mk_buf_init(&c->user, VAR_CAP * 4);
   vars vs = {0};
   subkernel_vars(&vs, g, sk, extra->module_source);
   var_str(&vs, "reference_code", extra->reference_code);
@@ -440,41 +595,90 @@ int mk_llm_propose_async(mk_llm *llm, const mk_propose_request *req,
   if (rb) mk_llm_report_text(req->report, rb);
   mk_buf *b = var_buf(&vs, "best_variants");
   for (int i = 0; b && i < extra->nbest; i++) {
-    const mk_candidate *c = extra->best[i];
-    if (!c || !c->source) continue;
-    mk_buf_printf(b, "### %s", c->name ? c->name : "variant");
+    const mk_candidate *bc = extra->best[i];
+    if (!bc || !bc->source) continue;
+    mk_buf_printf(b, "### %s", bc->name ? bc->name : "variant");
     if (extra->best_timings && extra->best_timings[i]) mk_buf_printf(b, " (%s)", extra->best_timings[i]);
-    mk_buf_printf(b, "\n```python\n%s%s```\n\n", c->source,
-                  c->source[0] && c->source[strlen(c->source) - 1] == '\n' ? "" : "\n");
+    mk_buf_printf(b, "\n```python\n%s%s```\n\n", bc->source,
+                  bc->source[0] && bc->source[strlen(bc->source) - 1] == '\n' ? "" : "\n");
   }
-
-  job *j = calloc(1, sizeof *j);
-  if (!j) {
-    vars_free(&vs);
-    return mk_errf(err, MK_ENOMEM, "out of memory");
+  job *j = c->j = calloc(1, sizeof *j);
+  int rc = j ? 0 : mk_errf(err, MK_ENOMEM, "out of memory");
+  if (!rc) {
+    j->kind = JOB_PROPOSE;
+    j->llm = llm;
+    j->lang = lang;
+    mk_strlcpy(j->agent, agent_for(req->mode), sizeof j->agent);
+    j->max = max;
+    /* Names a reply leaves out: the subkernel's, with the language for CUDA. */
+    mk_buf nb;
+    mk_buf_init(&nb, 512);
+    mk_buf_printf(&nb, "%s%s", sk->name ? sk->name : "llm", lang == MK_KBACKEND_CUDA ? "_cuda" : "");
+    j->default_name = nb.err ? NULL : mk_buf_steal(&nb, NULL);
+    mk_buf_free(&nb);
+    if (!j->default_name) rc = mk_errf(err, MK_ENOMEM, "out of memory");
   }
-  j->kind = JOB_PROPOSE;
-  j->llm = llm;
-  mk_strlcpy(j->agent, agent_for(req->mode), sizeof j->agent);
-  j->max = max;
-  j->default_name = mk_strdup(sk->name ? sk->name : "llm");
-  j->propose_cb = done;
-  j->data = data;
-  mk_buf sys, user;
-  mk_buf_init(&sys, VAR_CAP * 2);
-  mk_buf_init(&user, VAR_CAP * 4);
-  int rc = j->default_name ? render_prompt(llm, j->agent, &vs, &sys, &user, &j->version, err)
-                           : mk_errf(err, MK_ENOMEM, "out of memory");
-  if (!rc)
-    rc = send_job(llm, j, &sys, &user, sk->name, on_propose_reply, extra->progress, extra->progress_data,
-                  handle, err);
+  if (!rc) rc = contract_vars(llm, lang, &vs, err);
+  if (!rc) rc = render_prompt(llm, j->agent, &vs, &c->sys, &c->user, &j->version, err);
   vars_free(&vs);
-  mk_buf_free(&sys);
-  mk_buf_free(&user);
-  if (rc) {
-    free(j->default_name);
-    free(j);
+  return rc;
+}
+
+int mk_llm_propose_async(mk_llm *llm, const mk_propose_request *req,
+                         const mk_llm_propose_extra *extra, mk_llm_propose_fn done, void *data,
+                         mk_llm_req **handle, mk_errmsg *err) {
+  if (handle) *handle = NULL;
+  if (!llm || !req || !req->graph || !req->subkernel || !done)
+    return mk_errf(err, MK_EINVAL, "llm proposer needs a graph, a subkernel and a callback");
+  if (req->mode != MK_PROPOSE_NEW && (!req->parent || !req->parent->source))
+    return mk_errf(err, MK_EINVAL, "%s needs a parent candidate", agent_for(req->mode));
+  mk_llm_propose_extra none = {0};
+  if (!extra) extra = &none;
+  int max = req->max_candidates > 0 ? req->max_candidates : 1;
+  mk_kernel_backend langs[2];
+  int nlangs = 0;
+  int rc = propose_languages(req, langs, &nlangs, err);
+  if (rc) return rc;
+  /* Two languages share the bound, the first taking the odd one; one
+   * variant asked for is the first language's (the builtin `auto` does the
+   * same). */
+  int share[2] = {nlangs > 1 ? (max + 1) / 2 : max, max / 2};
+  if (nlangs > 1 && share[1] == 0) nlangs = 1;
+  propose_join *pj = calloc(1, sizeof *pj);
+  if (!pj) return mk_errf(err, MK_ENOMEM, "out of memory");
+  *pj = (propose_join){.ncalls = nlangs, .pending = nlangs, .max = max, .done = done, .data = data};
+  propose_call calls[2] = {{0}};
+  /* Every prompt is rendered before anything is sent: a broken template
+   * refuses the whole proposal at once. */
+  for (int k = 0; k < nlangs && !rc; k++) {
+    pj->lang[k] = langs[k];
+    rc = prepare_call(llm, req, extra, langs[k], share[k], &calls[k], err);
   }
+  for (int k = 0; k < nlangs && !rc; k++) {
+    job *j = calls[k].j;
+    j->join = pj;
+    j->slot = k;
+    mk_llm_req *h = NULL;
+    mk_errmsg serr = {{0}};
+    int src = send_job(llm, j, &calls[k].sys, &calls[k].user, req->subkernel->name, on_propose_reply,
+                       extra->progress, extra->progress_data, &h, &serr);
+    if (src == 0) {
+      calls[k].j = NULL; /* the reply callback owns it now */
+      if (handle && nlangs == 1) *handle = h;
+    } else if (k == 0) {
+      /* Nothing sent yet: refused as a whole, with the reason. */
+      rc = src;
+      if (err) *err = serr;
+    } else {
+      /* The first call is on its way: the proposal is that call's, with
+       * this refusal as the second reason should that one fail too. */
+      pj->pending--;
+      pj->status[k] = src;
+      pj->err[k] = serr;
+    }
+  }
+  for (int k = 0; k < 2; k++) call_free(&calls[k]);
+  if (rc) free(pj);
   return rc;
 }
 
@@ -719,8 +923,9 @@ static int start_json_job(mk_llm *llm, job *j, vars *vs, mk_llm_req **handle, mk
 
 int mk_llm_decide_async(mk_llm *llm, mk_llm_decision_kind kind, const mk_graph *g,
                         const mk_partition *p, const char *module_source,
-                        const char *timings_json, mk_llm_decisions_fn done, void *data,
-                        mk_llm_req **handle, mk_errmsg *err) {
+                        const char *timings_json, mk_kernel_backend backend,
+                        mk_llm_decisions_fn done, void *data, mk_llm_req **handle,
+                        mk_errmsg *err) {
   if (handle) *handle = NULL;
   if (!llm || !g || !p || !done) return mk_errf(err, MK_EINVAL, "splitter/fuser need a graph, a partition and a callback");
   job *j = calloc(1, sizeof *j);
@@ -735,6 +940,7 @@ int mk_llm_decide_async(mk_llm *llm, mk_llm_decision_kind kind, const mk_graph *
   mk_strlcpy(j->agent, kind == MK_LLM_SPLIT ? "splitter" : "fuser", sizeof j->agent);
   vars vs = {0};
   graph_vars(&vs, g, module_source);
+  var_str(&vs, "language", language_name(backend));
   put_partition(var_buf(&vs, "partition"), g, p);
   var_str(&vs, "timings", timings_json);
   char n[32];
@@ -744,8 +950,9 @@ int mk_llm_decide_async(mk_llm *llm, mk_llm_decision_kind kind, const mk_graph *
 }
 
 int mk_llm_decompose_async(mk_llm *llm, const mk_graph *g, const char *module_source,
-                           const mk_partition *initial, mk_llm_groups_fn done, void *data,
-                           mk_llm_req **handle, mk_errmsg *err) {
+                           const mk_partition *initial, mk_kernel_backend backend,
+                           mk_llm_groups_fn done, void *data, mk_llm_req **handle,
+                           mk_errmsg *err) {
   if (handle) *handle = NULL;
   if (!llm || !g || !done) return mk_errf(err, MK_EINVAL, "decomposer needs a graph and a callback");
   if (g->nnodes == 0) return mk_errf(err, MK_EINVAL, "the graph has no nodes to decompose");
@@ -759,6 +966,7 @@ int mk_llm_decompose_async(mk_llm *llm, const mk_graph *g, const char *module_so
   mk_strlcpy(j->agent, "decomposer", sizeof j->agent);
   vars vs = {0};
   graph_vars(&vs, g, module_source);
+  var_str(&vs, "language", language_name(backend));
   mk_buf *b = var_buf(&vs, "initial_partition");
   if (initial) put_partition(b, g, initial);
   return start_json_job(llm, j, &vs, handle, err);

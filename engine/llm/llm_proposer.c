@@ -152,13 +152,24 @@ static int by_rank(const void *a, const void *b) {
   return x->seq < y->seq ? -1 : x->seq > y->seq; /* untimed: proposal order, as the search ranks */
 }
 
-/* The fastest verified variants of `key` other than `parent`. */
+static const char *source_backend(const char *source) {
+  mk_candidate c = {.source = (char *)source};
+  return mk_candidate_backend(&c);
+}
+
+/* The fastest verified variants of `key` other than `parent`, in the
+ * parent's language: the Optimiser writes in that language (--backend auto
+ * lets Triton and CUDA C++ variants of one subkernel meet), and code it
+ * cannot reuse would only invite an answer in the other. */
 static int collect_best(mk_llm_proposer_ctx *ctx, const char *key, const char *parent,
                         seen_entry **out, int max) {
   int n = 0;
+  const char *lang = parent ? source_backend(parent) : NULL;
+  if (lang && strcmp(lang, "pytorch") == 0) lang = NULL; /* such a parent is rewritten as NEW */
   for (int i = 0; ctx->seen && i < ctx->seen->n && n < SEEN_MAX; i++) {
     seen_entry *e = &ctx->seen->items[i];
-    if (e->state > 0 && strcmp(e->key, key) == 0 && (!parent || strcmp(e->source, parent) != 0))
+    if (e->state > 0 && strcmp(e->key, key) == 0 && (!parent || strcmp(e->source, parent) != 0) &&
+        (!lang || strcmp(source_backend(e->source), lang) == 0))
       out[n++] = e;
   }
   qsort(out, (size_t)n, sizeof *out, by_rank);

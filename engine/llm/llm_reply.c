@@ -4,6 +4,7 @@
  * accepted is complete, syntactically valid Python (checked with the
  * tree-sitter grammar the engine already links) defining run(). */
 #include "llm_internal.h"
+#include "mk_backend.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -247,6 +248,7 @@ static char *sanitize_name(const char *raw, const char *fallback, int index) {
 }
 
 typedef struct parse_ctx {
+  mk_kernel_backend lang; /* the language asked for; auto: either */
   const char *default_name, *origin;
   int max;
   mk_candidate_list *out;
@@ -265,6 +267,21 @@ static void reject(parse_ctx *c, const char *fmt, const char *a, const char *b) 
   mk_buf_printf(&c->why, fmt, a, b);
 }
 
+/* Whether a module is in a language the request asked for and, when it is
+ * CUDA C++, keeps the candidate contract (mk_backend_check_candidate): a
+ * contract broken here would fail later with a poorer reason, or on a CPU
+ * worker not at all. Either marker of a CUDA module (MK_BACKEND = "cuda",
+ * MK_CUDA_SOURCE) makes it one, so that half a CUDA module is named as such. */
+static bool language_ok(mk_kernel_backend lang, const char *src, mk_errmsg *err) {
+  bool cuda = has_line(src, "MK_BACKEND = \"cuda\"") || mk_backend_is_cuda_candidate(src);
+  if (cuda && lang == MK_KBACKEND_TRITON)
+    return mk_errf(err, MK_EPARSE, "it is a CUDA C++ candidate, but Triton was asked for"), false;
+  if (!cuda && lang == MK_KBACKEND_CUDA)
+    return mk_errf(err, MK_EPARSE, "CUDA C++ was asked for, but it is not a CUDA C++ candidate "
+                   "(MK_BACKEND = \"cuda\", MK_CUDA_SOURCE, MK_CUDA_KERNELS)"), false;
+  return !cuda || mk_backend_check_candidate(src, err) == 0;
+}
+
 /* Validates one assembled module and appends it as a candidate. */
 static int offer(parse_ctx *c, const char *code, const char *prose, size_t nprose, bool closed,
                  const char *label) {
@@ -279,6 +296,12 @@ static int offer(parse_ctx *c, const char *code, const char *prose, size_t npros
   mk_errmsg perr;
   if (!mk_llm_python_ok(mk_buf_cstr(&src), &perr)) {
     reject(c, "%s: %s", label, closed ? perr.text : "the code is cut off (truncated reply)");
+    mk_buf_free(&src);
+    return 0;
+  }
+  mk_errmsg lerr;
+  if (!language_ok(c->lang, mk_buf_cstr(&src), &lerr)) {
+    reject(c, "%s: %s", label, lerr.text);
     mk_buf_free(&src);
     return 0;
   }
@@ -312,7 +335,8 @@ static int offer(parse_ctx *c, const char *code, const char *prose, size_t npros
 
 /* Replies with no fence at all: the code from its first code-looking line. */
 static int offer_unfenced(parse_ctx *c, const char *reply) {
-  static const char *starts[] = {"import ", "from ", "def ", "@triton", "MK_USES_TORCH", "class "};
+  static const char *starts[] = {"import ", "from ", "def ", "@triton", "MK_USES_TORCH", "MK_BACKEND",
+                                 "MK_CUDA_SOURCE", "class "};
   for (const char *p = reply; p && *p; p = strchr(p, '\n')) {
     if (*p == '\n') p++;
     for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++)
@@ -328,10 +352,10 @@ static int offer_unfenced(parse_ctx *c, const char *reply) {
   return 0;
 }
 
-int mk_llm_parse_candidates(const char *reply, const char *default_name, const char *origin,
-                            int max, mk_candidate_list *out, mk_errmsg *err) {
-  parse_ctx c = {.default_name = default_name ? default_name : "llm", .origin = origin, .max = max,
-                 .out = out};
+int mk_llm_parse_candidates(const char *reply, mk_kernel_backend lang, const char *default_name,
+                            const char *origin, int max, mk_candidate_list *out, mk_errmsg *err) {
+  parse_ctx c = {.lang = lang, .default_name = default_name ? default_name : "llm", .origin = origin,
+                 .max = max, .out = out};
   mk_buf_init(&c.why, 4096);
   block *b = calloc(MAX_BLOCKS, sizeof *b);
   if (!b) return mk_errf(err, MK_ENOMEM, "out of memory");

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #define TRACEBACK_LINES 30
+#define DIAGNOSTICS_MAX 20
 
 static const char *str_of(const cJSON *o, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -47,6 +48,42 @@ static void put_traceback(mk_buf *b, const char *tb) {
   if (start > tb) mk_buf_puts(b, "  ...\n");
   mk_buf_puts(b, start);
   if (b->len && b->data[b->len - 1] != '\n') mk_buf_putc(b, '\n');
+}
+
+/* The first TRACEBACK_LINES lines: a compiler's first error is the cause,
+ * the later ones often its echoes. */
+static void put_head(mk_buf *b, const char *log) {
+  const char *p = log;
+  for (int lines = 0; *p && lines < TRACEBACK_LINES; lines++) {
+    const char *eol = strchr(p, '\n');
+    p = eol ? eol + 1 : p + strlen(p);
+  }
+  size_t n = (size_t)(p - log);
+  while (n > 0 && (log[n - 1] == '\n' || log[n - 1] == '\r' || log[n - 1] == ' ')) n--;
+  mk_buf_append(b, log, n);
+  mk_buf_putc(b, '\n');
+  if (*p) mk_buf_puts(b, "  ...\n");
+}
+
+/* A compiler's diagnostics (NVRTC's, engine/backend), already on the
+ * candidate module's lines. False when there are none. */
+static bool put_diagnostics(mk_buf *b, const cJSON *diags) {
+  if (!cJSON_IsArray(diags) || cJSON_GetArraySize(diags) == 0) return false;
+  mk_buf_puts(b, "compiler diagnostics (line:column in the candidate module):\n");
+  const cJSON *d;
+  int i = 0, n = cJSON_GetArraySize(diags);
+  cJSON_ArrayForEach(d, diags) {
+    if (i++ == DIAGNOSTICS_MAX) {
+      mk_buf_printf(b, "  ... %d more\n", n - DIAGNOSTICS_MAX);
+      break;
+    }
+    double line = 0, col = 0;
+    num_of(d, "line", &line);
+    num_of(d, "column", &col);
+    const char *sev = str_of(d, "severity"), *msg = str_of(d, "message");
+    mk_buf_printf(b, "  line %d:%d: %s: %s\n", (int)line, (int)col, sev ? sev : "error", msg ? msg : "");
+  }
+  return true;
 }
 
 static void put_worst(mk_buf *b, const cJSON *w) {
@@ -109,7 +146,13 @@ void mk_llm_report_text(const char *report_json, mk_buf *out) {
   double d, d2;
   if ((s = str_of(r, "status"))) mk_buf_printf(out, "status: %s\n", s);
   if ((s = str_of(r, "reason"))) mk_buf_printf(out, "reason: %s\n", s);
-  if (num_of(r, "line", &d)) mk_buf_printf(out, "line in the candidate: %d\n", (int)d);
+  if (num_of(r, "line", &d)) {
+    double col;
+    if (num_of(r, "column", &col) && col > 0)
+      mk_buf_printf(out, "line in the candidate: %d, column %d\n", (int)d, (int)col);
+    else
+      mk_buf_printf(out, "line in the candidate: %d\n", (int)d);
+  }
   if (num_of(r, "trials_passed", &d) && num_of(r, "trials", &d2))
     mk_buf_printf(out, "trials passed: %d of %d\n", (int)d, (int)d2);
   if (num_of(r, "max_abs_error", &d)) {
@@ -143,7 +186,14 @@ void mk_llm_report_text(const char *report_json, mk_buf *out) {
     mk_buf_putc(out, '\n');
   }
   put_timing(out, cJSON_GetObjectItemCaseSensitive(r, "timing"));
-  if ((s = str_of(r, "traceback"))) {
+  bool compiled = put_diagnostics(out, cJSON_GetObjectItemCaseSensitive(r, "diagnostics"));
+  if ((s = str_of(r, "traceback")) && compiled) {
+    /* NVRTC's log shows each error's source line and a caret; its own line
+     * numbers count from the first line of MK_CUDA_SOURCE. */
+    mk_buf_puts(out, "compiler log (first lines; its line numbers count from the first line of "
+                     "MK_CUDA_SOURCE):\n");
+    put_head(out, s);
+  } else if (s) {
     mk_buf_puts(out, "traceback (last lines):\n");
     put_traceback(out, s);
   }

@@ -287,13 +287,18 @@ int mk_llm_render(const char *tmpl, const mk_llm_var *vars, int nvars, mk_buf *o
  * without run() that precede one are helpers joined to it; an unclosed
  * final fence or unfenced code is accepted if it parses. Missing standard
  * imports (torch, triton, triton.language as tl, math) are added. Blocks
- * with syntax errors (tree-sitter) are rejected. Names come from a
- * "variant: NAME" line before the block, else `default_name`_i; a
- * "notes: ..." line gives the notes. At most `max` candidates (<=0: any),
- * duplicates dropped. Returns the number appended (>= 1), or MK_EPARSE with
- * `err` saying why nothing was usable. Candidates' origin is `origin`. */
-int mk_llm_parse_candidates(const char *reply, const char *default_name, const char *origin,
-                            int max, mk_candidate_list *out, mk_errmsg *err);
+ * with syntax errors (tree-sitter) are rejected, and so are modules in
+ * another language than `lang` asks for (MK_KBACKEND_TRITON: no CUDA C++
+ * module; MK_KBACKEND_CUDA: CUDA C++ modules only; MK_KBACKEND_AUTO:
+ * either) and CUDA C++ modules that break the candidate contract
+ * (mk_backend_check_candidate: MK_CUDA_SOURCE, MK_CUDA_KERNELS and the
+ * kernels' signatures). Names come from a "variant: NAME" line before the
+ * block, else `default_name`_i; a "notes: ..." line gives the notes. At
+ * most `max` candidates (<=0: any), duplicates dropped. Returns the number
+ * appended (>= 1), or MK_EPARSE with `err` saying why nothing was usable
+ * (every rejected block's reason). Candidates' origin is `origin`. */
+int mk_llm_parse_candidates(const char *reply, mk_kernel_backend lang, const char *default_name,
+                            const char *origin, int max, mk_candidate_list *out, mk_errmsg *err);
 /* The first JSON object in a reply (a ```json block, any fenced block, or
  * the outermost {...} in the text). Caller frees with cJSON_Delete. */
 int mk_llm_parse_json(const char *reply, cJSON **out, mk_errmsg *err);
@@ -321,10 +326,20 @@ typedef void (*mk_llm_propose_fn)(void *data, int status, mk_candidate_list *can
                                   const mk_errmsg *err);
 
 /* The LLM proposer: KernelWriter for MK_PROPOSE_NEW, Repairer for
- * MK_PROPOSE_REPAIR, Optimiser for MK_PROPOSE_OPTIMISE. One chat call that
- * asks for up to req->max_candidates variants; candidates have origin
- * "llm:<model>" and the call's tokens split over them (sums equal the
- * call's). `req` and `extra` are only read during this call. */
+ * MK_PROPOSE_REPAIR, Optimiser for MK_PROPOSE_OPTIMISE, in the kernel
+ * language(s) of req->backend: one chat call per language, asking for up
+ * to req->max_candidates variants in all (MK_KBACKEND_AUTO: two calls, one
+ * Triton and one CUDA C++, sharing the bound, their candidates
+ * interleaved). A REPAIR or OPTIMISE is written in its parent's language.
+ * CUDA C++ needs a GPU: on a "cpu" device CUDA is not asked for, and a
+ * proposal left with no language fails at once with MK_EUNSUPPORTED.
+ * Prompts carry the language's contract (prompts/<language>_contract.txt)
+ * and replies are checked against it (mk_llm_parse_candidates). Candidates
+ * have origin "llm:<model>" and each call's tokens split over its
+ * candidates (sums equal the calls'); the callback gets a failure only when
+ * no call gave a candidate. `*handle` is the call's when there is one call,
+ * NULL for two (mk_llm_close cancels them). `req` and `extra` are only read
+ * during this call. */
 int mk_llm_propose_async(mk_llm *llm, const mk_propose_request *req,
                          const mk_llm_propose_extra *extra, mk_llm_propose_fn done, void *data,
                          mk_llm_req **handle, mk_errmsg *err);
@@ -406,14 +421,17 @@ typedef void (*mk_llm_decisions_fn)(void *data, int status, mk_llm_decisions *d,
 
 /* Splitter (kind MK_LLM_SPLIT) and Fuser (MK_LLM_MERGE): ask for changes to
  * partition `p`. `timings_json` (may be NULL) is per-subkernel timing text
- * shown to the agent. Decisions are validated against `p` (indices, split
- * point inside the subkernel and not its first node); invalid entries are
- * dropped and listed in `rejected`. `g` and `p` are read again when the
- * reply arrives: they must stay valid until the callback has run. */
+ * shown to the agent; `backend` the kernel language(s) the subkernels will
+ * be written in (the prompts' `language`). Decisions are validated against
+ * `p` (indices, split point inside the subkernel and not its first node);
+ * invalid entries are dropped and listed in `rejected`. `g` and `p` are read
+ * again when the reply arrives: they must stay valid until the callback has
+ * run. */
 int mk_llm_decide_async(mk_llm *llm, mk_llm_decision_kind kind, const mk_graph *g,
                         const mk_partition *p, const char *module_source,
-                        const char *timings_json, mk_llm_decisions_fn done, void *data,
-                        mk_llm_req **handle, mk_errmsg *err);
+                        const char *timings_json, mk_kernel_backend backend,
+                        mk_llm_decisions_fn done, void *data, mk_llm_req **handle,
+                        mk_errmsg *err);
 
 typedef struct mk_llm_group {
   char *name;
@@ -433,11 +451,13 @@ typedef void (*mk_llm_groups_fn)(void *data, int status, mk_llm_groups *groups,
 /* Decomposer: proposes node groups (each becomes a subkernel through
  * mk_subkernel_from_nodes, which checks convexity). The reply is validated:
  * every node exactly once, groups non-empty, ordered by first node.
- * `initial` (may be NULL) is the rule-based partition shown as a start.
- * `g` must stay valid until the callback has run. */
+ * `initial` (may be NULL) is the rule-based partition shown as a start;
+ * `backend` as for mk_llm_decide_async. `g` must stay valid until the
+ * callback has run. */
 int mk_llm_decompose_async(mk_llm *llm, const mk_graph *g, const char *module_source,
-                           const mk_partition *initial, mk_llm_groups_fn done, void *data,
-                           mk_llm_req **handle, mk_errmsg *err);
+                           const mk_partition *initial, mk_kernel_backend backend,
+                           mk_llm_groups_fn done, void *data, mk_llm_req **handle,
+                           mk_errmsg *err);
 
 /* Validation used by the agents (exposed for tests and other callers). */
 int mk_llm_decisions_from_json(const cJSON *root, mk_llm_decision_kind kind, const mk_graph *g,

@@ -511,11 +511,6 @@ int session_runtime_proposer(mk_session *s, module_state *m, mk_proposer *out, m
   }
   if (strcmp(s->cfg.proposer, "llm") != 0)
     return mk_errf(err, MK_EINVAL, "unknown proposer '%s' (builtin or llm)", s->cfg.proposer);
-  /* The agents' prompts and repairs are written for Triton modules. */
-  if (s->cfg.search.backend != MK_KBACKEND_TRITON)
-    return mk_errf(err, MK_EINVAL, "--backend %s is the builtin generator's: the LLM proposer writes "
-                   "Triton (use --backend triton, or --proposer builtin)",
-                   mk_kernel_backend_name(s->cfg.search.backend));
   int rc = open_llm(s, err);
   if (rc) return rc;
   session_runtime *rt = s->rt;

@@ -6,8 +6,9 @@
  *   pythonPath      Python that runs the workers
  *   backend         "auto" | "cuda" | "cpu"
  *   proposer        "builtin" | "llm"
- *   kernelBackend   "triton" | "cuda" | "auto": the builtin generator's
- *                   kernels (`--backend`; "backend" above is the device)
+ *   kernelBackend   "triton" | "cuda" | "auto": the kernels' language,
+ *                   either proposer's (`--backend`; "backend" above is the
+ *                   device)
  *   llm             { provider, model, baseUrl, apiKeyEnv }
  *   budget          number (candidates per evolve run, all subkernels
  *                   together: the same budget as `mkevolve evolve --budget`)

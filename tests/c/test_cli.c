@@ -184,21 +184,6 @@ MK_TEST(cli, usage_errors) {
   run_free(&r);
 }
 
-/* The LLM agents write Triton: --backend cuda|auto with them is refused
- * before any worker starts. */
-MK_TEST(cli, backend_cuda_is_the_builtin_generators) {
-  const char *m = tmp_file("backend_llm.py", "import torch\nclass Model(torch.nn.Module):\n"
-                                             "    def forward(self, x):\n        return torch.relu(x)\n"
-                                             "def get_inputs():\n    return [torch.randn(4, 4)]\n"
-                                             "def get_init_inputs():\n    return []\n");
-  run_out r;
-  const char *a[] = {"evolve", m, "--backend", "auto", "--model", "m", NULL};
-  run(a, NULL, 20, &r);
-  MK_CHECK_INT(r.status, ==, 2);
-  MK_CHECK(strstr(r.err, "--backend auto is the builtin generator's") != NULL);
-  run_free(&r);
-}
-
 MK_TEST(cli, static_errors_need_no_python) {
   /* A Python that does not exist proves no worker is involved. */
   const char *env[] = {"MKEVOLVE_PYTHON=/nonexistent/python", "MKEVOLVE_NO_CACHE=1", NULL};
@@ -803,6 +788,45 @@ MK_TEST(cli, backend_cuda_on_the_cpu_keeps_pytorch_with_the_reason) {
   }
   cJSON_Delete(o);
   run_free(&r);
+}
+
+/* The LLM proposer takes every --backend. On the CPU, cuda asks the LLM for
+ * nothing (CUDA candidates need a GPU): every subkernel keeps PyTorch with
+ * that reason and the ledger has no call (the endpoint below has no server,
+ * so a call would have failed with another reason). auto asks for Triton:
+ * its calls fail there, each recorded. */
+MK_TEST(cli, llm_proposer_takes_every_backend) {
+  fake_env f;
+  fake_env_init(&f, "normal", false);
+  const char *m = tmp_file("llm_backend.py", good_module);
+  char work[600];
+  snprintf(work, sizeof work, "%s/work_llm_backend", tmpdir);
+  const char *backends[] = {"cuda", "auto"};
+  for (int i = 0; i < 2; i++) {
+    run_out r;
+    const char *a[] = {"evolve", m, "--backend", backends[i], "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+                       "--llm-config", "{\"max_retries\": 0, \"connect_timeout_s\": 2}", "--budget", "4",
+                       "--json", "--workdir", work, NULL};
+    run(a, f.kv, 120, &r);
+    MK_CHECK_INT(r.status, ==, 0);
+    if (r.status || getenv("MK_TEST_VERBOSE")) fprintf(stderr, "%s\n%s\n", r.out, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    MK_REQUIRE(o != NULL);
+    MK_CHECK_STR(cJSON_GetObjectItem(o, "backend")->valuestring, backends[i]);
+    const cJSON *total = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "llm"), "total");
+    MK_REQUIRE(cJSON_IsObject(total));
+    int calls = cJSON_GetObjectItem(total, "calls")->valueint;
+    const cJSON *sk;
+    cJSON_ArrayForEach(sk, cJSON_GetObjectItem(o, "subkernels")) {
+      MK_CHECK_STR(cJSON_GetObjectItem(sk, "backend")->valuestring, "pytorch");
+      const char *why = cJSON_GetObjectItem(sk, "summary")->valuestring;
+      if (i == 0) MK_CHECK(strstr(why, "CUDA candidates need a GPU") != NULL);
+    }
+    if (i == 0) MK_CHECK_INT(calls, ==, 0);
+    else MK_CHECK(calls >= 1 && cJSON_GetObjectItem(total, "failures")->valueint == calls);
+    cJSON_Delete(o);
+    run_free(&r);
+  }
 }
 
 /* A CPU evolve is bounded by its plan: a candidate that never finishes (a

@@ -219,6 +219,17 @@ MK_TEST(llm, shipped_prompts_load) {
     MK_CHECK(p.system && strlen(p.system) > 100);
     mk_llm_prompt_free(&p);
   }
+  /* The languages' module rules, inserted into the agents' prompts as {{contract}}. */
+  const char *contracts[] = {"triton_contract", "cuda_contract"};
+  for (size_t i = 0; i < sizeof contracts / sizeof contracts[0]; i++) {
+    mk_llm_prompt p;
+    mk_errmsg err;
+    int rc = mk_llm_prompt_load(dir, contracts[i], &p, &err);
+    if (rc) MK_CHECK_STR(err.text, "");
+    MK_REQUIRE(rc == 0);
+    MK_CHECK(p.system == NULL && strstr(p.user, "{{signature}}") != NULL);
+    mk_llm_prompt_free(&p);
+  }
   mk_llm_prompt p;
   mk_errmsg err;
   MK_CHECK_INT(mk_llm_prompt_load(dir, "no_such_agent", &p, &err), ==, MK_ENOENT);
@@ -248,7 +259,7 @@ MK_TEST(llm, parse_several_variants_with_names_and_missing_imports) {
                 KERNEL, KERNEL);
   mk_candidate_list l = {0};
   mk_errmsg err;
-  MK_CHECK_INT(mk_llm_parse_candidates(mk_buf_cstr(&r), "relu", "llm:m", 8, &l, &err), ==, 2);
+  MK_CHECK_INT(mk_llm_parse_candidates(mk_buf_cstr(&r), MK_KBACKEND_TRITON, "relu", "llm:m", 8, &l, &err), ==, 2);
   MK_REQUIRE(l.n == 2);
   MK_CHECK_STR(l.items[0].name, "block_1024");
   MK_CHECK_STR(l.items[0].notes, "one block per 1024 elements");
@@ -258,7 +269,7 @@ MK_TEST(llm, parse_several_variants_with_names_and_missing_imports) {
   MK_CHECK(strncmp(l.items[1].source, "import torch\nimport triton\nimport triton.language as tl\n", 56) == 0);
   cands_free(&l);
   /* max bounds the count. */
-  MK_CHECK_INT(mk_llm_parse_candidates(mk_buf_cstr(&r), "relu", "llm:m", 1, &l, &err), ==, 1);
+  MK_CHECK_INT(mk_llm_parse_candidates(mk_buf_cstr(&r), MK_KBACKEND_TRITON, "relu", "llm:m", 1, &l, &err), ==, 1);
   cands_free(&l);
   mk_buf_free(&r);
 }
@@ -272,14 +283,14 @@ MK_TEST(llm, parse_joins_helper_blocks_and_accepts_unfenced_code) {
                 KERNEL);
   mk_candidate_list l = {0};
   mk_errmsg err;
-  MK_CHECK_INT(mk_llm_parse_candidates(mk_buf_cstr(&r), "relu", "llm:m", 4, &l, &err), ==, 1);
+  MK_CHECK_INT(mk_llm_parse_candidates(mk_buf_cstr(&r), MK_KBACKEND_TRITON, "relu", "llm:m", 4, &l, &err), ==, 1);
   MK_REQUIRE(l.n == 1);
   MK_CHECK(strstr(l.items[0].source, "def _k(") && strstr(l.items[0].source, "def run("));
   MK_CHECK_STR(l.items[0].name, "relu_1");
   cands_free(&l);
   /* No fences at all. */
   MK_CHECK_INT(mk_llm_parse_candidates("Sure!\nimport torch\n\ndef run(x):\n    return x.clamp_min(0)\n",
-                                       "relu", "llm:m", 4, &l, &err),
+                                       MK_KBACKEND_TRITON, "relu", "llm:m", 4, &l, &err),
                ==, 1);
   MK_CHECK(strncmp(l.items[0].source, "import torch\n", 13) == 0);
   cands_free(&l);
@@ -289,30 +300,174 @@ MK_TEST(llm, parse_joins_helper_blocks_and_accepts_unfenced_code) {
 MK_TEST(llm, parse_rejects_unusable_replies_with_reasons) {
   mk_candidate_list l = {0};
   mk_errmsg err;
-  MK_CHECK_INT(mk_llm_parse_candidates("I cannot help with that.", "k", "llm:m", 4, &l, &err), ==, MK_EPARSE);
+  MK_CHECK_INT(mk_llm_parse_candidates("I cannot help with that.", MK_KBACKEND_TRITON, "k", "llm:m", 4, &l, &err), ==, MK_EPARSE);
   MK_CHECK(strstr(err.text, "no code") != NULL);
-  MK_CHECK_INT(mk_llm_parse_candidates("```python\ndef helper(x):\n    return x\n```\n", "k", "llm:m", 4, &l, &err),
+  MK_CHECK_INT(mk_llm_parse_candidates("```python\ndef helper(x):\n    return x\n```\n", MK_KBACKEND_TRITON, "k", "llm:m", 4, &l, &err),
                ==, MK_EPARSE);
   MK_CHECK(strstr(err.text, "run(") != NULL);
   /* A truncated reply: the fence never closes and the code is cut mid-expression. */
-  MK_CHECK_INT(mk_llm_parse_candidates("```python\nimport torch\ndef run(x):\n    return torch.relu(x\n", "k",
+  MK_CHECK_INT(mk_llm_parse_candidates("```python\nimport torch\ndef run(x):\n    return torch.relu(x\n", MK_KBACKEND_TRITON, "k",
                                        "llm:m", 4, &l, &err),
                ==, MK_EPARSE);
   MK_CHECK(strstr(err.text, "truncated") != NULL);
-  MK_CHECK_INT(mk_llm_parse_candidates("```python\ndef run(x):\n    return x +\n```\n", "k", "llm:m", 4, &l,
+  MK_CHECK_INT(mk_llm_parse_candidates("```python\ndef run(x):\n    return x +\n```\n", MK_KBACKEND_TRITON, "k", "llm:m", 4, &l,
                                        &err),
                ==, MK_EPARSE);
   MK_CHECK(strstr(err.text, "syntax error at line 2") != NULL);
   MK_CHECK_INT(l.n, ==, 0);
   /* An unclosed fence whose code is complete is accepted. */
-  MK_CHECK_INT(mk_llm_parse_candidates("```python\ndef run(x):\n    return x\n", "k", "llm:m", 4, &l, &err), ==, 1);
+  MK_CHECK_INT(mk_llm_parse_candidates("```python\ndef run(x):\n    return x\n", MK_KBACKEND_TRITON, "k", "llm:m", 4, &l, &err), ==, 1);
   cands_free(&l);
   /* Duplicates collapse. */
   MK_CHECK_INT(mk_llm_parse_candidates("```python\ndef run(x):\n    return x\n```\n```python\ndef run(x):\n"
                                        "    return x\n```\n",
-                                       "k", "llm:m", 4, &l, &err),
+                                       MK_KBACKEND_TRITON, "k", "llm:m", 4, &l, &err),
                ==, 1);
   cands_free(&l);
+}
+
+/* A CUDA C++ candidate of relu(x) * 2 as docs/candidates.md describes it. */
+static const char *CUDA_MODULE =
+    "import torch\n"
+    "\n"
+    "MK_BACKEND = \"cuda\"\n"
+    "MK_CUDA_SOURCE = r\"\"\"\n"
+    "// __global__ in a comment is not a kernel\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) relu_mul(const float *__restrict__ x,\n"
+    "                                                             float *__restrict__ y, long long n) {\n"
+    "  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = fmaxf(x[i], 0.0f) * 2.0f;\n"
+    "}\n"
+    "\"\"\"\n"
+    "MK_CUDA_KERNELS = {\"relu_mul\": \"ffq\"}\n"
+    "\n"
+    "\n"
+    "def run(v3):\n"
+    "    y = torch.empty_like(v3)\n"
+    "    n = y.numel()\n"
+    "    _mk_cuda.launch(\"relu_mul\", ((n + 255) // 256,), (256,), (v3.contiguous(), y, n))\n"
+    "    return y\n";
+
+/* CUDA_MODULE with `from` replaced by `to` (once), in a ```python fence. */
+static char *cuda_reply(const char *from, const char *to) {
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  mk_buf_puts(&b, "variant: cuda_relu_mul\n```python\n");
+  const char *at = from ? strstr(CUDA_MODULE, from) : NULL;
+  if (at) {
+    mk_buf_append(&b, CUDA_MODULE, (size_t)(at - CUDA_MODULE));
+    mk_buf_puts(&b, to);
+    mk_buf_puts(&b, at + strlen(from));
+  } else {
+    mk_buf_puts(&b, CUDA_MODULE);
+  }
+  mk_buf_puts(&b, "```\n");
+  char *s = mk_buf_steal(&b, NULL);
+  mk_buf_free(&b);
+  return s;
+}
+
+/* The reason a CUDA reply with `from` -> `to` is refused under `lang`
+ * (empty when it is accepted). */
+static void cuda_verdict(mk_kernel_backend lang, const char *from, const char *to, char *why, size_t n) {
+  char *reply = cuda_reply(from, to);
+  mk_candidate_list l = {0};
+  mk_errmsg err = {{0}};
+  int rc = mk_llm_parse_candidates(reply, lang, "relu_mul", "llm:m", 4, &l, &err);
+  snprintf(why, n, "%s", rc == 1 ? "" : err.text);
+  if (rc != 1 && rc != MK_EPARSE) snprintf(why, n, "unexpected status %d", rc);
+  cands_free(&l);
+  free(reply);
+}
+
+/* CUDA C++ replies: accepted where the language was asked for and the
+ * contract is kept; otherwise refused with the reason, on the module's line
+ * where there is one. */
+MK_TEST(llm, parse_checks_cuda_modules_against_the_contract) {
+  char *reply = cuda_reply(NULL, NULL);
+  mk_candidate_list l = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_llm_parse_candidates(reply, MK_KBACKEND_CUDA, "relu_mul", "llm:m", 4, &l, &err) == 1);
+  MK_CHECK_STR(l.items[0].name, "cuda_relu_mul");
+  MK_CHECK_STR(l.items[0].source, CUDA_MODULE); /* nothing added: torch is imported */
+  cands_free(&l);
+  MK_CHECK_INT(mk_llm_parse_candidates(reply, MK_KBACKEND_AUTO, "relu_mul", "llm:m", 4, &l, &err), ==, 1);
+  cands_free(&l);
+  free(reply);
+
+  char why[MK_ERRMSG_MAX];
+  /* The language asked for. */
+  cuda_verdict(MK_KBACKEND_TRITON, NULL, NULL, why, sizeof why);
+  MK_CHECK(strstr(why, "it is a CUDA C++ candidate, but Triton was asked for") != NULL);
+  MK_CHECK_INT(mk_llm_parse_candidates("```python\nimport torch\n\ndef run(v3):\n    return v3\n```\n",
+                                       MK_KBACKEND_CUDA, "k", "llm:m", 4, &l, &err), ==, MK_EPARSE);
+  MK_CHECK(strstr(err.text, "CUDA C++ was asked for, but it is not a CUDA C++ candidate") != NULL);
+  MK_CHECK_INT(mk_llm_parse_candidates("```python\nimport torch\n\ndef run(v3):\n    return v3\n```\n",
+                                       MK_KBACKEND_AUTO, "k", "llm:m", 4, &l, &err), ==, 1);
+  cands_free(&l);
+  /* Half a CUDA module is one: named as such, under either language. */
+  cuda_verdict(MK_KBACKEND_CUDA, "MK_BACKEND = \"cuda\"\n", "", why, sizeof why);
+  MK_CHECK(strstr(why, "declares MK_BACKEND = \"cuda\"") != NULL);
+  cuda_verdict(MK_KBACKEND_TRITON, "MK_BACKEND = \"cuda\"\n", "", why, sizeof why);
+  MK_CHECK(strstr(why, "Triton was asked for") != NULL);
+  /* The contract's parts. */
+  cuda_verdict(MK_KBACKEND_CUDA, "MK_CUDA_SOURCE = r\"\"\"", "CUDA = r\"\"\"", why, sizeof why);
+  MK_CHECK(strstr(why, "no MK_CUDA_SOURCE = r\"\"\"...\"\"\" string") != NULL);
+  cuda_verdict(MK_KBACKEND_CUDA, "MK_CUDA_KERNELS = {\"relu_mul\": \"ffq\"}\n", "", why, sizeof why);
+  MK_CHECK(strstr(why, "a CUDA candidate without MK_CUDA_KERNELS") != NULL);
+  cuda_verdict(MK_KBACKEND_CUDA, "\"ffq\"", "\"ffx\"", why, sizeof why);
+  MK_CHECK(strstr(why, "signature \"ffx\" of relu_mul (f, b, q only)") != NULL);
+  cuda_verdict(MK_KBACKEND_CUDA, "{\"relu_mul\":", "{\"relu_mul2\":", why, sizeof why);
+  MK_CHECK(strstr(why, "MK_CUDA_KERNELS lists relu_mul2, but MK_CUDA_SOURCE defines no __global__") != NULL);
+  cuda_verdict(MK_KBACKEND_CUDA, "extern \"C\" __global__", "__global__", why, sizeof why);
+  MK_CHECK(strstr(why, "line 6: kernel relu_mul is not extern \"C\"") != NULL);
+  cuda_verdict(MK_KBACKEND_CUDA, "\"ffq\"", "\"fq\"", why, sizeof why);
+  MK_CHECK(strstr(why, "line 6: kernel relu_mul takes 3 parameters, but its MK_CUDA_KERNELS signature \"fq\" has 2") != NULL);
+  cuda_verdict(MK_KBACKEND_CUDA, "\"ffq\"", "\"fff\"", why, sizeof why);
+  MK_CHECK(strstr(why, "parameter 3 of kernel relu_mul is `long long n`") != NULL);
+  MK_CHECK(strstr(why, "a float32 tensor (f) is passed as `float *`") != NULL);
+  cuda_verdict(MK_KBACKEND_CUDA, "\"ffq\"", "\"bfq\"", why, sizeof why);
+  MK_CHECK(strstr(why, "parameter 1 of kernel relu_mul is `const float *__restrict__ x`") != NULL);
+  cuda_verdict(MK_KBACKEND_CUDA, "\"ffq\"", "\"qfq\"", why, sizeof why);
+  MK_CHECK(strstr(why, "a Python int (q) is passed as a 64-bit integer") != NULL);
+  cuda_verdict(MK_KBACKEND_CUDA, "_mk_cuda.launch(\"relu_mul\"", "_mk_cuda.launch(\"relu\"", why, sizeof why);
+  MK_CHECK(strstr(why, "line 18: _mk_cuda.launch(\"relu\", ...) launches a kernel that MK_CUDA_KERNELS does not list") != NULL);
+  cuda_verdict(MK_KBACKEND_CUDA, "    _mk_cuda.launch(", "    print(", why, sizeof why);
+  MK_CHECK(strstr(why, "run() launches no CUDA kernel") != NULL);
+  cuda_verdict(MK_KBACKEND_CUDA, "// __global__", "#include <cuda_fp16.h>\n//", why, sizeof why);
+  MK_CHECK(strstr(why, "line 5: MK_CUDA_SOURCE has an #include") != NULL);
+  cuda_verdict(MK_KBACKEND_CUDA, "\"\"\"\nMK_CUDA_KERNELS", "\nMK_CUDA_KERNELS", why, sizeof why);
+  MK_CHECK(strstr(why, "Python syntax error") != NULL); /* the string runs to the end */
+  /* An extern "C" block would not survive composition (its kernels go into
+   * a namespace, extern "C" dropped): each declaration says it. */
+  cuda_verdict(MK_KBACKEND_CUDA, "// __global__ in a comment is not a kernel\nextern \"C\" __global__",
+               "extern \"C\" {\n__global__", why, sizeof why);
+  MK_CHECK(strstr(why, "line 5: an extern \"C\" { } block: write extern \"C\" on each kernel's own declaration") != NULL);
+  /* Other spellings the contract allows: int sizes, void parameter lists,
+   * kernels the table does not list, helpers. */
+  cuda_verdict(MK_KBACKEND_CUDA, "extern \"C\" __global__",
+               "__device__ float two() { return 2.0f; }\nextern \"C\" __global__", why, sizeof why);
+  MK_CHECK_STR(why, "");
+  cuda_verdict(MK_KBACKEND_CUDA, "long long n) {", "int n) {", why, sizeof why);
+  MK_CHECK_STR(why, "");
+  cuda_verdict(MK_KBACKEND_CUDA, "\"\"\"\nMK_CUDA_KERNELS", "__global__ void unused(void) {}\n\"\"\"\nMK_CUDA_KERNELS", why, sizeof why);
+  MK_CHECK_STR(why, "");
+  cuda_verdict(MK_KBACKEND_CUDA, "extern \"C\" __global__",
+               "extern \"C\" {\n__global__ void other(void) {}\n}\nextern \"C\" __global__", why, sizeof why);
+  MK_CHECK(strstr(why, "line 6: an extern \"C\" { } block") != NULL); /* even around another kernel */
+  /* Several refused blocks: every reason, each named by its block. */
+  mk_buf two;
+  mk_buf_init(&two, 0);
+  char *a = cuda_reply("\"ffq\"", "\"fq\"");
+  char *b = cuda_reply("extern \"C\" __global__", "__global__");
+  mk_buf_printf(&two, "%s\n%s", a, b);
+  MK_CHECK_INT(mk_llm_parse_candidates(mk_buf_cstr(&two), MK_KBACKEND_CUDA, "k", "llm:m", 4, &l, &err), ==,
+               MK_EPARSE);
+  MK_CHECK(strstr(err.text, "code block 1: line 6: kernel relu_mul takes 3 parameters") != NULL);
+  MK_CHECK(strstr(err.text, "code block 2: line 6: kernel relu_mul is not extern") != NULL);
+  free(a);
+  free(b);
+  mk_buf_free(&two);
 }
 
 MK_TEST(llm, parse_json_from_fences_or_prose) {

@@ -63,6 +63,10 @@ static void check_candidate(mk_backend *b, const mk_candidate *c, tally *t) {
   MK_CHECK(strstr(c->source, "\ndef run(") != NULL);
   MK_CHECK(strstr(c->source, "import triton") == NULL);
   MK_CHECK(check_signatures(c->source, cuda) >= 1);
+  /* The contract an LLM's CUDA candidate is held to (mk_llm_parse_candidates)
+   * refuses none of the builtin generator's. */
+  if (mk_backend_check_candidate(c->source, &err)) fprintf(stderr, "    %s: %s\n", c->name, err.text);
+  MK_CHECK_INT(mk_backend_check_candidate(c->source, &err), ==, 0);
   t->candidates++;
   if (b) {
     mk_backend_result r;

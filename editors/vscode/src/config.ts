@@ -9,7 +9,7 @@
 
 export type Backend = 'auto' | 'cuda' | 'cpu';
 export type Proposer = 'builtin' | 'llm';
-/* The builtin generator's kernels (`--backend`): `backend` above is the device. */
+/* The kernels' language, either proposer's (`--backend`): `backend` above is the device. */
 export type KernelBackend = 'triton' | 'cuda' | 'auto';
 export type Provider = 'openai' | 'anthropic';
 /* Where Decompose writes ModelNew: a new <stem>_new.py, or the module's file. */

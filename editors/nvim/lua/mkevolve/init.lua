@@ -7,7 +7,7 @@
 --     -- Server settings (docs/lsp.md, "Settings"): anything left out is the
 --     -- engine's default, the same as `mkevolve evolve` / `check` use.
 --     settings = { backend = 'cpu', proposer = 'builtin', debounceMs = 400,
---                  -- the builtin generator's kernels: 'triton', 'cuda' (CUDA C++
+--                  -- the kernels' language (builtin or LLM): 'triton', 'cuda' (CUDA C++
 --                  -- where it can, else PyTorch) or 'auto' (both compete), as --backend
 --                  kernelBackend = 'triton',
 --                  -- candidates per evolve run, all subkernels together
