@@ -62,7 +62,11 @@ static bool is_replayed(const mk_node *n, const char *s) { return bi_is_replayed
 
 /* A data op no kernel writes: its recorded call, declared in MK_USES_TORCH
  * (the verifier rejects undeclared torch calls in a candidate). A device it
- * records is `_mk_dev`, which run() binds (bi_emit_run_signature). */
+ * records is `_mk_dev`, which run() binds (bi_emit_run_signature). A tensor
+ * made from constants that the run keeps to itself is made once per device
+ * (mk_graph_node_is_constant), as in the composed forward: made per call it
+ * is a stream-synchronising copy from host memory that a CUDA graph of the
+ * program cannot capture. */
 static int emit_replay_stage(bi_emit *e, int s, mk_errmsg *err) {
   const mk_graph *g = e->p->g;
   const mk_node *n = &g->nodes[e->p->st[s].nodes[0]];
@@ -70,6 +74,10 @@ static int emit_replay_stage(bi_emit *e, int s, mk_errmsg *err) {
   bi_short(n, sn, sizeof sn);
   bi_declare_torch_op(e, sn);
   bi_stage_comment(e->p, s, 4, e->body);
+  if (mk_graph_node_is_constant(g, n->id) && !e->p->is_output[n->outputs[0]]) {
+    e->need_const = true;
+    return mk_pyemit_constant_node(g, n, bi_graph_namer, (void *)g, 4, e->body, err);
+  }
   return mk_pyemit_node(g, n, bi_graph_namer, (void *)g, 4, e->body, err);
 }
 

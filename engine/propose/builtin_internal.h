@@ -204,6 +204,7 @@ typedef struct bi_emit {
   } folded[8];
   int nfolded;
   bool need_channel_bias; /* the _mk_add_channel_bias helper is used */
+  bool need_const;        /* a replayed constant tensor is made once (mk_pyemit_constant_helper) */
   bool need_cl_helpers;   /* _mk_cl_view and _mk_cl_order are used */
   bool need_gn_affine;    /* _mk_gn_affine is used (builtin_conv.c) */
   bool need_bn_affine;    /* _mk_bn_affine is used (builtin_conv.c) */

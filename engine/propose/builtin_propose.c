@@ -5,6 +5,7 @@
  * measurement. Ordering is deterministic: the default configuration first,
  * then configurations further from it. */
 #include "builtin_internal.h"
+#include "mk_pyemit.h"
 
 #include "mk_layout.h"
 
@@ -484,6 +485,7 @@ static int emit_module(const bi_plan *p, const bi_config *c, const char *vname, 
     if (e.need_bcast) mk_buf_puts(&mod, bcast_helper);
     if (e.need_cl_helpers) mk_buf_puts(&mod, cl_helpers);
     if (e.need_channel_bias) mk_buf_puts(&mod, channel_bias_helper);
+    if (e.need_const) mk_pyemit_constant_helper(&mod);
     if (e.need_gn_affine) mk_buf_puts(&mod, gn_affine_helper);
     if (e.need_bn_affine) mk_buf_puts(&mod, bn_affine_helper);
     if (e.need_tf32_round) mk_buf_puts(&mod, tf32_round_helper);

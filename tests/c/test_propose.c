@@ -1205,3 +1205,35 @@ MK_TEST(propose, residual_added_in_place_is_the_tiled_norms_epilogue) {
   mk_subkernel_free(&sk);
   mk_graph_free(g);
 }
+
+/* A tensor made from constants inside a candidate's run (replayed_data:
+ * `torch.tensor(1. / 0.01, device=t.device)`, node 10, kept to the run) is
+ * made once per device, as the composed forward does (the module defines
+ * the cache); one the subkernel returns would be made per call. */
+MK_TEST(propose, replayed_constant_tensors_are_made_once) {
+  mk_graph *g = load("propose", "replayed_data.json");
+  MK_REQUIRE(g != NULL);
+  MK_REQUIRE(strcmp(g->nodes[10].op, "torch.tensor") == 0);
+  mk_subkernel sk;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){10, 11, 12, 13, 14, 15, 16}, 7, &sk, &err) == 0);
+  mk_candidate_list l = {0};
+  mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
+  MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
+  MK_REQUIRE(l.n > 0);
+  for (int i = 0; i < l.n; i++) {
+    const char *src = l.items[i].source;
+    MK_CHECK(strstr(src, "_mk_const((10, torch.get_default_dtype(), _mk_dev), lambda: torch.tensor(") != NULL);
+    MK_CHECK(strstr(src, "\ndef _mk_const(key, make):\n") != NULL);
+  }
+  mk_candidate_list_free(&l);
+  mk_subkernel_free(&sk);
+  mk_subkernel only;
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){10}, 1, &only, &err) == 0); /* returns it */
+  req.subkernel = &only;
+  if (mk_builtin_propose(&req, &l, &err) == 0)
+    for (int i = 0; i < l.n; i++) MK_CHECK(strstr(l.items[i].source, "_mk_const(") == NULL);
+  mk_candidate_list_free(&l);
+  mk_subkernel_free(&only);
+  mk_graph_free(g);
+}
