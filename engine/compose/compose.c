@@ -449,6 +449,20 @@ static int emit_reference_subkernel(const mk_graph *g, const mk_subkernel *sk, n
   return out->err;
 }
 
+/* True if the chosen candidates are CUDA C++ and none is Triton: KernelBench
+ * then runs the module by plain exec (kbcheck.backend_for), where no Triton
+ * kernel can be defined. */
+static bool cuda_only(const mk_partition *p, const mk_candidate *const *chosen) {
+  bool cuda = false;
+  for (int s = 0; s < p->nsubkernels; s++) {
+    const mk_candidate *c = chosen ? chosen[s] : NULL;
+    if (is_reference(c)) continue;
+    if (strcmp(mk_candidate_backend(c), "cuda") != 0) return false;
+    cuda = true;
+  }
+  return cuda;
+}
+
 /* True if a subkernel the forward writes inline makes a constant tensor
  * (mk_graph_node_is_constant): the module then defines the cache helper. */
 static bool inline_constants(const mk_graph *g, const mk_partition *p, const mk_candidate *const *chosen) {
@@ -663,7 +677,7 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
     mk_buf fwd;
     mk_buf_init(&fwd, 0);
     if (!rc) rc = emit_forward(g, p, chosen, section_of, &nc, &fwd, err);
-    if (nc.converts) compose_convert_helper(out);
+    if (nc.converts) compose_convert_helper(out, !cuda_only(p, chosen));
     mk_buf_printf(out, "\n\nclass ModelNew(%s):\n", g->class_name ? g->class_name : "Model");
     mk_buf_puts(out, "    \"\"\"The same module, composed of verified subkernels.\"\"\"\n\n");
     mk_buf_append(out, init.data ? init.data : "", init.len);

@@ -66,7 +66,15 @@ static const char helper[] =
     "    _mk_transpose_kernel[grid](x, out, a, b, BLOCK_A=64, BLOCK_B=64, num_warps=4)\n"
     "    return out\n";
 
-int compose_convert_helper(mk_buf *out) { return mk_buf_puts(out, helper); }
+/* Without Triton: a composition of CUDA C++ sections only is run by
+ * KernelBench's plain exec (no source file, which @triton.jit needs), so it
+ * must not define a Triton kernel. */
+static const char plain_helper[] =
+    "\n\n# ---- layout conversions of the composed forward (MKEvolve) ----\n"
+    "def _mk_convert(x, fmt):\n"
+    "    return x.contiguous(memory_format=fmt)\n";
+
+int compose_convert_helper(mk_buf *out, bool triton) { return mk_buf_puts(out, triton ? helper : plain_helper); }
 
 int compose_convert(mk_buf *out, const char *name, int conv, int rank) {
   const char *fmt = NULL;

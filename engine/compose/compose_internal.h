@@ -42,10 +42,11 @@ int compose_cuda_build(compose_cuda *cc, mk_buf *out);
 
 /* The layout plan's conversions (compose_convert.c): the module-level
  * `_mk_convert(x, fmt)` helper (a tiled Triton transpose for large tensors,
- * PyTorch's copy otherwise), and one conversion statement in the forward:
+ * PyTorch's copy otherwise; PyTorch's copy only with `triton` false, for a
+ * module of CUDA C++ sections alone), and one conversion statement in the forward:
  * `name = _mk_convert(name, <format>)` for conv (an mk_layout_conv) of a
  * value of `rank`; nothing for MK_LAYOUT_KEEP. */
-int compose_convert_helper(mk_buf *out);
+int compose_convert_helper(mk_buf *out, bool triton);
 int compose_convert(mk_buf *out, const char *name, int conv, int rank);
 
 #endif

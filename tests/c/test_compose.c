@@ -477,7 +477,7 @@ MK_TEST(compose, constant_tensors_are_made_once) {
 MK_TEST(compose, layout_conversions_match_pytorch) {
   mk_buf helper;
   mk_buf_init(&helper, 0);
-  MK_REQUIRE(compose_convert_helper(&helper) == 0);
+  MK_REQUIRE(compose_convert_helper(&helper, true) == 0);
   /* run_composed builds a Model and a ModelNew: empty ones stand in */
   mk_buf_puts(&helper, "\n_MK_CONVERT_MIN_NUMEL = 0\n\n\nclass Model(torch.nn.Module):\n    pass\n\n\n"
                        "ModelNew = Model\n\n\ndef get_inputs():\n    return []\n");
