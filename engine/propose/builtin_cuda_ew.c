@@ -561,6 +561,69 @@ static void cpp_launcher_lines(bc_emit *e, int s, const cleaf *ls, int nl, const
   mk_buf_printf(b, ", n%d));\n  }\n", res);
 }
 
+/* The launcher above as launch-plan steps (builtin_cuda_plan.c): the C++
+ * launcher's helpers, in its order, so the three forms pass the same. */
+static void plan_launcher(bc_emit *e, int s, const cleaf *ls, int nl, const int *stored, int ns, const char *kname,
+                          int res) {
+  if (!bc_plan_on(e)) return;
+  const bi_plan *p = e->p;
+  int R = p->st[s].rank;
+  char shape[32], n[32];
+  snprintf(shape, sizeof shape, "shape%d", res);
+  snprintf(n, sizeof n, "n%d", res);
+  cJSON *st = bc_plan_step(e, "broadcast", shape);
+  for (int i = 0; i < nl; i++) bc_plan_arg_name(st, "v%d", ls[i].vid);
+  for (int i = 0; i < ns; i++) {
+    int target = store_target(p, ls, nl, stored[i]);
+    char out[32];
+    snprintf(out, sizeof out, "v%d", stored[i]);
+    if (target != stored[i]) {
+      bc_plan_arg_name(bc_plan_step(e, "alias", out), "v%d", target);
+      continue;
+    }
+    st = bc_plan_step(e, "empty", out);
+    bc_plan_arg_name(st, "%s", shape);
+    bc_plan_arg_name(st, "v%d", ls[0].vid);
+    bc_plan_arg_name(st, "%s", p->g->values[stored[i]].dtype == MK_DTYPE_BOOL ? "bool" : "float32");
+  }
+  for (int i = 0; i < nl; i++) {
+    char out[48];
+    if (ls[i].full || ls[i].mutated) {
+      snprintf(out, sizeof out, "a%d_%d", res, i);
+      st = bc_plan_step(e, ls[i].mutated ? "inplace" : "full", out);
+    } else if (R) {
+      snprintf(out, sizeof out, "st%d_%d", res, i);
+      st = bc_plan_step(e, "bstrides", out);
+    } else {
+      continue;
+    }
+    bc_plan_arg_name(st, "v%d", ls[i].vid);
+    bc_plan_arg_name(st, "%s", shape);
+  }
+  st = bc_plan_step(e, "prod", n);
+  bc_plan_arg_name(st, "%s", shape);
+  bc_plan_arg_int(st, 0);
+  bc_plan_arg_int(st, R);
+  cJSON *cdiv = cJSON_CreateObject(), *c = cJSON_AddArrayToObject(cdiv, "cdiv");
+  cJSON_AddItemToArray(c, cJSON_CreateString(n));
+  cJSON_AddItemToArray(c, cJSON_CreateNumber(e->threads));
+  st = bc_plan_launch(e, kname, n, cdiv, e->threads);
+  for (int i = 0; i < nl; i++)
+    bc_plan_arg(st, bc_plan_tagged("ptr", ls[i].full || ls[i].mutated ? bc_plan_name("a%d_%d", res, i)
+                                                                         : bc_plan_name("v%d", ls[i].vid)));
+  for (int i = 0; i < ns; i++)
+    if (store_target(p, ls, nl, stored[i]) == stored[i])
+      bc_plan_arg(st, bc_plan_tagged("ptr", bc_plan_name("v%d", stored[i])));
+  for (int d = 0; d < R; d++) bc_plan_arg(st, bc_plan_tagged("int", bc_plan_item(shape, d)));
+  for (int i = 0; i < nl; i++)
+    for (int d = 0; d < R && !ls[i].full && !ls[i].mutated; d++) {
+      char list[48];
+      snprintf(list, sizeof list, "st%d_%d", res, i);
+      bc_plan_arg(st, bc_plan_tagged("int", bc_plan_item(list, d)));
+    }
+  bc_plan_arg(st, bc_plan_tagged("int", cJSON_CreateString(n)));
+}
+
 int bc_emit_ew_stage(bc_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   cleaf ls[BC_MAX_LEAVES];
@@ -602,6 +665,7 @@ int bc_emit_ew_stage(bc_emit *e, int s, mk_errmsg *err) {
   if (rc == 0) {
     launcher_lines(e, s, ls, nl, stored, ns, mk_buf_cstr(&kname), mk_buf_cstr(&call), res);
     if (e->cpp) cpp_launcher_lines(e, s, ls, nl, stored, ns, mk_buf_cstr(&kname), res);
+    plan_launcher(e, s, ls, nl, stored, ns, mk_buf_cstr(&kname), res);
     rc = bc_register_kernel(e, mk_buf_cstr(&kname), mk_buf_cstr(&types));
   }
   if (rc == 0 && (sig.err || call.err || types.err || k->err || e->body->err || (e->cpp && e->cpp->err)))

@@ -11,7 +11,7 @@ T=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
 abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
 bin=/tmp/mkworker-native
 start=$(date +%s)
-g++ -std=c++17 -O2 -D_GLIBCXX_USE_CXX11_ABI="$abi" "$root/engine/worker/native/mkworker_native.cpp" \
+g++ -std=c++17 -O2 -D_GLIBCXX_USE_CXX11_ABI="$abi" "$root"/engine/worker/native/*.cpp \
   -o "$bin" -isystem "$T/include" -isystem "$T/include/torch/csrc/api/include" -I"$root/.devkit/include" \
   -L"$T/lib" -Wl,--no-as-needed -ltorch -ltorch_cuda -ltorch_cpu -lc10 -Wl,--as-needed \
   "$root/.devkit/lib/libcjson.so.1" -ldl -Wl,-rpath,"$T/lib" -Wl,-rpath,"$root/.devkit/lib" \
