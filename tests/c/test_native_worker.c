@@ -18,14 +18,17 @@
  * requests and unsupported values give their reasons. Skips when CMake
  * found no libtorch. */
 #include "mk_test.h"
+#include "mk_backend.h"
 #include "mk_decompose.h"
 #include "mk_export.h"
+#include "mk_propose.h"
 #include "mk_worker.h"
 #include "support.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifdef MK_NATIVE_WORKER_BIN
@@ -481,6 +484,154 @@ MK_TEST(native_worker, overloads_are_chosen_by_the_values) {
   MK_CHECK(system(text) == 0);
 }
 
+/* On the CPU, verify_subkernel of a CUDA candidate is refused with the reason. */
+MK_TEST(native_worker, verify_needs_a_gpu) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  mk_worker_config cfg;
+  mk_worker_config_init(&cfg);
+  const char *argv[] = {MK_NATIVE_WORKER_BIN, NULL};
+  cfg.argv = argv;
+  cfg.gpus = 0;
+  mk_worker_pool *p = NULL;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_worker_pool_new(&loop, &cfg, &p, &err) == 0);
+  reply r = call(&loop, p, "verify_subkernel", cJSON_Parse("{\"candidate\":{\"source\":\"\",\"cubin\":\"\"}}"));
+  const mk_worker_info *info = mk_worker_pool_info(p, 0);
+  MK_REQUIRE(info != NULL);
+  MK_CHECK_INT(r.status, ==, MK_EWORKER);
+  if (strcmp(info->device, "cpu") == 0) {
+    MK_CHECK_STR(r.kind, "unsupported");
+    MK_CHECK(strstr(r.message, "verify_subkernel of a CUDA candidate needs a GPU: no CUDA driver") != NULL ||
+             strstr(r.message, "needs a GPU") != NULL);
+  } else {
+    MK_CHECK_STR(r.kind, "bad_request");
+  }
+  int closed = 0;
+  mk_worker_pool_close(p, on_closed, &closed);
+  MK_CHECK(run_until(&loop, &closed, 1, 15));
+  uv_run(&loop, UV_RUN_DEFAULT);
+  MK_CHECK_INT(uv_loop_close(&loop), ==, 0);
+}
+
+/* ---- cases for the GPU test (tests/python/test_native_verify.py) ----------- */
+
+static void put_file(const char *dir, const char *name, const void *data, size_t len) {
+  char path[1200];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  MK_CHECK(mk_write_file(path, data, len) == 0);
+}
+
+static void put_json(const char *dir, const char *name, const cJSON *j) {
+  char *text = cJSON_PrintUnformatted(j);
+  put_file(dir, name, text, strlen(text));
+  free(text);
+}
+
+/* A candidate and its cubin under dir; `broken` adds 0.5 to every element an
+ * elementwise kernel stores, so both workers must call it a mismatch. */
+static bool put_candidate(mk_backend *b, const char *dir, const char name[300], const char *source, bool broken) {
+  char *src = mk_strdup(source);
+  if (broken) {
+    char *at = strstr(src, "[offs] = v");
+    if (at == NULL) {
+      free(src);
+      return false;
+    }
+    size_t off = (size_t)(at - src) + strlen("[offs] = ");
+    mk_buf m;
+    mk_buf_init(&m, 0);
+    mk_buf_printf(&m, "%.*s0.5f + %s", (int)off, src, src + off);
+    free(src);
+    src = mk_buf_steal(&m, NULL);
+  }
+  const char *cuda;
+  size_t len;
+  int first;
+  mk_errmsg err = {{0}};
+  bool ok = false;
+  if (mk_backend_candidate_source(src, &cuda, &len, &first, &err) == 0) {
+    char *text = mk_strndup(cuda, len);
+    mk_backend_result r;
+    if (mk_backend_compile(b, text, "candidate.cu", NULL, first - 1, &r, &err) == 0 && r.ok) {
+      char file[400];
+      snprintf(file, sizeof file, "%s.py", name);
+      put_file(dir, file, src, strlen(src));
+      snprintf(file, sizeof file, "%s.cubin", name);
+      put_file(dir, file, r.image, r.image_len);
+      ok = true;
+    }
+    if (ok || r.log) mk_backend_result_free(&r);
+    free(text);
+  }
+  free(src);
+  return ok;
+}
+
+/* With MK_NATIVE_VERIFY_OUT set: per fixture its graph (file made absolute)
+ * and ATen forms, and per subkernel with a planned builtin CUDA candidate
+ * that candidate, a broken copy, their cubins (sm_90) and manifest.json. */
+MK_TEST(native_worker, gpu_cases) {
+  const char *out = getenv("MK_NATIVE_VERIFY_OUT");
+  if (out == NULL) mk_test_skip("writes cases only for tests/python/test_native_verify.py (MK_NATIVE_VERIFY_OUT)");
+  mk_backend *b = NULL;
+  mk_errmsg err = {{0}};
+  if (mk_backend_open(NULL, &b, &err)) mk_test_skip(err.text);
+  mkdir(out, 0700);
+  cJSON *man = cJSON_CreateObject(), *cases = cJSON_AddArrayToObject(man, "cases");
+  static const char *const fixtures[] = {"ew_broadcast", "reductions", "conv_chain"};
+  for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
+    mk_graph *g = NULL;
+    cJSON *graph = fixture_graph(fixtures[f], &g), *aten = NULL;
+    MK_REQUIRE(graph != NULL && g != NULL);
+    if (mk_export_graph_aten(g, &aten, &err)) { /* the native worker cannot replay this graph */
+      fprintf(stderr, "    %s: %s\n", fixtures[f], err.text);
+      cJSON_Delete(graph);
+      mk_graph_free(g);
+      continue;
+    }
+    char name[300];
+    snprintf(name, sizeof name, "%s.graph.json", fixtures[f]);
+    put_json(out, name, graph);
+    snprintf(name, sizeof name, "%s.aten.json", fixtures[f]);
+    put_json(out, name, aten);
+    mk_partition part = {0};
+    MK_REQUIRE(mk_decompose_initial(g, &part, &err) == 0);
+    for (int k = 0; k < part.nsubkernels; k++) {
+      const mk_subkernel *sk = &part.subkernels[k];
+      mk_candidate_list l = {0};
+      mk_propose_request req = {.graph = g, .subkernel = sk, .device = "cuda", .max_candidates = 1};
+      if (mk_builtin_cuda_propose(&req, &l, &err) != 0 || l.n == 0 || !strstr(l.items[0].source, "MK_CUDA_PLAN")) {
+        mk_candidate_list_free(&l);
+        continue;
+      }
+      for (int broken = 0; broken < 2; broken++) {
+        char cname[300];
+        snprintf(cname, sizeof cname, "%s_sk%d_%s%s", fixtures[f], k, l.items[0].name, broken ? "_broken" : "");
+        if (!put_candidate(b, out, cname, l.items[0].source, broken)) continue;
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddStringToObject(c, "fixture", fixtures[f]);
+        cJSON_AddStringToObject(c, "candidate", cname);
+        cJSON_AddStringToObject(c, "expect", broken ? "mismatch" : "ok");
+        cJSON_AddItemToObject(c, "nodes", cJSON_CreateIntArray(sk->nodes, sk->nnodes));
+        cJSON_AddItemToObject(c, "inputs", cJSON_CreateIntArray(sk->inputs, sk->ninputs));
+        cJSON_AddItemToObject(c, "outputs", cJSON_CreateIntArray(sk->outputs, sk->noutputs));
+        cJSON_AddItemToArray(cases, c);
+      }
+      mk_candidate_list_free(&l);
+    }
+    mk_partition_free(&part);
+    cJSON_Delete(aten);
+    cJSON_Delete(graph);
+    mk_graph_free(g);
+  }
+  fprintf(stderr, "    %d cases written to %s\n", cJSON_GetArraySize(cases), out);
+  MK_CHECK(cJSON_GetArraySize(cases) >= 4);
+  put_json(out, "manifest.json", man);
+  cJSON_Delete(man);
+  mk_backend_close(b);
+}
+
 #else
 
 MK_TEST(native_worker, protocol_under_the_supervisor) {
@@ -492,6 +643,14 @@ MK_TEST(native_worker, interpreter_matches_the_python_worker) {
 }
 
 MK_TEST(native_worker, overloads_are_chosen_by_the_values) {
+  mk_test_skip("the native worker was not built: CMake found no libtorch");
+}
+
+MK_TEST(native_worker, verify_needs_a_gpu) {
+  mk_test_skip("the native worker was not built: CMake found no libtorch");
+}
+
+MK_TEST(native_worker, gpu_cases) {
   mk_test_skip("the native worker was not built: CMake found no libtorch");
 }
 

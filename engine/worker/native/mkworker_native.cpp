@@ -8,7 +8,8 @@
 // Methods: `hello` (protocol 1, libtorch's version, the device, the
 // methods), `launch` (native_launch.cpp), `run_reference`
 // (native_reference.cpp: the captured graph through the ATen interpreter),
-// `shutdown`. Anything else is `bad_request` naming the methods it has:
+// `verify_subkernel` (native_verify.cpp: a builtin CUDA candidate's launch
+// plan against the interpreted reference, on a GPU), `shutdown`. Anything else is `bad_request` naming the methods it has:
 // capture stays with the Python worker.
 //
 // This file is the loop: read a line, answer it, one response per request;
@@ -30,7 +31,7 @@
 namespace mkn {
 namespace {
 
-const char *const kMethods[] = {"hello", "launch", "run_reference", "shutdown"};
+const char *const kMethods[] = {"hello", "launch", "run_reference", "verify_subkernel", "shutdown"};
 
 cJSON *hello(const cJSON *) {
   cJSON *r = cJSON_CreateObject();
@@ -106,10 +107,12 @@ bool handle(const std::string &line) {
     if (name == "hello") result = hello(params);
     else if (name == "launch") result = launch(params);
     else if (name == "run_reference") result = run_reference(params);
+    else if (name == "verify_subkernel") result = verify_subkernel(params);
     else if (name == "shutdown") result = cJSON_CreateObject(), more = false;
     else
       throw WorkerError("bad_request", "unknown method '" + name + "' (known: hello, launch, run_reference, "
-                                       "shutdown: the native worker; capture is the Python worker's)");
+                                       "verify_subkernel, shutdown: the native worker; capture is the Python "
+                                       "worker's)");
     cJSON *m = envelope(id);
     cJSON_AddBoolToObject(m, "ok", true);
     cJSON_AddItemToObject(m, "result", result);

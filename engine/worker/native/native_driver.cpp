@@ -34,7 +34,11 @@ Driver &driver() {
             sym(d.lib, "cuModuleUnload", d.cuModuleUnload) &&
             sym(d.lib, "cuModuleGetFunction", d.cuModuleGetFunction) &&
             sym(d.lib, "cuLaunchKernel", d.cuLaunchKernel) &&
-            sym(d.lib, "cuGetErrorString", d.cuGetErrorString);
+            sym(d.lib, "cuGetErrorString", d.cuGetErrorString) && sym(d.lib, "cuEventCreate", d.cuEventCreate) &&
+            sym(d.lib, "cuEventRecord", d.cuEventRecord) &&
+            sym(d.lib, "cuEventSynchronize", d.cuEventSynchronize) &&
+            sym(d.lib, "cuEventElapsedTime", d.cuEventElapsedTime) &&
+            sym(d.lib, "cuEventDestroy_v2", d.cuEventDestroy);
   if (!ok) {
     d.why = "libcuda.so.1 lacks a driver API function the worker needs";
   } else if (d.cuInit(0) != 0 || d.cuDeviceGetCount(&d.devices) != 0 || d.devices == 0) {

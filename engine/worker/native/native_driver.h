@@ -30,6 +30,11 @@ struct Driver {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void **, void **) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char **) = nullptr;
+  CUresult (*cuEventCreate)(void **, unsigned) = nullptr;
+  CUresult (*cuEventRecord)(void *, CUstream) = nullptr;
+  CUresult (*cuEventSynchronize)(void *) = nullptr;
+  CUresult (*cuEventElapsedTime)(float *, void *, void *) = nullptr;
+  CUresult (*cuEventDestroy)(void *) = nullptr;
   std::string why; // why it is unavailable ("" when loaded)
   int devices = 0;
 };

@@ -13,7 +13,7 @@
 
 namespace mkn {
 
-void load_job(const cJSON *params, Job &job) {
+void load_job(const cJSON *params, Job &job, const char *device_override) {
   job.graph = field(params, "graph");
   if (!cJSON_IsObject(job.graph)) {
     const cJSON *gf = field(params, "graph_file");
@@ -33,7 +33,7 @@ void load_job(const cJSON *params, Job &job) {
     throw WorkerError("bad_request", "`aten` (each node's ATen form, from the engine) is required");
   job.layouts = field(params, "layouts");
   const cJSON *dev = field(params, "device");
-  std::string device = cJSON_IsString(dev) ? dev->valuestring : "cpu";
+  std::string device = device_override ? device_override : cJSON_IsString(dev) ? dev->valuestring : "cpu";
   if (device != "cpu" && device != "cuda") throw WorkerError("bad_request", "`device` is cpu or cuda");
   if (device == "cuda" && !at::hasCUDA()) throw WorkerError("unsupported", "device cuda: this worker has no GPU");
   job.device = at::Device(device == "cuda" ? at::kCUDA : at::kCPU);

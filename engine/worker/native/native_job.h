@@ -34,7 +34,8 @@ struct Job {
 
 // Reads graph / graph_file, aten, layouts, device and state_file (bad_request
 // naming what is missing); the state is copied onto the job's device.
-void load_job(const cJSON *params, Job &job);
+// `device` (when not null) replaces the params' device.
+void load_job(const cJSON *params, Job &job, const char *device = nullptr);
 // The subkernel's nodes / inputs / outputs of the params (verify_subkernel's keys).
 Subkernel subkernel_of(const cJSON *sk);
 // A trial's inputs file (input.<i>) on the job's device.

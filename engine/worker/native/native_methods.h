@@ -12,5 +12,8 @@ cJSON *launch(const cJSON *params);
 // native_reference.cpp: the captured graph through the ATen interpreter
 // (the prefix and a subkernel's reference), compared with expected values.
 cJSON *run_reference(const cJSON *params);
+// native_verify.cpp: a builtin CUDA candidate's launch plan against the
+// interpreted reference (docs/verify.md's params and result).
+cJSON *verify_subkernel(const cJSON *params);
 
 } // namespace mkn
