@@ -299,7 +299,10 @@ static void check_fixture(pools *ps, const char *name, int batch) {
 
 MK_TEST(native_worker, interpreter_matches_the_python_worker) {
   pools ps;
-  if (!pools_open(&ps)) mk_test_skip("no Python worker (.venv) to compare with");
+  if (!pools_open(&ps)) {
+    mk_test_skip("no Python worker (.venv) to compare with");
+    return;
+  }
   uint64_t t0 = uv_hrtime();
   check_fixture(&ps, "norm_pools", 1);    /* conv 2d/3d, group / batch / instance norm, pools, batch shrink */
   check_fixture(&ps, "linear_epilogue", 0); /* linear, elementwise */
@@ -573,10 +576,16 @@ static bool put_candidate(mk_backend *b, const char *dir, const char name[300], 
  * that candidate, a broken copy, their cubins (sm_90) and manifest.json. */
 MK_TEST(native_worker, gpu_cases) {
   const char *out = getenv("MK_NATIVE_VERIFY_OUT");
-  if (out == NULL) mk_test_skip("writes cases only for tests/python/test_native_verify.py (MK_NATIVE_VERIFY_OUT)");
+  if (out == NULL) {
+    mk_test_skip("writes cases only for tests/python/test_native_verify.py (MK_NATIVE_VERIFY_OUT)");
+    return;
+  }
   mk_backend *b = NULL;
   mk_errmsg err = {{0}};
-  if (mk_backend_open(NULL, &b, &err)) mk_test_skip(err.text);
+  if (mk_backend_open(NULL, &b, &err)) {
+    mk_test_skip(err.text);
+    return;
+  }
   mkdir(out, 0700);
   cJSON *man = cJSON_CreateObject(), *cases = cJSON_AddArrayToObject(man, "cases");
   static const char *const fixtures[] = {"ew_broadcast", "reductions", "conv_chain"};

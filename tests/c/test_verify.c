@@ -825,9 +825,11 @@ MK_TEST(verify, plan_candidates_go_to_the_native_worker) {
   mk_verify_close(e.v);
   int closed = 0;
   mk_worker_pool_close(native, on_closed, &closed);
-  MK_CHECK(run_until(&e.loop, &closed, 1, 15));
+  mk_worker_pool_close(e.pool, on_closed, &closed);
+  MK_CHECK(run_until(&e.loop, &closed, 2, 15));
+  uv_run(&e.loop, UV_RUN_DEFAULT);
+  MK_CHECK_INT(uv_loop_close(&e.loop), ==, 0);
   struct stat sst;
   MK_CHECK(stat(root, &sst) != 0); /* the state folder went with the verifier */
-  env_stop(&e);
   unsetenv("TMPDIR");
 }
