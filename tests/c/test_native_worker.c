@@ -641,6 +641,66 @@ MK_TEST(native_worker, gpu_cases) {
   mk_backend_close(b);
 }
 
+/* With MK_NATIVE_PLAN_OUT set: every builtin CUDA candidate with a launch
+ * plan of the proposer fixtures (every variant), with its subkernel's input
+ * shapes and dtypes and the graph, for tests/python/test_native_plan.py,
+ * which holds each plan's launches to run()'s. No NVRTC or GPU needed. */
+MK_TEST(native_worker, plan_cases) {
+  const char *out = getenv("MK_NATIVE_PLAN_OUT");
+  if (out == NULL) {
+    mk_test_skip("writes cases only for tests/python/test_native_plan.py (MK_NATIVE_PLAN_OUT)");
+    return;
+  }
+  mkdir(out, 0700);
+  cJSON *man = cJSON_CreateObject(), *cases = cJSON_AddArrayToObject(man, "cases");
+  static const char *const fixtures[] = {"ew_broadcast", "reductions", "conv_chain", "cost_ops", "repeated_blocks",
+                                         "attention_4d", "conv_softmax", "conv_tails"};
+  mk_errmsg err = {{0}};
+  for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
+    mk_graph *g = NULL;
+    cJSON *graph = fixture_graph(fixtures[f], &g);
+    MK_REQUIRE(graph != NULL && g != NULL);
+    char name[300];
+    snprintf(name, sizeof name, "%s.graph.json", fixtures[f]);
+    put_json(out, name, graph);
+    mk_partition part = {0};
+    MK_REQUIRE(mk_decompose_initial(g, &part, &err) == 0);
+    for (int k = 0; k < part.nsubkernels; k++) {
+      const mk_subkernel *sk = &part.subkernels[k];
+      mk_candidate_list l = {0};
+      mk_propose_request req = {.graph = g, .subkernel = sk, .device = "cuda"};
+      if (mk_builtin_cuda_propose(&req, &l, &err) != 0) continue;
+      for (int c = 0; c < l.n; c++) {
+        if (!strstr(l.items[c].source, "\nMK_CUDA_PLAN = r\"\"\"\n")) continue;
+        char cname[400];
+        snprintf(cname, sizeof cname, "%s_sk%d_%s.py", fixtures[f], k, l.items[c].name);
+        put_file(out, cname, l.items[c].source, strlen(l.items[c].source));
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "graph", name);
+        cJSON_AddStringToObject(o, "candidate", cname);
+        cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
+        for (int i = 0; i < sk->ninputs; i++) {
+          const mk_value *v = &g->values[sk->inputs[i]];
+          cJSON *in = cJSON_CreateObject();
+          cJSON *shape = cJSON_AddArrayToObject(in, "shape");
+          for (int d = 0; d < v->rank; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)v->shape[d]));
+          cJSON_AddStringToObject(in, "dtype", mk_dtype_name(v->dtype));
+          cJSON_AddItemToArray(ins, in);
+        }
+        cJSON_AddItemToArray(cases, o);
+      }
+      mk_candidate_list_free(&l);
+    }
+    mk_partition_free(&part);
+    cJSON_Delete(graph);
+    mk_graph_free(g);
+  }
+  fprintf(stderr, "    %d planned candidates written to %s\n", cJSON_GetArraySize(cases), out);
+  MK_CHECK(cJSON_GetArraySize(cases) >= 20);
+  put_json(out, "manifest.json", man);
+  cJSON_Delete(man);
+}
+
 #else
 
 MK_TEST(native_worker, protocol_under_the_supervisor) {
@@ -660,6 +720,10 @@ MK_TEST(native_worker, verify_needs_a_gpu) {
 }
 
 MK_TEST(native_worker, gpu_cases) {
+  mk_test_skip("the native worker was not built: CMake found no libtorch");
+}
+
+MK_TEST(native_worker, plan_cases) {
   mk_test_skip("the native worker was not built: CMake found no libtorch");
 }
 

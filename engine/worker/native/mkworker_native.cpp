@@ -9,7 +9,9 @@
 // methods), `launch` (native_launch.cpp), `run_reference`
 // (native_reference.cpp: the captured graph through the ATen interpreter),
 // `verify_subkernel` (native_verify.cpp: a builtin CUDA candidate's launch
-// plan against the interpreted reference, on a GPU), `shutdown`. Anything else is `bad_request` naming the methods it has:
+// plan against the interpreted reference, on a GPU), `plan_launches`
+// (native_plan_launches.cpp: a plan's launches recorded on the CPU),
+// `shutdown`. Anything else is `bad_request` naming the methods it has:
 // capture stays with the Python worker.
 //
 // This file is the loop: read a line, answer it, one response per request;
@@ -31,7 +33,7 @@
 namespace mkn {
 namespace {
 
-const char *const kMethods[] = {"hello", "launch", "run_reference", "verify_subkernel", "shutdown"};
+const char *const kMethods[] = {"hello", "launch", "run_reference", "verify_subkernel", "plan_launches", "shutdown"};
 
 cJSON *hello(const cJSON *) {
   cJSON *r = cJSON_CreateObject();
@@ -108,11 +110,12 @@ bool handle(const std::string &line) {
     else if (name == "launch") result = launch(params);
     else if (name == "run_reference") result = run_reference(params);
     else if (name == "verify_subkernel") result = verify_subkernel(params);
+    else if (name == "plan_launches") result = plan_launches(params);
     else if (name == "shutdown") result = cJSON_CreateObject(), more = false;
     else
       throw WorkerError("bad_request", "unknown method '" + name + "' (known: hello, launch, run_reference, "
-                                       "verify_subkernel, shutdown: the native worker; capture is the Python "
-                                       "worker's)");
+                                       "verify_subkernel, plan_launches, shutdown: the native worker; capture "
+                                       "is the Python worker's)");
     cJSON *m = envelope(id);
     cJSON_AddBoolToObject(m, "ok", true);
     cJSON_AddItemToObject(m, "result", result);

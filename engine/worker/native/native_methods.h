@@ -15,5 +15,8 @@ cJSON *run_reference(const cJSON *params);
 // native_verify.cpp: a builtin CUDA candidate's launch plan against the
 // interpreted reference (docs/verify.md's params and result).
 cJSON *verify_subkernel(const cJSON *params);
+// native_plan_launches.cpp: a launch plan run on the CPU, its launches
+// recorded instead of made (what the tests compare with run()'s).
+cJSON *plan_launches(const cJSON *params);
 
 } // namespace mkn

@@ -78,6 +78,22 @@ int64_t prod(const Ints &s, const cJSON *a, const cJSON *b) {
 
 } // namespace
 
+// The MK_CUDA_PLAN of a candidate's source (docs/candidates.md), parsed; the caller frees it.
+cJSON *read_plan(const std::string &source) {
+  const std::string head = "\nMK_CUDA_PLAN = r\"\"\"\n";
+  size_t a = source.find(head);
+  if (a == std::string::npos)
+    throw WorkerError("unsupported", "the candidate has no MK_CUDA_PLAN: the Python worker verifies it");
+  a += head.size();
+  size_t b = source.find("\n\"\"\"", a);
+  cJSON *plan = b == std::string::npos ? nullptr : cJSON_Parse(source.substr(a, b - a).c_str());
+  if (!cJSON_IsObject(plan)) {
+    cJSON_Delete(plan);
+    throw WorkerError("bad_request", "the candidate's MK_CUDA_PLAN is not a JSON object");
+  }
+  return plan;
+}
+
 Plan::Plan(const cJSON *plan, std::string cubin) : plan_(plan), cubin_(std::move(cubin)) {
   const cJSON *v = field(plan, "version");
   if (!cJSON_IsNumber(v) || v->valueint != 1) throw WorkerError("bad_request", "MK_CUDA_PLAN: version 1 is read");
@@ -104,7 +120,18 @@ void *Plan::function(const std::string &kernel) {
   return fn;
 }
 
-std::vector<at::Tensor> Plan::run(const std::vector<at::Tensor> &inputs, const cJSON *values, State &state) {
+namespace {
+
+cJSON *ints_json(at::IntArrayRef xs) {
+  cJSON *a = cJSON_CreateArray();
+  for (int64_t x : xs) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)x));
+  return a;
+}
+
+} // namespace
+
+std::vector<at::Tensor> Plan::run(const std::vector<at::Tensor> &inputs, const cJSON *values, State &state,
+                                  cJSON *record) {
   Env env;
   if (inputs.size() != ninputs())
     throw WorkerError("internal", "run takes " + std::to_string(ninputs()) + " inputs, " +
@@ -179,17 +206,35 @@ std::vector<at::Tensor> Plan::run(const std::vector<at::Tensor> &inputs, const c
       std::vector<void *> ptrs(s.size());
       std::vector<long long> qs(s.size());
       std::vector<void *> slots(s.size());
+      cJSON *rec = record ? cJSON_CreateObject() : nullptr, *rargs = nullptr;
+      if (rec) {
+        cJSON_AddStringToObject(rec, "kernel", kernel->valuestring);
+        rargs = cJSON_AddArrayToObject(rec, "args");
+        cJSON_AddItemToArray(record, rec);
+      }
       for (size_t k = 0; k < s.size(); k++) {
         const cJSON *a = cJSON_GetArrayItem(args, (int)k);
         if (s[k] == 'q') {
           if (!field(a, "int")) throw CandidateError("argument " + std::to_string(k) + " of " + kernel->valuestring + " must be an int");
           qs[k] = env.integer(field(a, "int"));
           slots[k] = &qs[k];
+          if (rargs) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "int", (double)qs[k]);
+            cJSON_AddItemToArray(rargs, o);
+          }
         } else {
           if (!field(a, "ptr")) throw CandidateError("argument " + std::to_string(k) + " of " + kernel->valuestring + " must be a tensor");
           const at::Tensor &t = env.tensor(field(a, "ptr"));
           at::ScalarType want = s[k] == 'b' ? at::kBool : at::kFloat;
-          if (t.scalar_type() != want || !t.is_cuda())
+          if (rargs) {
+            cJSON *o = cJSON_CreateObject(), *p = cJSON_AddObjectToObject(o, "ptr");
+            cJSON_AddItemToObject(p, "shape", ints_json(t.sizes()));
+            cJSON_AddItemToObject(p, "strides", ints_json(t.strides()));
+            cJSON_AddStringToObject(p, "dtype", t.scalar_type() == at::kBool ? "bool" : t.scalar_type() == at::kFloat ? "float32" : "other");
+            cJSON_AddItemToArray(rargs, o);
+          }
+          if (t.scalar_type() != want || (!t.is_cuda() && !record))
             throw CandidateError("argument " + std::to_string(k) + " of " + kernel->valuestring + " must be a " +
                                  (s[k] == 'b' ? "bool" : "float32") + " CUDA tensor");
           ptrs[k] = t.data_ptr();
@@ -201,6 +246,12 @@ std::vector<at::Tensor> Plan::run(const std::vector<at::Tensor> &inputs, const c
       const cJSON *g;
       cJSON_ArrayForEach(g, field(step, "grid")) if (gi < 3) grid[gi++] = (unsigned)env.integer(g);
       cJSON_ArrayForEach(g, field(step, "block")) if (bi < 3) block[bi++] = (unsigned)env.integer(g);
+      if (rec) {
+        cJSON *gj = cJSON_AddArrayToObject(rec, "grid"), *bj = cJSON_AddArrayToObject(rec, "block");
+        for (int q = 0; q < gi; q++) cJSON_AddItemToArray(gj, cJSON_CreateNumber(grid[q]));
+        for (int q = 0; q < bi; q++) cJSON_AddItemToArray(bj, cJSON_CreateNumber(block[q]));
+        continue; // recorded, not launched
+      }
       void *fn = function(kernel->valuestring);
       // torch's current stream in this process is the default one: nothing here changes it.
       int rc = driver().cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, nullptr,

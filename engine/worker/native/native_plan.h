@@ -21,6 +21,10 @@ struct CandidateError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The MK_CUDA_PLAN of a candidate's source, parsed (the caller frees it);
+// `unsupported` when it has none (the Python worker verifies it then).
+cJSON *read_plan(const std::string &source);
+
 class Plan {
 public:
   // plan: the parsed MK_CUDA_PLAN (borrowed); cubin: the module's image.
@@ -30,8 +34,12 @@ public:
   Plan(const Plan &) = delete;
   Plan &operator=(const Plan &) = delete;
   // run(*inputs): the outputs in the plan's order. `values`, `state`: for
-  // the node steps (the graph's values, the model's tensors).
-  std::vector<at::Tensor> run(const std::vector<at::Tensor> &inputs, const cJSON *values, State &state);
+  // the node steps (the graph's values, the model's tensors). With `record`,
+  // nothing is launched: each launch is appended to it instead, as JSON
+  // (kernel, grid, block, args: {"int": n} or {"ptr": {shape, strides,
+  // dtype}}), so the plan can be compared with run()'s launches on a CPU.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor> &inputs, const cJSON *values, State &state,
+                              cJSON *record = nullptr);
   size_t ninputs() const;
 
 private:

@@ -41,22 +41,6 @@ namespace mkn {
 
 namespace {
 
-// The MK_CUDA_PLAN of a candidate's source (docs/candidates.md), parsed; the caller frees it.
-cJSON *read_plan(const std::string &source) {
-  const std::string head = "\nMK_CUDA_PLAN = r\"\"\"\n";
-  size_t a = source.find(head);
-  if (a == std::string::npos)
-    throw WorkerError("unsupported", "the candidate has no MK_CUDA_PLAN: the Python worker verifies it");
-  a += head.size();
-  size_t b = source.find("\n\"\"\"", a);
-  cJSON *plan = b == std::string::npos ? nullptr : cJSON_Parse(source.substr(a, b - a).c_str());
-  if (!cJSON_IsObject(plan)) {
-    cJSON_Delete(plan);
-    throw WorkerError("bad_request", "the candidate's MK_CUDA_PLAN is not a JSON object");
-  }
-  return plan;
-}
-
 // Errors after which no CUDA call can succeed in this process (cudaErrorIllegalAddress, ...).
 bool sticky(int rc) { return rc == 700 || rc == 701 || rc == 702 || rc == 709 || rc == 714 || rc == 715 || rc == 719; }
 
