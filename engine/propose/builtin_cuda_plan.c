@@ -16,8 +16,12 @@
  *              (mk_export_node_aten), its results bound to v<id>
  *   broadcast  out = torch.broadcast_shapes(args' sizes)
  *   sizes      out = the tensor's sizes
+ *   list       out = the int list of args (INTs)
+ *   unsqueeze  out = args[0].unsqueeze(args[1])
+ *   numel      out = the tensor's element count
  *   empty      out = an empty tensor of shape args[0] (a name or a literal list), on
- *              args[1]'s device, dtype args[2]
+ *              args[1]'s device, dtype args[2], memory format args[3] when given
+ *              ("channels_last", "channels_last_3d")
  *   alias      out = the tensor args[0]
  *   full       out = args[0] made contiguous, its shape checked against args[1]
  *   inplace    out = args[0], checked to have shape args[1] and be contiguous
@@ -28,9 +32,13 @@
  *   reduced_shape  out = mk_reduced_shape(args[0], lo, hi, keepdim)
  *   launch     kernel, grid, block (ints or int names), args: {"ptr": tensor} or
  *              {"int": INT}; skipped unless the int named by "when" is > 0
- * An INT is a literal, a name, {"item": [list, d]} or {"cdiv": [INT, k]}.
+ * An INT is a literal, a name, {"item": [list, d]}, {"cdiv": [INT, k]},
+ * {"size": [tensor, d]}, {"stride": [tensor, d]}, {"innermost_channels": tensor}
+ * (1 when dim 1 has stride 1 and more than one element: channels_last) or
+ * {"pool_out": [INT size, k, stride, pad, dilation, ceil_mode]} (torch's
+ * pooling output length; below 1 is the candidate's error).
  *
- * Stages without a plan form (norms, pools, GEMMs for now) leave
+ * Stages without a plan form (norms and GEMMs for now) leave
  * bc_emit.plan_gap set: the module then has no MK_CUDA_PLAN and the engine
  * sends the candidate to the Python worker. */
 #include "builtin_cuda.h"

@@ -146,9 +146,7 @@ static int emit_stage(bc_emit *e, int s, mk_errmsg *err) {
   case BI_NORM:
     bc_plan_gap(e, "line %d: %s: norm kernels have no launch plan yet", n->span.line, n->op);
     return bc_emit_norm_stage(e, s, err);
-  case BI_POOL:
-    bc_plan_gap(e, "line %d: %s: pool kernels have no launch plan yet", n->span.line, n->op);
-    return bc_emit_pool_stage(e, s, err);
+  case BI_POOL: return bc_emit_pool_stage(e, s, err);
   case BI_GEMM:
     bc_plan_gap(e, "line %d: %s: GEMM kernels have no launch plan yet", n->span.line, n->op);
     return bc_emit_gemm_stage(e, s, err);

@@ -150,14 +150,14 @@ static void check_plan(const mk_candidate *c, const cJSON *plan) {
   cJSON_Delete(names);
 }
 
-/* Every kernel of the module is elementwise, a reduction or a softmax: the
- * stages the launch plan covers. */
+/* Every kernel of the module is elementwise, a reduction, a softmax or a
+ * pool: the stages the launch plan covers. */
 static bool plannable(const mk_candidate *c) {
   const char *k = strstr(c->source, "MK_CUDA_KERNELS = {\n");
   for (const char *line = strchr(k, '\n') + 1; strncmp(line, "    \"", 5) == 0; line = strchr(line, '\n') + 1) {
     const char *what = strchr(line + 7, '_'); /* "_k12_ew_..." */
     if (what == NULL || !(strncmp(what, "_ew_", 4) == 0 || strncmp(what, "_reduce_", 8) == 0 ||
-                          strncmp(what, "_softmax_", 9) == 0))
+                          strncmp(what, "_softmax_", 9) == 0 || strncmp(what, "_pool_", 6) == 0))
       return false;
   }
   return true;
@@ -248,7 +248,7 @@ MK_TEST(propose_cuda, every_fixture_candidate_compiles_with_nvrtc) {
   MK_CHECK_INT(t.subkernels, ==, 70);
   MK_CHECK_INT(t.covered, ==, 52);
   MK_CHECK_INT(t.candidates, ==, 158);
-  MK_CHECK(t.planned > 0); /* the elementwise, reduction and softmax subkernels */
+  MK_CHECK(t.planned > 0); /* the elementwise, reduction, softmax and pool subkernels */
   if (b) MK_CHECK_INT(t.compiled, ==, t.candidates);
   mk_backend_close(b);
   if (b == NULL) mk_test_skip("NVRTC unavailable: generated, not compiled");

@@ -66,14 +66,25 @@ def _inputs(specs: list[dict[str, Any]], seed: int) -> list[torch.Tensor]:
     return out
 
 
-def _python_launches(source: str, xs: list[torch.Tensor]) -> tuple[list[dict[str, Any]], Any]:
+def _channels_last(x: torch.Tensor) -> torch.Tensor:
+    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(x.dim())
+    return x if fmt is None else x.contiguous(memory_format=fmt)
+
+
+def _python_launches(source: str, xs: list[torch.Tensor]) -> dict[str, Any]:
+    """What plan_launches answers, from run(): its launches, then its outputs or the
+    ValueError with which it refuses the inputs (docs/candidates.md)."""
     rec = _Recorder()
     namespace: dict[str, Any] = {"__name__": "mk_plan_case", "_mk_cuda": rec}
     exec(compile(source, "candidate.py", "exec"), namespace)  # our own generator's module
-    with torch.no_grad():
-        out = namespace["run"](*[x.clone() for x in xs])
+    try:
+        with torch.no_grad():
+            out = namespace["run"](*[x.clone() for x in xs])
+    except ValueError as e:
+        return {"launches": rec.launches, "candidate_error": str(e)}
     outs = list(out) if isinstance(out, tuple | list) else [out]
-    return rec.launches, [_tensor(t) | {"dtype": export_data.DTYPES[t.dtype]} for t in outs]
+    return {"launches": rec.launches,
+            "outputs": [_tensor(t) | {"dtype": export_data.DTYPES[t.dtype]} for t in outs]}
 
 
 def test_plans_launch_what_run_launches(cases: Path, tmp_path: Path) -> None:
@@ -82,25 +93,30 @@ def test_plans_launch_what_run_launches(cases: Path, tmp_path: Path) -> None:
     proc = subprocess.Popen([str(_binary())], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
     assert proc.stdin and proc.stdout
-    launches = 0
+    launches = refused = 0
     try:
         for i, case in enumerate(manifest):
             source = (cases / case["candidate"]).read_text()
             xs = _inputs(case["inputs"], i)
             path = str(tmp_path / f"inputs_{i}.mkt")
             export_data.write_tensors(path, [(f"input.{k}", x) for k, x in enumerate(xs)])
-            want, want_out = _python_launches(source, xs)
-            proc.stdin.write(json.dumps({"v": 1, "id": i, "method": "plan_launches", "params": {
-                "candidate": {"source": source}, "graph_file": str(cases / case["graph"]),
-                "inputs_file": path}}) + "\n")
-            proc.stdin.flush()
-            reply = json.loads(proc.stdout.readline())
-            assert reply["ok"], (case["candidate"], reply)
-            got = reply["result"]
-            assert got["launches"] == want, case["candidate"]
-            assert got["outputs"] == want_out, case["candidate"]
-            launches += len(want)
+            # as captured, then every 4-d / 5-d input channels_last (strides, layouts)
+            cl = [k for k, x in enumerate(xs) if x.dim() in (4, 5)]
+            for layout in ([], cl) if cl else ([],):
+                given = [_channels_last(x) if k in layout else x for k, x in enumerate(xs)]
+                want = _python_launches(source, given)
+                proc.stdin.write(json.dumps({"v": 1, "id": i, "method": "plan_launches", "params": {
+                    "candidate": {"source": source}, "graph_file": str(cases / case["graph"]),
+                    "inputs_file": path, "channels_last": layout}}) + "\n")
+                proc.stdin.flush()
+                reply = json.loads(proc.stdout.readline())
+                assert reply["ok"], (case["candidate"], layout, reply)
+                assert reply["result"] == want, (case["candidate"], layout)
+                launches += len(want["launches"])
+                refused += "candidate_error" in want
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)
     assert launches >= len(manifest)
+    print(f"{len(manifest)} planned candidates, {launches} launches equal, "
+          f"{refused} refusals of channels_last inputs equal")

@@ -50,6 +50,29 @@ struct Env {
       if (d < 0 || d >= (int64_t)l.size()) throw CandidateError("launch plan: an index past the end of a shape");
       return l[(size_t)d];
     }
+    if (tag && (!std::strcmp(tag, "size") || !std::strcmp(tag, "stride")) && cJSON_GetArraySize(a->child) == 2) {
+      const at::Tensor &t = tensor(cJSON_GetArrayItem(a->child, 0));
+      int64_t d = (int64_t)cJSON_GetArrayItem(a->child, 1)->valuedouble;
+      if (d < 0 || d >= t.dim()) throw CandidateError("launch plan: a dim past the tensor's rank");
+      return tag[1] == 'i' ? t.size(d) : t.stride(d);
+    }
+    if (tag && !std::strcmp(tag, "innermost_channels")) {
+      const at::Tensor &t = tensor(a->child);
+      return t.dim() > 1 && t.stride(1) == 1 && t.size(1) > 1 ? 1 : 0;
+    }
+    if (tag && !std::strcmp(tag, "pool_out") && cJSON_GetArraySize(a->child) == 6) {
+      // torch's pooling_output_shape, as the Python launcher's _pool_out_size
+      int64_t size = integer(cJSON_GetArrayItem(a->child, 0)), k = integer(cJSON_GetArrayItem(a->child, 1));
+      int64_t s = integer(cJSON_GetArrayItem(a->child, 2)), p = integer(cJSON_GetArrayItem(a->child, 3));
+      int64_t d = integer(cJSON_GetArrayItem(a->child, 4));
+      bool ceil_mode = cJSON_IsTrue(cJSON_GetArrayItem(a->child, 5));
+      if (s <= 0) throw WorkerError("bad_request", "launch plan: a pool stride <= 0");
+      int64_t num = size + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+      int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1; // Python's floor division
+      if (ceil_mode && (out - 1) * s >= size + p) out -= 1;
+      if (out < 1) throw CandidateError("pooling window larger than the padded input");
+      return out;
+    }
     if (tag && !std::strcmp(tag, "cdiv") && cJSON_GetArraySize(a->child) == 2) {
       int64_t x = integer(cJSON_GetArrayItem(a->child, 0)), k = integer(cJSON_GetArrayItem(a->child, 1));
       if (k <= 0) throw WorkerError("bad_request", "launch plan: cdiv by a non-positive int");
@@ -157,13 +180,27 @@ std::vector<at::Tensor> Plan::run(const std::vector<at::Tensor> &inputs, const c
       const cJSON *a;
       cJSON_ArrayForEach(a, field(step, "args")) shape = at::infer_size(shape, env.tensor(a).sizes());
       env.lists[out_name(step)] = shape;
+    } else if (op == "list") {
+      Ints l;
+      const cJSON *a;
+      cJSON_ArrayForEach(a, field(step, "args")) l.push_back(env.integer(a));
+      env.lists[out_name(step)] = l;
+    } else if (op == "unsqueeze") {
+      env.tensors[out_name(step)] = env.tensor(arg(step, 0)).unsqueeze(env.integer(arg(step, 1)));
+    } else if (op == "numel") {
+      env.ints[out_name(step)] = env.tensor(arg(step, 0)).numel();
     } else if (op == "sizes") {
       env.lists[out_name(step)] = env.tensor(arg(step, 0)).sizes().vec();
     } else if (op == "empty") {
       const cJSON *dt = arg(step, 2);
       at::ScalarType type = cJSON_IsString(dt) && !std::strcmp(dt->valuestring, "bool") ? at::kBool : at::kFloat;
       std::string out = out_name(step);
-      env.tensors[out] = at::empty(env.list(arg(step, 0)), env.tensor(arg(step, 1)).options().dtype(type));
+      const cJSON *mf = arg(step, 3);
+      at::MemoryFormat format = at::MemoryFormat::Contiguous;
+      if (cJSON_IsString(mf))
+        format = !std::strcmp(mf->valuestring, "channels_last_3d") ? at::MemoryFormat::ChannelsLast3d
+                                                                   : at::MemoryFormat::ChannelsLast;
+      env.tensors[out] = at::empty(env.list(arg(step, 0)), env.tensor(arg(step, 1)).options().dtype(type), format);
       if (out[0] == 'v') nodes.bind(std::stoi(out.substr(1)), env.tensors[out]);
     } else if (op == "alias") {
       std::string out = out_name(step);

@@ -6,8 +6,12 @@
 // (tests/python/test_native_plan.py).
 //
 // Params: candidate {source}, graph | graph_file (its values, for the plan's
-// torch stages), inputs_file (input.<i>: run's arguments in order). Result:
-// {"launches": [...], "outputs": [{shape, strides, dtype}]}.
+// torch stages), inputs_file (input.<i>: run's arguments in order; the file
+// holds them contiguous), channels_last (indices of inputs to convert to
+// channels_last / channels_last_3d first). Result:
+// {"launches": [...], "outputs": [{shape, strides, dtype}]}, or with
+// "candidate_error" (the launches before it) where the plan refuses the
+// inputs, as run() raises ValueError.
 #include "native_common.h"
 #include "native_methods.h"
 #include "native_plan.h"
@@ -55,12 +59,26 @@ cJSON *plan_launches(const cJSON *params) {
       if (name == "input." + std::to_string(i)) inputs.push_back(t), found = true;
     if (!found) break;
   }
+  const cJSON *cl;
+  cJSON_ArrayForEach(cl, field(params, "channels_last")) {
+    if (!cJSON_IsNumber(cl) || cl->valueint < 0 || (size_t)cl->valueint >= inputs.size())
+      throw WorkerError("bad_request", "`channels_last` must list input indices");
+    at::Tensor &t = inputs[(size_t)cl->valueint];
+    if (t.dim() == 4) t = t.contiguous(at::MemoryFormat::ChannelsLast);
+    else if (t.dim() == 5) t = t.contiguous(at::MemoryFormat::ChannelsLast3d);
+  }
   Plan run(plan.get(), "");
   State state;
   cJSON *r = cJSON_CreateObject();
   cJSON *launches = cJSON_AddArrayToObject(r, "launches");
   c10::NoGradGuard no_grad;
-  std::vector<at::Tensor> outs = run.run(inputs, values, state, launches);
+  std::vector<at::Tensor> outs;
+  try {
+    outs = run.run(inputs, values, state, launches);
+  } catch (const CandidateError &e) { // the candidate refuses these inputs, as run() raises ValueError
+    cJSON_AddStringToObject(r, "candidate_error", e.what());
+    return r;
+  }
   cJSON *o = cJSON_AddArrayToObject(r, "outputs");
   for (const at::Tensor &t : outs) {
     cJSON *d = cJSON_CreateObject();
