@@ -17,6 +17,10 @@
  *   broadcast  out = torch.broadcast_shapes(args' sizes)
  *   sizes      out = the tensor's sizes
  *   list       out = the int list of args (INTs)
+ *   int        out = the INT args[0]
+ *   reshape    out = args[0].reshape(list args[1])
+ *   require_multiple  the candidate refuses its inputs (args[2], the message)
+ *              unless INT args[0] is a multiple of args[1]
  *   unsqueeze  out = args[0].unsqueeze(args[1])
  *   numel      out = the tensor's element count
  *   empty      out = an empty tensor of shape args[0] (a name or a literal list), on
@@ -36,9 +40,10 @@
  * {"size": [tensor, d]}, {"stride": [tensor, d]}, {"innermost_channels": tensor}
  * (1 when dim 1 has stride 1 and more than one element: channels_last) or
  * {"pool_out": [INT size, k, stride, pad, dilation, ceil_mode]} (torch's
- * pooling output length; below 1 is the candidate's error).
+ * pooling output length; below 1 is the candidate's error), or
+ * {"add" | "mul" | "div" | "max": [INT, INT]} (div: floor division).
  *
- * Stages without a plan form (norms and GEMMs for now) leave
+ * Stages without a plan form (GEMMs for now) leave
  * bc_emit.plan_gap set: the module then has no MK_CUDA_PLAN and the engine
  * sends the candidate to the Python worker. */
 #include "builtin_cuda.h"

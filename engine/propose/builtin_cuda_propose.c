@@ -143,9 +143,7 @@ static int emit_stage(bc_emit *e, int s, mk_errmsg *err) {
     add_uses_torch(e, n); /* then the recorded call, as the reference makes it */
     __attribute__((fallthrough));
   case BI_VIEW: return emit_torch_stage(e, s, n, err);
-  case BI_NORM:
-    bc_plan_gap(e, "line %d: %s: norm kernels have no launch plan yet", n->span.line, n->op);
-    return bc_emit_norm_stage(e, s, err);
+  case BI_NORM: return bc_emit_norm_stage(e, s, err);
   case BI_POOL: return bc_emit_pool_stage(e, s, err);
   case BI_GEMM:
     bc_plan_gap(e, "line %d: %s: GEMM kernels have no launch plan yet", n->span.line, n->op);

@@ -73,6 +73,15 @@ struct Env {
       if (out < 1) throw CandidateError("pooling window larger than the padded input");
       return out;
     }
+    if (tag && cJSON_GetArraySize(a->child) == 2 &&
+        (!std::strcmp(tag, "add") || !std::strcmp(tag, "mul") || !std::strcmp(tag, "div") || !std::strcmp(tag, "max"))) {
+      int64_t x = integer(cJSON_GetArrayItem(a->child, 0)), y = integer(cJSON_GetArrayItem(a->child, 1));
+      if (!std::strcmp(tag, "add")) return x + y;
+      if (!std::strcmp(tag, "mul")) return x * y;
+      if (!std::strcmp(tag, "max")) return std::max(x, y);
+      if (y == 0) throw CandidateError("launch plan: division by zero"); // div: floor division, as Python's //
+      return x / y - ((x % y != 0) && ((x < 0) != (y < 0)) ? 1 : 0);
+    }
     if (tag && !std::strcmp(tag, "cdiv") && cJSON_GetArraySize(a->child) == 2) {
       int64_t x = integer(cJSON_GetArrayItem(a->child, 0)), k = integer(cJSON_GetArrayItem(a->child, 1));
       if (k <= 0) throw WorkerError("bad_request", "launch plan: cdiv by a non-positive int");
@@ -185,6 +194,14 @@ std::vector<at::Tensor> Plan::run(const std::vector<at::Tensor> &inputs, const c
       const cJSON *a;
       cJSON_ArrayForEach(a, field(step, "args")) l.push_back(env.integer(a));
       env.lists[out_name(step)] = l;
+    } else if (op == "int") {
+      env.ints[out_name(step)] = env.integer(arg(step, 0));
+    } else if (op == "reshape") {
+      env.tensors[out_name(step)] = env.tensor(arg(step, 0)).reshape(env.list(arg(step, 1)));
+    } else if (op == "require_multiple") {
+      int64_t x = env.integer(arg(step, 0)), k = env.integer(arg(step, 1));
+      const cJSON *msg = arg(step, 2);
+      if (k == 0 || x % k != 0) throw CandidateError(cJSON_IsString(msg) ? msg->valuestring : "a size the candidate refuses");
     } else if (op == "unsqueeze") {
       env.tensors[out_name(step)] = env.tensor(arg(step, 0)).unsqueeze(env.integer(arg(step, 1)));
     } else if (op == "numel") {
