@@ -111,6 +111,12 @@ int bc_epi_body(bc_emit *e, int s, int bound, const char *var, int ind, mk_buf *
 int bc_epi_cpp(bc_emit *e, int s, int bound, int res, const char *shape, const char *like, mk_buf *prep,
                mk_buf *args, mk_errmsg *err);
 
+/* The same for the launch plan: the steps before the anchor's launch
+ * (allocations, checked leaves, broadcast strides; temporaries named
+ * ea<res>_<i>, est<res>_<i>), then the launch step's arguments. */
+int bc_epi_plan_prep(bc_emit *e, int s, int bound, int res, const char *shape, const char *like, mk_errmsg *err);
+int bc_epi_plan_args(bc_emit *e, int s, int bound, int res, const char *shape, cJSON *launch, mk_errmsg *err);
+
 /* Shortest row (at capture) the split-rows norm variant is proposed for:
  * shorter rows leave most of a row's blocks without work (builtin_norm.c's rule). */
 #define BC_NORM_SPLIT_ROW 4096

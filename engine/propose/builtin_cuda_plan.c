@@ -21,6 +21,8 @@
  *   reshape    out = args[0].reshape(list args[1])
  *   require_multiple  the candidate refuses its inputs (args[2], the message)
  *              unless INT args[0] is a multiple of args[1]
+ *   require_equal     the same unless INT args[0] == INT args[1]
+ *   with_last  out = list args[0] with its last item replaced by INT args[1]
  *   unsqueeze  out = args[0].unsqueeze(args[1])
  *   numel      out = the tensor's element count
  *   empty      out = an empty tensor of shape args[0] (a name or a literal list), on
@@ -31,21 +33,22 @@
  *   inplace    out = args[0], checked to have shape args[1] and be contiguous
  *   contiguous out = args[0].contiguous()
  *   bstrides   out = the strides of args[0] broadcast to shape args[1]
- *   prod       out = product of args[0][args[1]:args[2]] (a Python slice; null: the end)
+ *   prod       out = product of args[0][args[1]:args[2]] (a Python slice of INTs; null: the end)
  *   mul        out = args[0] * args[1]
  *   reduced_shape  out = mk_reduced_shape(args[0], lo, hi, keepdim)
  *   launch     kernel, grid, block (ints or int names), args: {"ptr": tensor} or
  *              {"int": INT}; skipped unless the int named by "when" is > 0
  * An INT is a literal, a name, {"item": [list, d]}, {"cdiv": [INT, k]},
- * {"size": [tensor, d]}, {"stride": [tensor, d]}, {"innermost_channels": tensor}
+ * {"size": [tensor, d]}, {"stride": [tensor, d]} (d < 0 from the end),
+ * {"len": list}, {"innermost_channels": tensor}
  * (1 when dim 1 has stride 1 and more than one element: channels_last) or
  * {"pool_out": [INT size, k, stride, pad, dilation, ceil_mode]} (torch's
  * pooling output length; below 1 is the candidate's error), or
  * {"add" | "mul" | "div" | "max": [INT, INT]} (div: floor division).
  *
- * Stages without a plan form (GEMMs for now) leave
- * bc_emit.plan_gap set: the module then has no MK_CUDA_PLAN and the engine
- * sends the candidate to the Python worker. */
+ * Every stage kind has a plan form; a torch or view stage whose node has no
+ * ATen form leaves bc_emit.plan_gap set: the module then has no MK_CUDA_PLAN
+ * and the engine sends the candidate to the Python worker. */
 #include "builtin_cuda.h"
 
 #include "mk_export.h"

@@ -145,9 +145,7 @@ static int emit_stage(bc_emit *e, int s, mk_errmsg *err) {
   case BI_VIEW: return emit_torch_stage(e, s, n, err);
   case BI_NORM: return bc_emit_norm_stage(e, s, err);
   case BI_POOL: return bc_emit_pool_stage(e, s, err);
-  case BI_GEMM:
-    bc_plan_gap(e, "line %d: %s: GEMM kernels have no launch plan yet", n->span.line, n->op);
-    return bc_emit_gemm_stage(e, s, err);
+  case BI_GEMM: return bc_emit_gemm_stage(e, s, err);
   }
   return mk_errf(err, MK_EUNSUPPORTED, "line %d: the CUDA generator has no kernel for %s yet",
                  n->span.line, n->op);

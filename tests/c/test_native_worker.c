@@ -656,7 +656,7 @@ MK_TEST(native_worker, plan_cases) {
   static const char *const fixtures[] = {"ew_broadcast", "reductions", "conv_chain", "cost_ops", "repeated_blocks",
                                          "attention_4d", "conv_softmax", "conv_tails", "pools", "conv_layouts",
                                          "norms", "norm_pools", "bn_channels_last", "conv_bn_tails",
-                                         "normalize_rows"};
+                                         "normalize_rows", "linear_epilogue", "matmul_bmm"};
   mk_errmsg err = {{0}};
   for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
     mk_graph *g = NULL;

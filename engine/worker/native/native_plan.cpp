@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <variant>
@@ -53,9 +54,11 @@ struct Env {
     if (tag && (!std::strcmp(tag, "size") || !std::strcmp(tag, "stride")) && cJSON_GetArraySize(a->child) == 2) {
       const at::Tensor &t = tensor(cJSON_GetArrayItem(a->child, 0));
       int64_t d = (int64_t)cJSON_GetArrayItem(a->child, 1)->valuedouble;
+      if (d < 0) d += t.dim(); // from the end, as Python's shape[-1]
       if (d < 0 || d >= t.dim()) throw CandidateError("launch plan: a dim past the tensor's rank");
       return tag[1] == 'i' ? t.size(d) : t.stride(d);
     }
+    if (tag && !std::strcmp(tag, "len")) return (int64_t)list(a->child).size();
     if (tag && !std::strcmp(tag, "innermost_channels")) {
       const at::Tensor &t = tensor(a->child);
       return t.dim() > 1 && t.stride(1) == 1 && t.size(1) > 1 ? 1 : 0;
@@ -99,12 +102,15 @@ std::string out_name(const cJSON *step) {
   return o->valuestring;
 }
 
-int64_t prod(const Ints &s, const cJSON *a, const cJSON *b) {
-  // s[a:b] as a Python slice of non-negative bounds (null: the end)
-  size_t lo = (size_t)std::max<int64_t>(0, (int64_t)a->valuedouble);
-  size_t hi = cJSON_IsNull(b) ? s.size() : (size_t)std::max<int64_t>(0, (int64_t)b->valuedouble);
+// s[lo:hi] as a Python slice (negative bounds from the end, clamped)
+int64_t prod(const Ints &s, int64_t lo, int64_t hi) {
+  int64_t n = (int64_t)s.size();
+  if (lo < 0) lo += n;
+  if (hi < 0) hi += n;
+  lo = std::clamp<int64_t>(lo, 0, n);
+  hi = std::clamp<int64_t>(hi, 0, n);
   int64_t p = 1;
-  for (size_t i = lo; i < hi && i < s.size(); i++) p *= s[i];
+  for (int64_t i = lo; i < hi; i++) p *= s[(size_t)i];
   return p;
 }
 
@@ -198,6 +204,15 @@ std::vector<at::Tensor> Plan::run(const std::vector<at::Tensor> &inputs, const c
       env.ints[out_name(step)] = env.integer(arg(step, 0));
     } else if (op == "reshape") {
       env.tensors[out_name(step)] = env.tensor(arg(step, 0)).reshape(env.list(arg(step, 1)));
+    } else if (op == "with_last") {
+      Ints l = env.list(arg(step, 0));
+      if (l.empty()) throw CandidateError("launch plan: the last item of an empty shape");
+      l.back() = env.integer(arg(step, 1));
+      env.lists[out_name(step)] = l;
+    } else if (op == "require_equal") {
+      const cJSON *msg = arg(step, 2);
+      if (env.integer(arg(step, 0)) != env.integer(arg(step, 1)))
+        throw CandidateError(cJSON_IsString(msg) ? msg->valuestring : "a size the candidate refuses");
     } else if (op == "require_multiple") {
       int64_t x = env.integer(arg(step, 0)), k = env.integer(arg(step, 1));
       const cJSON *msg = arg(step, 2);
@@ -236,7 +251,9 @@ std::vector<at::Tensor> Plan::run(const std::vector<at::Tensor> &inputs, const c
     } else if (op == "bstrides") {
       env.lists[out_name(step)] = env.tensor(arg(step, 0)).expand(env.list(arg(step, 1))).strides().vec();
     } else if (op == "prod") {
-      env.ints[out_name(step)] = prod(env.list(arg(step, 0)), arg(step, 1), arg(step, 2));
+      Ints l = env.list(arg(step, 0));
+      env.ints[out_name(step)] =
+          prod(l, env.integer(arg(step, 1)), cJSON_IsNull(arg(step, 2)) ? (int64_t)l.size() : env.integer(arg(step, 2)));
     } else if (op == "mul") {
       env.ints[out_name(step)] = env.integer(arg(step, 0)) * env.integer(arg(step, 1));
     } else if (op == "reduced_shape") {
