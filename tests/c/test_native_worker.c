@@ -204,8 +204,9 @@ static cJSON *node_values(const mk_graph *g) {
 }
 
 static cJSON *reference_params(const cJSON *graph, const cJSON *aten, const cJSON *state, int trial,
-                               int expected_trial) {
+                               int expected_trial, const cJSON *layouts) {
   cJSON *p = cJSON_CreateObject();
+  if (layouts) cJSON_AddItemToObject(p, "layouts", cJSON_Duplicate(layouts, 1));
   cJSON_AddItemToObject(p, "graph", cJSON_Duplicate(graph, 1));
   cJSON_AddItemToObject(p, "aten", cJSON_Duplicate(aten, 1));
   cJSON_AddItemToObject(p, "state_file", cJSON_Duplicate(cJSON_GetObjectItem(state, "state_file"), 1));
@@ -217,8 +218,21 @@ static cJSON *reference_params(const cJSON *graph, const cJSON *aten, const cJSO
   return p;
 }
 
-/* One fixture: Python's replay against the native interpreter's, whole and per subkernel. */
-static void check_fixture(pools *ps, const char *name, int batch) {
+/* A layout plan putting every 4-d value channels_last (replay.py's `layouts`). */
+static cJSON *all_channels_last(const mk_graph *g) {
+  cJSON *l = cJSON_CreateObject();
+  for (int v = 0; v < g->nvalues; v++) {
+    if (g->values[v].rank != 4 || g->values[v].kind == MK_VALUE_PARAM || g->values[v].kind == MK_VALUE_BUFFER) continue;
+    char id[16];
+    snprintf(id, sizeof id, "%d", v);
+    cJSON_AddStringToObject(l, id, "channels_last");
+  }
+  return l;
+}
+
+/* One fixture: Python's replay against the native interpreter's, whole and
+ * per subkernel; with `channels_last`, both under a layout plan. */
+static void check_fixture(pools *ps, const char *name, int batch, bool channels_last) {
   mk_graph *g = NULL;
   cJSON *graph = fixture_graph(name, &g);
   MK_REQUIRE(graph != NULL && g != NULL);
@@ -227,7 +241,7 @@ static void check_fixture(pools *ps, const char *name, int batch) {
   MK_REQUIRE(mk_export_graph_aten(g, &aten, &err) == 0);
   cJSON *p = cJSON_CreateObject();
   char dir[512];
-  snprintf(dir, sizeof dir, "%s/%s", ps->dir, name);
+  snprintf(dir, sizeof dir, "%s/%s%s", ps->dir, name, channels_last ? "_cl" : "");
   cJSON_AddItemToObject(p, "graph", cJSON_Duplicate(graph, 1));
   cJSON_AddStringToObject(p, "dir", dir);
   cJSON_AddNumberToObject(p, "trials", 2);
@@ -236,11 +250,14 @@ static void check_fixture(pools *ps, const char *name, int batch) {
   cJSON *ids = node_values(g);
   cJSON_AddItemToObject(p, "values", ids);
   cJSON *all = cJSON_Duplicate(ids, 1);
+  cJSON *layouts = channels_last ? all_channels_last(g) : NULL;
+  if (layouts) cJSON_AddItemToObject(p, "layouts", cJSON_Duplicate(layouts, 1));
+  int planned_cl = 0;
   reply st = call(&ps->loop, ps->python, "write_state", p);
   if (st.status) fprintf(stderr, "    %s: write_state: %s %s\n", name, st.kind, st.message);
   MK_REQUIRE(st.status == 0);
   for (int t = 0; t < 2; t++) { /* the whole graph, every value; trial 1 after trial 0's updates */
-    cJSON *rp = reference_params(graph, aten, st.result, t, t);
+    cJSON *rp = reference_params(graph, aten, st.result, t, t, layouts);
     cJSON_AddItemToObject(rp, "values", cJSON_Duplicate(all, 1));
     reply r = call(&ps->loop, ps->native, "run_reference", rp);
     if (r.status) fprintf(stderr, "    %s: run_reference: %s %s\n", name, r.kind, r.message);
@@ -258,11 +275,18 @@ static void check_fixture(pools *ps, const char *name, int batch) {
       MK_CHECK_INT(cJSON_GetArraySize(shape), ==, v->rank);
       for (int d = 0; d < v->rank && d < cJSON_GetArraySize(shape); d++)
         if (!(batch && d == 0)) MK_CHECK_INT((int64_t)cJSON_GetArrayItem(shape, d)->valuedouble, ==, v->shape[d]);
+      char id[16];
+      snprintf(id, sizeof id, "%d", cJSON_GetObjectItem(o, "id")->valueint);
+      if (layouts && cJSON_GetObjectItem(layouts, id) && v->shape[1] > 1 && v->shape[2] * v->shape[3] > 1) {
+        /* made channels_last where the plan says so */
+        MK_CHECK_INT(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "strides"), 1)->valueint, ==, 1);
+        planned_cl++;
+      }
     }
     cJSON_Delete(r.result);
   }
   /* the comparison can fail: trial 0's values against trial 1's inputs */
-  cJSON *rp = reference_params(graph, aten, st.result, 1, 0);
+  cJSON *rp = reference_params(graph, aten, st.result, 1, 0, layouts);
   cJSON_AddItemToObject(rp, "values", cJSON_Duplicate(all, 1));
   reply r = call(&ps->loop, ps->native, "run_reference", rp);
   MK_REQUIRE(r.status == 0);
@@ -278,7 +302,7 @@ static void check_fixture(pools *ps, const char *name, int batch) {
     cJSON_AddItemToObject(skj, "nodes", cJSON_CreateIntArray(sk->nodes, sk->nnodes));
     cJSON_AddItemToObject(skj, "inputs", cJSON_CreateIntArray(sk->inputs, sk->ninputs));
     cJSON_AddItemToObject(skj, "outputs", cJSON_CreateIntArray(sk->outputs, sk->noutputs));
-    rp = reference_params(graph, aten, st.result, 0, 0);
+    rp = reference_params(graph, aten, st.result, 0, 0, layouts);
     cJSON_AddItemToObject(rp, "subkernel", skj);
     r = call(&ps->loop, ps->native, "run_reference", rp);
     if (r.status) fprintf(stderr, "    %s sk%d: %s %s\n", name, k, r.kind, r.message);
@@ -287,8 +311,10 @@ static void check_fixture(pools *ps, const char *name, int batch) {
     MK_CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(r.result, "outputs")), ==, sk->noutputs);
     cJSON_Delete(r.result);
   }
-  fprintf(stderr, "    %s: %d values x 2 trials and %d subkernels match the Python worker\n", name,
-          cJSON_GetArraySize(all), part.nsubkernels);
+  fprintf(stderr, "    %s%s: %d values x 2 trials and %d subkernels match the Python worker\n", name,
+          channels_last ? " (channels_last)" : "", cJSON_GetArraySize(all), part.nsubkernels);
+  if (layouts) MK_CHECK(planned_cl > 0);
+  cJSON_Delete(layouts);
   mk_partition_free(&part);
   cJSON_Delete(all);
   cJSON_Delete(st.result);
@@ -304,12 +330,13 @@ MK_TEST(native_worker, interpreter_matches_the_python_worker) {
     return;
   }
   uint64_t t0 = uv_hrtime();
-  check_fixture(&ps, "norm_pools", 1);    /* conv 2d/3d, group / batch / instance norm, pools, batch shrink */
-  check_fixture(&ps, "linear_epilogue", 0); /* linear, elementwise */
-  check_fixture(&ps, "conv_shuffle", 0);  /* views: the channel shuffle */
-  check_fixture(&ps, "conv_inplace_relu", 0); /* in-place calls */
-  check_fixture(&ps, "reductions", 0);
-  check_fixture(&ps, "attention_4d", 0);  /* matmul, softmax, views, transposes */
+  check_fixture(&ps, "norm_pools", 1, false);    /* conv 2d/3d, group / batch / instance norm, pools, batch shrink */
+  check_fixture(&ps, "norm_pools", 1, true);     /* the same under a channels_last layout plan */
+  check_fixture(&ps, "linear_epilogue", 0, false); /* linear, elementwise */
+  check_fixture(&ps, "conv_shuffle", 0, false);  /* views: the channel shuffle */
+  check_fixture(&ps, "conv_inplace_relu", 0, false); /* in-place calls */
+  check_fixture(&ps, "reductions", 0, false);
+  check_fixture(&ps, "attention_4d", 0, false);  /* matmul, softmax, views, transposes */
   fprintf(stderr, "    %.1f s\n", (double)(uv_hrtime() - t0) * 1e-9);
   pools_close(&ps);
 }
