@@ -826,7 +826,8 @@ static cJSON *layouts_param(const mk_graph *g) {
  * torch.compile baseline). */
 static void route_native(vjob *j, const mk_graph *g, const char *source, const mk_verify_options *o) {
   char why[256];
-  cJSON *aten = verify_native_route(&j->v->native, o->native, j->kind == MK_WORKER_GPU, g, source, why, sizeof why);
+  cJSON *aten = verify_native_route(&j->v->native, o->native, j->kind == MK_WORKER_GPU, g, o->trials, source, why,
+                                    sizeof why);
   if (aten == NULL) return;
   const cJSON *graph = cJSON_GetObjectItemCaseSensitive(j->params, "graph");
   if (verify_native_state_dir(&j->v->native, graph, (long long)o->seed, o->batch, o->trials, j->state_dir,

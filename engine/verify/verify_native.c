@@ -14,13 +14,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-cJSON *verify_native_route(const verify_native *vn, bool allowed, bool gpu, const mk_graph *g, const char *source,
-                           char *why, size_t why_len) {
+int64_t verify_native_state_bytes(const mk_graph *g, int trials) {
+  int64_t total = 0;
+  for (int v = 0; v < g->nvalues; v++) {
+    const mk_value *val = &g->values[v];
+    if (val->kind == MK_VALUE_NODE || val->kind == MK_VALUE_CONST) continue;
+    int64_t n = mk_dtype_size(val->dtype);
+    for (int d = 0; d < val->rank; d++) n *= val->shape[d];
+    total += val->kind == MK_VALUE_INPUT ? n * trials : n;
+  }
+  return total;
+}
+
+cJSON *verify_native_route(const verify_native *vn, bool allowed, bool gpu, const mk_graph *g, int trials,
+                           const char *source, char *why, size_t why_len) {
   const char *no = NULL;
   if (vn->pool == NULL) no = "no native worker";
   else if (!allowed) no = "the native worker is turned off";
   else if (!gpu) no = "not a GPU job";
   else if (strstr(source, "\nMK_CUDA_PLAN = r\"\"\"\n") == NULL) no = "the candidate has no launch plan";
+  else if (verify_native_state_bytes(g, trials) > VERIFY_NATIVE_STATE_MAX) no = "its state would take over 2 GiB on disk";
   if (no) {
     snprintf(why, why_len, "%s", no);
     return NULL;

@@ -28,10 +28,16 @@ typedef struct verify_native {
   uint64_t routed, fallbacks, states;
 } verify_native;
 
+/* The most bytes a state may take on disk (model state plus every trial's
+ * inputs): a larger one stays with the Python worker, which draws in memory. */
+#define VERIFY_NATIVE_STATE_MAX ((int64_t)2 << 30)
+
 /* The graph's ATen forms (caller-owned) when the job may go to the native
  * worker; NULL otherwise (`why` then says why, for the logs). */
-cJSON *verify_native_route(const verify_native *vn, bool allowed, bool gpu, const mk_graph *g, const char *source,
-                           char *why, size_t why_len);
+cJSON *verify_native_route(const verify_native *vn, bool allowed, bool gpu, const mk_graph *g, int trials,
+                           const char *source, char *why, size_t why_len);
+/* Bytes of the state write_state would write for g (captured shapes). */
+int64_t verify_native_state_bytes(const mk_graph *g, int trials);
 
 /* The folder of the state for (graph, seed, batch, trials) into `dir`
  * (created with the verifier's root); MK_EIO when no folder can be made. */

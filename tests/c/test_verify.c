@@ -6,6 +6,7 @@
 #include "mk_buf.h"
 #include "mk_decompose.h"
 #include "mk_test.h"
+#include "verify_native.h"
 #include "mk_verify.h"
 
 #include <stdlib.h>
@@ -832,4 +833,38 @@ MK_TEST(verify, plan_candidates_go_to_the_native_worker) {
   struct stat sst;
   MK_CHECK(stat(root, &sst) != 0); /* the state folder went with the verifier */
   unsetenv("TMPDIR");
+}
+
+/* A graph whose state would not fit the disk budget stays with the Python
+ * worker; a small one with a planned candidate goes native. */
+MK_TEST(verify, native_route_keeps_large_states_in_python) {
+  static const char graph_fmt[] =
+      "{\"schema\":1,\"file\":\"/tmp/m.py\",\"class\":\"Model\",\"source_sha256\":\"0\",\"batch\":null,"
+      "\"values\":[{\"id\":0,\"kind\":\"input\",\"index\":0,\"shape\":[%d,1024],\"dtype\":\"float32\"},"
+      "{\"id\":1,\"kind\":\"node\",\"producer\":0,\"shape\":[%d,1024],\"dtype\":\"float32\"}],"
+      "\"nodes\":[{\"id\":0,\"op\":\"torch.relu\",\"args\":[{\"t\":0}],\"kwargs\":{},\"inputs\":[0],\"outputs\":[1],"
+      "\"out\":{\"t\":1},\"mutates\":[],\"span\":{\"line\":3,\"col\":0,\"end_line\":3,\"end_col\":1}}],"
+      "\"outputs\":{\"t\":1},\"forward\":{\"line\":1,\"end_line\":4},\"statements\":[]}";
+  const char *plan = "def run(x): return x\nMK_CUDA_PLAN = r\"\"\"\n{}\n\"\"\"\n";
+  int rows[] = {1024, 1 << 20}; /* 4 MiB, 4 GiB per trial */
+  verify_native vn = {.pool = (mk_worker_pool *)&vn}; /* any pool: routing reads only that there is one */
+  for (int i = 0; i < 2; i++) {
+    char json[2048], why[256] = "";
+    snprintf(json, sizeof json, graph_fmt, rows[i], rows[i]);
+    mk_graph *g = NULL;
+    mk_errmsg err;
+    MK_REQUIRE(mk_graph_from_json(json, strlen(json), &g, &err) == 0);
+    MK_CHECK(verify_native_state_bytes(g, 5) == (int64_t)rows[i] * 1024 * 4 * 5);
+    cJSON *aten = verify_native_route(&vn, true, true, g, 5, plan, why, sizeof why);
+    if (i == 0) {
+      MK_CHECK(aten != NULL && cJSON_GetArraySize(aten) == 1);
+    } else {
+      MK_CHECK(aten == NULL);
+      MK_CHECK(strstr(why, "2 GiB") != NULL);
+    }
+    cJSON_Delete(aten);
+    MK_CHECK(verify_native_route(&vn, true, false, g, 5, plan, why, sizeof why) == NULL); /* not a GPU job */
+    MK_CHECK_STR(why, "not a GPU job");
+    mk_graph_free(g);
+  }
 }
