@@ -58,6 +58,13 @@ void sync_or_die() {
   throw CandidateError(std::string("the candidate's kernels failed: ") + (msg ? msg : "CUDA error"));
 }
 
+// Bit for bit, as the Python worker compares an input with its pristine copy
+// (at::equal would call a NaN changed).
+bool same_bits(const at::Tensor &a, const at::Tensor &b) {
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
+  return at::equal(a.contiguous().reshape(-1).view(at::kByte), b.contiguous().reshape(-1).view(at::kByte));
+}
+
 std::vector<at::Tensor> copies(const std::vector<at::Tensor> &xs) {
   std::vector<at::Tensor> out;
   for (const at::Tensor &x : xs) out.push_back(exact_copy(x));
@@ -84,7 +91,8 @@ struct Outcome {
   std::string status = "ok", reason;
   int passed = 0;
   Comparison all;
-  cJSON *worst = nullptr;
+  cJSON *worst = nullptr; // owned until the result takes it
+  ~Outcome() { cJSON_Delete(worst); }
   void fail(const std::string &s, const std::string &r) {
     if (status == "ok" || (status == "mismatch" && s != "mismatch")) status = s, reason = r;
   }
@@ -121,7 +129,8 @@ cJSON *verify_subkernel(const cJSON *params) {
   std::vector<std::string> names;
   for (size_t i = 0; i < sk.outputs.size(); i++) names.push_back("output " + std::to_string(i) + " = " + label(job, sk.outputs[i]));
   Outcome out;
-  cJSON *per_trial = cJSON_CreateArray();
+  std::unique_ptr<cJSON, void (*)(cJSON *)> trials_json(cJSON_CreateArray(), cJSON_Delete); // freed on a throw
+  cJSON *per_trial = trials_json.get();
   for (int t = 0; t < trials; t++) {
     int64_t s = seed + 1 + t;
     auto t0 = std::chrono::steady_clock::now();
@@ -167,7 +176,7 @@ cJSON *verify_subkernel(const cJSON *params) {
     Comparison c = compare_outputs(ref_out, cand_out, atol, rtol, names);
     std::string status = c.ok ? "ok" : "mismatch", why = c.reason;
     for (size_t i = 0; i < base.size(); i++) { // in-place discipline
-      bool ref_wrote = !at::equal(ref_in[i], base[i]), cand_wrote = !at::equal(cand_in[i], base[i]);
+      bool ref_wrote = !same_bits(ref_in[i], base[i]), cand_wrote = !same_bits(cand_in[i], base[i]);
       std::string in = "input " + std::to_string(i) + " = " + label(job, sk.inputs[i]);
       if (cand_wrote && !ref_wrote) {
         status = "rejected", why = in + " was modified by the candidate; the reference does not modify it";
@@ -202,7 +211,8 @@ cJSON *verify_subkernel(const cJSON *params) {
     out.fail(status, "trial " + std::to_string(t) + " (seed " + std::to_string(s) + "): " + why);
     if (status == "rejected") break;
   }
-  cJSON *r = cJSON_CreateObject();
+  std::unique_ptr<cJSON, void (*)(cJSON *)> result(cJSON_CreateObject(), cJSON_Delete); // freed on a throw
+  cJSON *r = result.get();
   cJSON_AddStringToObject(r, "status", out.status.c_str());
   cJSON_AddStringToObject(r, "reason", out.reason.c_str());
   cJSON_AddNullToObject(r, "line");
@@ -212,14 +222,14 @@ cJSON *verify_subkernel(const cJSON *params) {
   cJSON_AddNumberToObject(r, "trials_passed", out.passed);
   cJSON_AddItemToObject(r, "max_abs_error", finite_or_str(out.all.max_abs));
   cJSON_AddItemToObject(r, "max_rel_error", finite_or_str(out.all.max_rel));
-  if (out.worst) cJSON_AddItemToObject(r, "worst", out.worst);
+  if (out.worst) cJSON_AddItemToObject(r, "worst", out.worst), out.worst = nullptr;
   else cJSON_AddNullToObject(r, "worst");
   cJSON_AddNumberToObject(r, "failing_elements", (double)out.all.failing);
   cJSON_AddNumberToObject(r, "elements", (double)out.all.elements);
   cJSON *nf = cJSON_AddObjectToObject(r, "nonfinite");
   cJSON_AddNumberToObject(nf, "nan", (double)out.all.nan);
   cJSON_AddNumberToObject(nf, "inf", (double)out.all.inf);
-  cJSON_AddItemToObject(r, "per_trial", per_trial);
+  cJSON_AddItemToObject(r, "per_trial", trials_json.release());
   cJSON_AddArrayToObject(r, "torch_calls");
   cJSON_AddNullToObject(r, "reference_tf32");
   char name[256] = {0};
@@ -245,7 +255,7 @@ cJSON *verify_subkernel(const cJSON *params) {
   const cJSON *batch = field(params, "batch");
   cJSON_AddItemToObject(r, "batch", cJSON_IsNumber(batch) ? cJSON_CreateNumber(batch->valuedouble) : cJSON_CreateNull());
   cJSON_AddBoolToObject(r, "native", true);
-  return r;
+  return result.release();
 }
 
 } // namespace mkn
