@@ -21,18 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_PARAMS 16
-
-typedef struct param {
-  char name[48];
-  char kind[8];
-  const char *dflt; /* JSON text of the default, or NULL (required) */
-  size_t dflt_len;
-} param;
-
-/* "input:T stride:L2=1 ..." -> params. Table rows are ours: a malformed row
- * is a bug, reported as MK_EINVAL. */
-static int parse_params(const char *spec, param *ps, int *n) {
+/* Table rows are ours: a malformed row is a bug, reported as MK_EINVAL. */
+static int parse_params(const char *spec, export_param *ps, int *n) {
   *n = 0;
   for (const char *p = spec; *p;) {
     while (*p == ' ') p++;
@@ -41,8 +31,8 @@ static int parse_params(const char *spec, param *ps, int *n) {
     if (end == NULL) end = p + strlen(p);
     /* a default may hold spaces only inside braces / quotes: our rows have none */
     const char *colon = memchr(p, ':', (size_t)(end - p));
-    if (colon == NULL || *n >= MAX_PARAMS || colon - p >= 48) return MK_EINVAL;
-    param *q = &ps[(*n)++];
+    if (colon == NULL || *n >= EXPORT_MAX_PARAMS || colon - p >= 48) return MK_EINVAL;
+    export_param *q = &ps[(*n)++];
     snprintf(q->name, sizeof q->name, "%.*s", (int)(colon - p), p);
     const char *eq = memchr(colon, '=', (size_t)(end - colon));
     const char *kend = eq ? eq : end;
@@ -55,46 +45,64 @@ static int parse_params(const char *spec, param *ps, int *n) {
   return 0;
 }
 
-typedef struct binding {
-  const cJSON *arg[MAX_PARAMS]; /* borrowed from the node, or from `owned` */
-  cJSON *owned[MAX_PARAMS];     /* defaults and collected varargs */
-} binding;
-
-static void binding_free(binding *b) {
-  for (int i = 0; i < MAX_PARAMS; i++) cJSON_Delete(b->owned[i]);
+void export_call_free(export_call *c) {
+  for (int i = 0; i < EXPORT_MAX_PARAMS; i++) cJSON_Delete(c->owned[i]);
+  memset(c->owned, 0, sizeof c->owned);
 }
 
 /* Python's matching of positional and keyword arguments to the signature. */
-static int bind_args(const mk_node *n, const param *ps, int np, binding *b, mk_errmsg *err) {
-  int i = 0;
+static int bind_args(const mk_node *n, export_call *c, mk_errmsg *err) {
+  const export_param *ps = c->ps;
+  int np = c->np, i = 0;
   for (const cJSON *a = n->args ? n->args->child : NULL; a; a = a->next, i++) {
     if (i >= np) return mk_errf(err, MK_EUNSUPPORTED, "%s: more positional arguments than its signature has", n->op);
     if (strcmp(ps[i].kind, "L*") == 0) {
       if (a->next == NULL) {
-        b->arg[i] = a; /* x.view((2, -1)) or x.view(2) */
-        return 0;
+        c->arg[i] = a; /* x.view((2, -1)) or x.view(2) */
+        break;
       }
       cJSON *list = cJSON_CreateArray();
       for (const cJSON *r = a; r && list; r = r->next) cJSON_AddItemToArray(list, cJSON_Duplicate(r, 1));
-      b->arg[i] = b->owned[i] = list;
-      return list ? 0 : mk_errf(err, MK_ENOMEM, "out of memory");
+      c->arg[i] = c->owned[i] = list;
+      if (list == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
+      break;
     }
-    b->arg[i] = a;
+    c->arg[i] = a;
   }
   for (const cJSON *kw = n->kwargs ? n->kwargs->child : NULL; kw; kw = kw->next) {
     int k = 0;
     while (k < np && strcmp(ps[k].name, kw->string) != 0) k++;
     if (k == np && strcmp(kw->string, "self") == 0) k = 0;
     if (k == np) return mk_errf(err, MK_EUNSUPPORTED, "%s: keyword argument '%.40s' is not exported", n->op, kw->string);
-    b->arg[k] = kw;
+    c->arg[k] = kw;
   }
   return 0;
 }
 
 static bool falsy(const cJSON *a) { return a == NULL || cJSON_IsNull(a) || cJSON_IsFalse(a); }
 
+int export_call_bind(const mk_node *n, const export_op *op, export_call *c, mk_errmsg *err) {
+  memset(c, 0, sizeof *c);
+  c->op = op;
+  if (parse_params(op->params, c->ps, &c->np)) return mk_errf(err, MK_EINVAL, "op table row %s is malformed", op->name);
+  int rc = bind_args(n, c, err);
+  for (int k = 0; !rc && k < c->np; k++) {
+    const export_param *q = &c->ps[k];
+    if (c->arg[k] == NULL && q->dflt) {
+      char tmp[128];
+      snprintf(tmp, sizeof tmp, "%.*s", (int)q->dflt_len, q->dflt);
+      c->arg[k] = c->owned[k] = cJSON_Parse(tmp);
+      if (c->arg[k] == NULL) rc = mk_errf(err, MK_EINVAL, "op table row %s: default of %s is not JSON", op->name, q->name);
+    }
+    if (!rc && strcmp(q->kind, "X0") == 0 && !falsy(c->arg[k]))
+      rc = mk_errf(err, MK_EUNSUPPORTED, "%s (line %d): %s=%s is not exported", n->op, n->span.line, q->name,
+                   cJSON_IsTrue(c->arg[k]) ? "True" : "...");
+  }
+  return rc;
+}
+
 /* $name in the template -> the argument's C++. */
-static int fill_template(const char *tmpl, const param *ps, int np, mk_buf *const *spelled, mk_buf *out) {
+static int fill_template(const char *tmpl, const export_call *c, mk_buf *const *spelled, mk_buf *out) {
   for (const char *p = tmpl; *p;) {
     if (*p != '$') {
       mk_buf_putc(out, *p++);
@@ -102,36 +110,30 @@ static int fill_template(const char *tmpl, const param *ps, int np, mk_buf *cons
     }
     const char *s = ++p;
     while ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_') p++;
-    int k = 0;
-    while (k < np && (strlen(ps[k].name) != (size_t)(p - s) || memcmp(ps[k].name, s, (size_t)(p - s)) != 0)) k++;
-    if (k == np || spelled[k] == NULL) return MK_EINVAL;
+    int k = export_call_param(c, s, (size_t)(p - s));
+    if (k < 0 || spelled[k] == NULL) return MK_EINVAL;
     mk_buf_puts(out, mk_buf_cstr(spelled[k]));
   }
   return out->err;
 }
 
-static int spell_args(const mk_node *n, const param *ps, int np, binding *b, mk_buf **spelled,
-                      mk_errmsg *err) {
-  for (int k = 0; k < np; k++) {
-    if (b->arg[k] == NULL && ps[k].dflt) {
-      char tmp[128];
-      snprintf(tmp, sizeof tmp, "%.*s", (int)ps[k].dflt_len, ps[k].dflt);
-      b->arg[k] = b->owned[k] = cJSON_Parse(tmp);
-    }
-    if (ps[k].kind[0] == 'X') {
-      if (strcmp(ps[k].kind, "X0") == 0 && !falsy(b->arg[k]))
-        return mk_errf(err, MK_EUNSUPPORTED, "%s (line %d): %s=%s is not exported", n->op, n->span.line,
-                       ps[k].name, cJSON_IsTrue(b->arg[k]) ? "True" : "...");
-      continue;
-    }
+int export_call_param(const export_call *c, const char *name, size_t len) {
+  for (int k = 0; k < c->np; k++)
+    if (strlen(c->ps[k].name) == len && memcmp(c->ps[k].name, name, len) == 0) return k;
+  return -1;
+}
+
+static int spell_args(const mk_node *n, const export_call *c, mk_buf **spelled, mk_errmsg *err) {
+  for (int k = 0; k < c->np; k++) {
+    if (c->ps[k].kind[0] == 'X') continue;
     spelled[k] = malloc(sizeof **spelled);
     if (spelled[k] == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
     mk_buf_init(spelled[k], 1 << 20);
-    int rc = export_put_arg(ps[k].kind, b->arg[k], spelled[k]);
+    int rc = export_put_arg(c->ps[k].kind, c->arg[k], spelled[k]);
     if (rc) {
-      char *arg = b->arg[k] ? cJSON_PrintUnformatted(b->arg[k]) : NULL;
+      char *arg = c->arg[k] ? cJSON_PrintUnformatted(c->arg[k]) : NULL;
       rc = mk_errf(err, MK_EUNSUPPORTED, "%s (line %d): argument %s=%.80s cannot be written as C++ (%s)",
-                   n->op, n->span.line, ps[k].name, arg ? arg : "(missing)", ps[k].kind);
+                   n->op, n->span.line, c->ps[k].name, arg ? arg : "(missing)", c->ps[k].kind);
       free(arg);
       return rc;
     }
@@ -249,7 +251,8 @@ static int call_special(const mk_node *n, const char *last, mk_buf *out, mk_errm
   return 1;
 }
 
-static char result_kind(const char *last, const mk_node *n) {
+char export_result_kind(const mk_node *n) {
+  const char *last = export_last_component(n->op);
   if (strcmp(last, "split") == 0) return 'V';
   if (strcmp(last, "max") == 0 || strcmp(last, "min") == 0) return n->noutputs > 1 ? 'P' : 'T';
   bool inplace;
@@ -257,7 +260,7 @@ static char result_kind(const char *last, const mk_node *n) {
   return op ? op->result : 'T';
 }
 
-static const char *last_component(const char *op) {
+const char *export_last_component(const char *op) {
   const char *dot = strrchr(op, '.');
   return dot ? dot + 1 : op;
 }
@@ -266,40 +269,36 @@ int mk_export_call_cpp(const mk_graph *g, const mk_node *n, mk_buf *out, mk_errm
   (void)g;
   if (n->op == NULL) return mk_errf(err, MK_EINVAL, "node without an op");
   int rc = 0;
-  if (call_special(n, last_component(n->op), out, err, &rc)) return rc;
+  if (call_special(n, export_last_component(n->op), out, err, &rc)) return rc;
   bool inplace;
   const export_op *op = export_op_find(n->op, &inplace);
   if (op == NULL)
     return mk_errf(err, MK_EUNSUPPORTED, "%s (line %d) has no C++ (ATen) form in the exporter's op table",
                    n->op, n->span.line);
-  param ps[MAX_PARAMS];
-  int np = 0;
-  if (parse_params(op->params, ps, &np)) return mk_errf(err, MK_EINVAL, "op table row %s is malformed", op->name);
-  binding b;
-  memset(&b, 0, sizeof b);
-  mk_buf *spelled[MAX_PARAMS] = {0};
-  rc = bind_args(n, ps, np, &b, err);
-  if (!rc) rc = spell_args(n, ps, np, &b, spelled, err);
-  if (!rc && fill_template(op->tmpl, ps, np, spelled, out))
+  export_call c;
+  mk_buf *spelled[EXPORT_MAX_PARAMS] = {0};
+  rc = export_call_bind(n, op, &c, err);
+  if (!rc) rc = spell_args(n, &c, spelled, err);
+  if (!rc && fill_template(op->tmpl, &c, spelled, out))
     rc = mk_errf(err, MK_EINVAL, "op table row %s: template and parameters disagree", op->name);
-  for (int k = 0; k < np; k++) {
+  for (int k = 0; k < c.np; k++) {
     if (spelled[k]) mk_buf_free(spelled[k]);
     free(spelled[k]);
   }
-  binding_free(&b);
+  export_call_free(&c);
   return rc;
 }
 
 /* ---- statements ------------------------------------------------------------ */
 
-static bool has_inplace_arg(const mk_node *n) {
+bool export_has_inplace_arg(const mk_node *n) {
   const cJSON *kw = cJSON_GetObjectItemCaseSensitive(n->kwargs, "inplace");
   if (cJSON_IsTrue(kw)) return true;
   bool inplace;
   const export_op *op = export_op_find(n->op, &inplace);
   if (op == NULL || strstr(op->params, "inplace:") == NULL) return false;
   /* the positional slot of `inplace` */
-  param ps[MAX_PARAMS];
+  export_param ps[EXPORT_MAX_PARAMS];
   int np = 0;
   if (parse_params(op->params, ps, &np)) return false;
   for (int k = 0; k < np; k++)
@@ -307,12 +306,12 @@ static bool has_inplace_arg(const mk_node *n) {
   return false;
 }
 
-static bool returned(const cJSON *s, int vid) {
+bool export_returned(const cJSON *s, int vid) {
   if (s == NULL) return false;
   if (cJSON_IsObject(s) && s->child && s->child->string && strcmp(s->child->string, "t") == 0)
     return s->child->valueint == vid;
   for (const cJSON *it = s->child; it; it = it->next)
-    if (returned(it, vid)) return true;
+    if (export_returned(it, vid)) return true;
   return false;
 }
 
@@ -338,9 +337,9 @@ static int bind_result(const mk_node *n, char kind, const char *expr, mk_buf *ou
   return out->err;
 }
 
-static int check_random(const mk_node *n, mk_errmsg *err) {
+int export_check_random(const mk_node *n, mk_errmsg *err) {
   if (!(mk_op_flags(n->op) & MK_OPF_RANDOM)) return 0;
-  if (strcmp(last_component(n->op), "dropout") == 0) {
+  if (strcmp(export_last_component(n->op), "dropout") == 0) {
     const cJSON *p = cJSON_GetArrayItem(n->args, 1);
     if (p == NULL) p = cJSON_GetObjectItemCaseSensitive(n->kwargs, "p");
     const cJSON *training = cJSON_GetArrayItem(n->args, 2);
@@ -354,14 +353,14 @@ static int check_random(const mk_node *n, mk_errmsg *err) {
 }
 
 int export_emit_node(const mk_graph *g, const mk_node *n, mk_buf *out, mk_errmsg *err) {
-  int rc = check_random(n, err);
+  int rc = export_check_random(n, err);
   if (rc) return rc;
   mk_buf expr;
   mk_buf_init(&expr, 1 << 22);
   rc = mk_export_call_cpp(g, n, &expr, err);
   bool inplace = false;
   const export_op *op = n->op ? export_op_find(n->op, &inplace) : NULL;
-  inplace = inplace || has_inplace_arg(n);
+  inplace = inplace || export_has_inplace_arg(n);
   mk_buf_printf(out, "  // %s (line %d)\n", n->op, n->span.line);
   if (rc) {
     /* reported by the call */
@@ -373,10 +372,10 @@ int export_emit_node(const mk_graph *g, const mk_node *n, mk_buf *out, mk_errmsg
     rc = mk_errf(err, MK_EUNSUPPORTED, "%s (line %d) modifies a tensor in place in a way the exporter "
                                        "does not reproduce", n->op, n->span.line);
   } else {
-    rc = bind_result(n, result_kind(last_component(n->op), n), mk_buf_cstr(&expr), out, err);
+    rc = bind_result(n, export_result_kind(n), mk_buf_cstr(&expr), out, err);
     /* the new versions of what ATen updated itself (running statistics) */
     for (int k = 0, m = 0; !rc && k < n->noutputs && m < n->nmutates; k++)
-      if (!returned(n->out, n->outputs[k]))
+      if (!export_returned(n->out, n->outputs[k]))
         mk_buf_printf(out, "  at::Tensor v%d = v%d;\n", n->outputs[k], n->mutates[m++]);
   }
   mk_buf_free(&expr);

@@ -28,6 +28,45 @@ typedef struct export_op {
 const export_op *export_op_find(const char *op, bool *inplace);
 int export_op_count(void);
 const export_op *export_op_at(int i);
+/* A call bound to its row's Python signature (export_cpp.c): each
+ * parameter's recorded argument, a default from the row, or NULL (absent,
+ * no default). `arg` items are borrowed from the node or from `owned`. */
+#define EXPORT_MAX_PARAMS 16
+typedef struct export_param {
+  char name[48];
+  char kind[8];
+  const char *dflt; /* JSON text of the default in the row, or NULL (required) */
+  size_t dflt_len;
+} export_param;
+typedef struct export_call {
+  const export_op *op;
+  export_param ps[EXPORT_MAX_PARAMS];
+  int np;
+  const cJSON *arg[EXPORT_MAX_PARAMS];
+  cJSON *owned[EXPORT_MAX_PARAMS]; /* defaults and collected varargs */
+} export_call;
+/* Binds node n's positional and keyword arguments to op's signature the way
+ * Python does, fills the row's defaults and refuses X0 parameters that are
+ * set. *c is the caller's; export_call_free it whatever this returns. Both
+ * the C++ spelling and the ATen form (export_aten.c) start here. */
+int export_call_bind(const mk_node *n, const export_op *op, export_call *c, mk_errmsg *err);
+void export_call_free(export_call *c);
+/* The index of parameter `name` (len bytes) in c, or -1. */
+int export_call_param(const export_call *c, const char *name, size_t len);
+/* MK_EUNSUPPORTED (with the reason) for calls that draw random numbers. */
+int export_check_random(const mk_node *n, mk_errmsg *err);
+/* True where the call updates its first argument in place through
+ * `inplace=True` (F.relu(x, inplace=True)). */
+bool export_has_inplace_arg(const mk_node *n);
+/* True when the structure s (a node's `out`) holds value vid. */
+bool export_returned(const cJSON *s, int vid);
+/* 'T' one tensor, 'P' a tuple, 'V' a list: what node n's call returns. */
+char export_result_kind(const mk_node *n);
+/* The last dotted component of an op name ("relu" of "torch.relu"). */
+const char *export_last_component(const char *op);
+/* The special forms' ATen form (export_aten.c): 1 and *call set (or *rc an
+ * error) for x[...], max / min, squeeze and split; 0 for table ops. */
+int export_aten_special(const mk_node *n, cJSON **call, mk_errmsg *err, int *rc);
 /* Appends the C++ for argument `a` (NULL: absent) of kind `kind`;
  * MK_EUNSUPPORTED when it cannot be spelled so. */
 int export_put_arg(const char *kind, const cJSON *a, mk_buf *out);

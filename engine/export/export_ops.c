@@ -99,6 +99,12 @@ static const export_op ops[] = {
     {"*", "__le__", "input:T other:TS", "at::le($input, $other)", 'T', 0},
     {"*", "__eq__", "input:T other:TS", "at::eq($input, $other)", 'T', 0},
     {"*", "__ne__", "input:T other:TS", "at::ne($input, $other)", 'T', 0},
+    {"*", "gt", "input:T other:TS", "at::gt($input, $other)", 'T', 0},
+    {"*", "lt", "input:T other:TS", "at::lt($input, $other)", 'T', 0},
+    {"*", "ge", "input:T other:TS", "at::ge($input, $other)", 'T', 0},
+    {"*", "le", "input:T other:TS", "at::le($input, $other)", 'T', 0},
+    {"*", "eq", "input:T other:TS", "at::eq($input, $other)", 'T', 0},
+    {"*", "ne", "input:T other:TS", "at::ne($input, $other)", 'T', 0},
     /* reductions and softmax */
     {"*", "sum", "input:T dim:L? keepdim:B=false dtype:D?", "at::sum($input, $dim, $keepdim, $dtype)", 'T', 0},
     {"*", "mean", "input:T dim:L? keepdim:B=false dtype:D?", "at::mean($input, $dim, $keepdim, $dtype)", 'T', 0},

@@ -75,6 +75,20 @@ int mk_export_forward_cpp(const mk_graph *g, mk_buf *out, mk_errmsg *err);
  * v<id>; exposed for tests. */
 int mk_export_call_cpp(const mk_graph *g, const mk_node *n, mk_buf *out, mk_errmsg *err);
 
+/* Node n's recorded call in ATen form, for the native worker's
+ * interpreter (docs/native-worker.md, export_aten.c): an object with the
+ * aten:: op, its positional and keyword values (protocol-encoded, each
+ * normalised to the kind the op table gives it) and how the result binds
+ * to value ids. The same op table and argument binding as the C++ export.
+ * *out is the caller's (cJSON_Delete); MK_EUNSUPPORTED names the op, its
+ * line and why (no row, an argument with no ATen form, random numbers, an
+ * in-place update not reproduced). */
+int mk_export_node_aten(const mk_graph *g, const mk_node *n, cJSON **out, mk_errmsg *err);
+
+/* Every node of g, in order, as a JSON array of mk_export_node_aten's
+ * forms; the first node without one fails the whole (MK_EUNSUPPORTED). */
+int mk_export_graph_aten(const mk_graph *g, cJSON **out, mk_errmsg *err);
+
 /* The GPU architecture Triton kernels are compiled for by default (sm_90:
  * H100 / H200); `mkevolve export --arch` chooses another. */
 #define MK_EXPORT_DEFAULT_ARCH 90

@@ -46,7 +46,32 @@ typedef struct bc_emit {
   const char *cpp_ns;     /* namespace of the kernels' host launch functions */
   mk_builtin_cuda_node_fn cpp_node; /* a torch / view stage's recorded call as C++ */
   void *cpp_node_ctx;
+  /* The launch plan (builtin_cuda_plan.c): its steps so far, or NULL when
+   * not written; plan_gap says why a stage has none (then there is no plan). */
+  cJSON *plan;
+  char plan_gap[256];
 } bc_emit;
+
+/* ---- the launch plan (builtin_cuda_plan.c; MK_CUDA_PLAN) ---------------------- */
+
+/* True while the plan is being written (no stage without a plan form yet). */
+bool bc_plan_on(const bc_emit *e);
+/* A stage has no plan form: the module gets no plan; the first reason stays. */
+void bc_plan_gap(bc_emit *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends step {"op", "out", "args": []}; NULL (and nothing) when the plan is off. */
+cJSON *bc_plan_step(bc_emit *e, const char *op, const char *out);
+void bc_plan_arg_name(cJSON *step, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void bc_plan_arg_int(cJSON *step, long long v);
+void bc_plan_arg(cJSON *step, cJSON *v); /* takes v */
+cJSON *bc_plan_name(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+cJSON *bc_plan_item(const char *list, int d);   /* {"item": [list, d]} */
+cJSON *bc_plan_tagged(const char *tag, cJSON *v); /* {tag: v}, takes v */
+/* A launch step (grid: one INT, taken); its kernel arguments go to its "args". */
+cJSON *bc_plan_launch(bc_emit *e, const char *kernel, const char *when, cJSON *grid, int block);
+/* A torch or view stage's node in ATen form, or the plan's gap with the reason. */
+int bc_plan_node(bc_emit *e, const mk_node *n);
+/* `MK_CUDA_PLAN = r"""{json}"""` for the module (nothing when the plan has a gap). */
+int bc_plan_module(const bc_emit *e, const mk_subkernel *sk, const char *sigs, mk_buf *out);
 
 /* Parameter kinds of MK_CUDA_KERNELS signatures (one character each). */
 #define BC_ARG_F32 'f'  /* float32 tensor (pointer) */
@@ -85,6 +110,12 @@ int bc_epi_body(bc_emit *e, int s, int bound, const char *var, int ind, mk_buf *
  * `like` a tensor on the device. */
 int bc_epi_cpp(bc_emit *e, int s, int bound, int res, const char *shape, const char *like, mk_buf *prep,
                mk_buf *args, mk_errmsg *err);
+
+/* The same for the launch plan: the steps before the anchor's launch
+ * (allocations, checked leaves, broadcast strides; temporaries named
+ * ea<res>_<i>, est<res>_<i>), then the launch step's arguments. */
+int bc_epi_plan_prep(bc_emit *e, int s, int bound, int res, const char *shape, const char *like, mk_errmsg *err);
+int bc_epi_plan_args(bc_emit *e, int s, int bound, int res, const char *shape, cJSON *launch, mk_errmsg *err);
 
 /* Shortest row (at capture) the split-rows norm variant is proposed for:
  * shorter rows leave most of a row's blocks without work (builtin_norm.c's rule). */

@@ -561,6 +561,69 @@ static void cpp_launcher_lines(bc_emit *e, int s, const cleaf *ls, int nl, const
   mk_buf_printf(b, ", n%d));\n  }\n", res);
 }
 
+/* The launcher above as launch-plan steps (builtin_cuda_plan.c): the C++
+ * launcher's helpers, in its order, so the three forms pass the same. */
+static void plan_launcher(bc_emit *e, int s, const cleaf *ls, int nl, const int *stored, int ns, const char *kname,
+                          int res) {
+  if (!bc_plan_on(e)) return;
+  const bi_plan *p = e->p;
+  int R = p->st[s].rank;
+  char shape[32], n[32];
+  snprintf(shape, sizeof shape, "shape%d", res);
+  snprintf(n, sizeof n, "n%d", res);
+  cJSON *st = bc_plan_step(e, "broadcast", shape);
+  for (int i = 0; i < nl; i++) bc_plan_arg_name(st, "v%d", ls[i].vid);
+  for (int i = 0; i < ns; i++) {
+    int target = store_target(p, ls, nl, stored[i]);
+    char out[32];
+    snprintf(out, sizeof out, "v%d", stored[i]);
+    if (target != stored[i]) {
+      bc_plan_arg_name(bc_plan_step(e, "alias", out), "v%d", target);
+      continue;
+    }
+    st = bc_plan_step(e, "empty", out);
+    bc_plan_arg_name(st, "%s", shape);
+    bc_plan_arg_name(st, "v%d", ls[0].vid);
+    bc_plan_arg_name(st, "%s", p->g->values[stored[i]].dtype == MK_DTYPE_BOOL ? "bool" : "float32");
+  }
+  for (int i = 0; i < nl; i++) {
+    char out[48];
+    if (ls[i].full || ls[i].mutated) {
+      snprintf(out, sizeof out, "a%d_%d", res, i);
+      st = bc_plan_step(e, ls[i].mutated ? "inplace" : "full", out);
+    } else if (R) {
+      snprintf(out, sizeof out, "st%d_%d", res, i);
+      st = bc_plan_step(e, "bstrides", out);
+    } else {
+      continue;
+    }
+    bc_plan_arg_name(st, "v%d", ls[i].vid);
+    bc_plan_arg_name(st, "%s", shape);
+  }
+  st = bc_plan_step(e, "prod", n);
+  bc_plan_arg_name(st, "%s", shape);
+  bc_plan_arg_int(st, 0);
+  bc_plan_arg_int(st, R);
+  cJSON *cdiv = cJSON_CreateObject(), *c = cJSON_AddArrayToObject(cdiv, "cdiv");
+  cJSON_AddItemToArray(c, cJSON_CreateString(n));
+  cJSON_AddItemToArray(c, cJSON_CreateNumber(e->threads));
+  st = bc_plan_launch(e, kname, n, cdiv, e->threads);
+  for (int i = 0; i < nl; i++)
+    bc_plan_arg(st, bc_plan_tagged("ptr", ls[i].full || ls[i].mutated ? bc_plan_name("a%d_%d", res, i)
+                                                                         : bc_plan_name("v%d", ls[i].vid)));
+  for (int i = 0; i < ns; i++)
+    if (store_target(p, ls, nl, stored[i]) == stored[i])
+      bc_plan_arg(st, bc_plan_tagged("ptr", bc_plan_name("v%d", stored[i])));
+  for (int d = 0; d < R; d++) bc_plan_arg(st, bc_plan_tagged("int", bc_plan_item(shape, d)));
+  for (int i = 0; i < nl; i++)
+    for (int d = 0; d < R && !ls[i].full && !ls[i].mutated; d++) {
+      char list[48];
+      snprintf(list, sizeof list, "st%d_%d", res, i);
+      bc_plan_arg(st, bc_plan_tagged("int", bc_plan_item(list, d)));
+    }
+  bc_plan_arg(st, bc_plan_tagged("int", cJSON_CreateString(n)));
+}
+
 int bc_emit_ew_stage(bc_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   cleaf ls[BC_MAX_LEAVES];
@@ -602,6 +665,7 @@ int bc_emit_ew_stage(bc_emit *e, int s, mk_errmsg *err) {
   if (rc == 0) {
     launcher_lines(e, s, ls, nl, stored, ns, mk_buf_cstr(&kname), mk_buf_cstr(&call), res);
     if (e->cpp) cpp_launcher_lines(e, s, ls, nl, stored, ns, mk_buf_cstr(&kname), res);
+    plan_launcher(e, s, ls, nl, stored, ns, mk_buf_cstr(&kname), res);
     rc = bc_register_kernel(e, mk_buf_cstr(&kname), mk_buf_cstr(&types));
   }
   if (rc == 0 && (sig.err || call.err || types.err || k->err || e->body->err || (e->cpp && e->cpp->err)))
@@ -708,4 +772,61 @@ int bc_epi_cpp(bc_emit *e, int s, int bound, int res, const char *shape, const c
   for (int i = 0; i < nl; i++)
     for (int d = 0; d < R && !ls[i].full && !ls[i].bound; d++) mk_buf_printf(args, ", est%d_%d[%d]", res, i, d);
   return prep->err || args->err ? mk_errf(err, MK_ERANGE, "generated code too large") : 0;
+}
+
+/* The epilogue's part of its anchor's launch plan (builtin_cuda_plan.c), as
+ * run() passes it (params above): its stored values allocated with the
+ * anchor's output shape `shape` on `like`'s device, leaves read at the flat
+ * offset checked (full / inplace), the others' broadcast strides. */
+int bc_epi_plan_prep(bc_emit *e, int s, int bound, int res, const char *shape, const char *like, mk_errmsg *err) {
+  if (!bc_plan_on(e)) return 0;
+  const bi_plan *p = e->p;
+  cleaf ls[BC_MAX_LEAVES];
+  int nl = 0, stored[64];
+  int rc = epi_leaves(p, s, bound, ls, &nl, err);
+  if (rc) return rc;
+  int ns = bi_stage_stored(p, s, stored, 64);
+  for (int i = 0; i < ns; i++) {
+    char out[32];
+    snprintf(out, sizeof out, "v%d", stored[i]);
+    cJSON *st = bc_plan_step(e, "empty", out);
+    bc_plan_arg_name(st, "%s", shape);
+    bc_plan_arg_name(st, "%s", like);
+    bc_plan_arg_name(st, "%s", p->g->values[stored[i]].dtype == MK_DTYPE_BOOL ? "bool" : "float32");
+  }
+  for (int i = 0; i < nl; i++) {
+    if (ls[i].bound || !(ls[i].full || ls[i].mutated || p->st[s].rank)) continue;
+    char out[48];
+    snprintf(out, sizeof out, "%s%d_%d", ls[i].full || ls[i].mutated ? "ea" : "est", res, i);
+    cJSON *st = bc_plan_step(e, ls[i].mutated ? "inplace" : ls[i].full ? "full" : "bstrides", out);
+    bc_plan_arg_name(st, "v%d", ls[i].vid);
+    bc_plan_arg_name(st, "%s", shape);
+  }
+  return 0;
+}
+
+int bc_epi_plan_args(bc_emit *e, int s, int bound, int res, const char *shape, cJSON *launch, mk_errmsg *err) {
+  if (launch == NULL) return 0;
+  const bi_plan *p = e->p;
+  cleaf ls[BC_MAX_LEAVES];
+  int nl = 0, stored[64];
+  int rc = epi_leaves(p, s, bound, ls, &nl, err);
+  if (rc) return rc;
+  int ns = bi_stage_stored(p, s, stored, 64), R = p->st[s].rank;
+  for (int i = 0; i < nl; i++) {
+    if (ls[i].bound) continue;
+    bc_plan_arg(launch, bc_plan_tagged("ptr", ls[i].full || ls[i].mutated ? bc_plan_name("ea%d_%d", res, i)
+                                                                           : bc_plan_name("v%d", ls[i].vid)));
+  }
+  for (int i = 0; i < ns; i++)
+    if (store_target(p, ls, nl, stored[i]) == stored[i])
+      bc_plan_arg(launch, bc_plan_tagged("ptr", bc_plan_name("v%d", stored[i])));
+  for (int d = 0; d < R; d++) bc_plan_arg(launch, bc_plan_tagged("int", bc_plan_item(shape, d)));
+  for (int i = 0; i < nl; i++)
+    for (int d = 0; d < R && !ls[i].full && !ls[i].bound; d++) {
+      char list[48];
+      snprintf(list, sizeof list, "est%d_%d", res, i);
+      bc_plan_arg(launch, bc_plan_tagged("int", bc_plan_item(list, d)));
+    }
+  return 0;
 }

@@ -411,6 +411,175 @@ static int emit_launchers(bc_emit *e, int s, const bi_gemm_info *gi, int res, bo
   return rc;
 }
 
+/* ---- the launcher as launch-plan steps (builtin_cuda_plan.c) --------------------- */
+
+static cJSON *t_int(const char *what, const char *t, int d) {
+  cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, what);
+  cJSON_AddItemToArray(a, cJSON_CreateString(t));
+  cJSON_AddItemToArray(a, cJSON_CreateNumber(d));
+  return o;
+}
+
+static cJSON *op2(const char *op, cJSON *x, cJSON *y) {
+  cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, op);
+  cJSON_AddItemToArray(a, x);
+  cJSON_AddItemToArray(a, y);
+  return o;
+}
+
+/* out<name><r> = INT */
+static void plan_int_step(bc_emit *e, const char *name, int r, cJSON *v) {
+  char out[48];
+  snprintf(out, sizeof out, "%s%d", name, r);
+  bc_plan_arg(bc_plan_step(e, "int", out), v);
+}
+
+static cJSON *nm(const char *name, int r) { return bc_plan_name("%s%d", name, r); }
+
+static void plan_require_equal(bc_emit *e, cJSON *x, cJSON *y, const char *msg) {
+  cJSON *st = bc_plan_step(e, "require_equal", NULL);
+  bc_plan_arg(st, x);
+  bc_plan_arg(st, y);
+  bc_plan_arg_name(st, "%s", msg);
+}
+
+/* py_operands as steps: the same ints, checks and messages. */
+static void plan_operands(bc_emit *e, const bi_gemm_info *gi, int r) {
+  char a[32], b[32], out[32];
+  snprintf(a, sizeof a, "a%d", r);
+  snprintf(b, sizeof b, "b%d", r);
+  snprintf(out, sizeof out, "out%d", r);
+  bc_plan_arg_name(bc_plan_step(e, "alias", a), "v%d", gi->a);
+  bc_plan_arg_name(bc_plan_step(e, "alias", b), "v%d", gi->b);
+  cJSON *st;
+  if (gi->batch_dims == 2) {
+    plan_int_step(e, "bat", r, t_int("size", a, 0));
+    plan_int_step(e, "b1_", r, t_int("size", a, 1));
+    plan_int_step(e, "m", r, t_int("size", a, 2));
+    plan_int_step(e, "k", r, t_int("size", a, 3));
+    plan_require_equal(e, t_int("size", b, 0), nm("bat", r), "batch dims do not match");
+    plan_require_equal(e, t_int("size", b, 1), nm("b1_", r), "batch dims do not match");
+    plan_int_step(e, "n", r, t_int("size", b, 3));
+    plan_int_step(e, "batch", r, op2("mul", nm("bat", r), nm("b1_", r)));
+    plan_int_step(e, "sab", r, t_int("stride", a, 0));
+    plan_int_step(e, "sab1_", r, t_int("stride", a, 1));
+    plan_int_step(e, "sam", r, t_int("stride", a, 2));
+    plan_int_step(e, "sak", r, t_int("stride", a, 3));
+    plan_int_step(e, "sbb", r, t_int("stride", b, 0));
+    plan_int_step(e, "sbb1_", r, t_int("stride", b, 1));
+    plan_int_step(e, "sbk", r, t_int("stride", b, 2));
+    plan_int_step(e, "sbn", r, t_int("stride", b, 3));
+    st = bc_plan_step(e, "list", out);
+    bc_plan_arg(st, nm("bat", r));
+    bc_plan_arg(st, nm("b1_", r));
+    bc_plan_arg(st, nm("m", r));
+    bc_plan_arg(st, nm("n", r));
+  } else if (gi->batch_dims == 1) {
+    plan_int_step(e, "batch", r, t_int("size", a, 0));
+    plan_int_step(e, "m", r, t_int("size", a, 1));
+    plan_int_step(e, "k", r, t_int("size", a, 2));
+    plan_require_equal(e, t_int("size", b, 0), nm("batch", r), "batch dims do not match");
+    plan_int_step(e, "n", r, t_int("size", b, 2));
+    plan_int_step(e, "sab", r, t_int("stride", a, 0));
+    plan_int_step(e, "sam", r, t_int("stride", a, 1));
+    plan_int_step(e, "sak", r, t_int("stride", a, 2));
+    plan_int_step(e, "sbb", r, t_int("stride", b, 0));
+    plan_int_step(e, "sbk", r, t_int("stride", b, 1));
+    plan_int_step(e, "sbn", r, t_int("stride", b, 2));
+    plan_int_step(e, "b1_", r, cJSON_CreateNumber(1));
+    plan_int_step(e, "sab1_", r, cJSON_CreateNumber(0));
+    plan_int_step(e, "sbb1_", r, cJSON_CreateNumber(0));
+    st = bc_plan_step(e, "list", out);
+    bc_plan_arg(st, nm("batch", r));
+    bc_plan_arg(st, nm("m", r));
+    bc_plan_arg(st, nm("n", r));
+  } else {
+    char sh[32], lead[32];
+    snprintf(sh, sizeof sh, "ash%d", r);
+    snprintf(lead, sizeof lead, "lead%d", r);
+    plan_int_step(e, "k", r, t_int("size", a, -1));
+    plan_int_step(e, "n", r, t_int("size", b, gi->weight_nk ? 0 : 1));
+    bc_plan_arg_name(bc_plan_step(e, "sizes", sh), "%s", a);
+    st = bc_plan_step(e, "with_last", out);
+    bc_plan_arg_name(st, "%s", sh);
+    bc_plan_arg(st, nm("n", r));
+    /* leading dims flattened into M: for a 2-d operand the same view */
+    st = bc_plan_step(e, "prod", lead);
+    bc_plan_arg_name(st, "%s", sh);
+    bc_plan_arg_int(st, 0);
+    bc_plan_arg(st, op2("add", bc_plan_tagged("len", cJSON_CreateString(sh)), cJSON_CreateNumber(-1)));
+    char mk2[32];
+    snprintf(mk2, sizeof mk2, "mk2_%d", r);
+    st = bc_plan_step(e, "list", mk2);
+    bc_plan_arg(st, nm("lead", r));
+    bc_plan_arg(st, nm("k", r));
+    st = bc_plan_step(e, "reshape", a);
+    bc_plan_arg_name(st, "%s", a);
+    bc_plan_arg(st, nm("mk2_", r));
+    plan_int_step(e, "m", r, t_int("size", a, 0));
+    plan_int_step(e, "sam", r, t_int("stride", a, 0));
+    plan_int_step(e, "sak", r, t_int("stride", a, 1));
+    plan_int_step(e, "sbk", r, t_int("stride", b, gi->weight_nk ? 1 : 0));
+    plan_int_step(e, "sbn", r, t_int("stride", b, gi->weight_nk ? 0 : 1));
+    static const char *const zero[] = {"sab", "sbb", "sab1_", "sbb1_"};
+    plan_int_step(e, "batch", r, cJSON_CreateNumber(1));
+    plan_int_step(e, "b1_", r, cJSON_CreateNumber(1));
+    for (int i = 0; i < 4; i++) plan_int_step(e, zero[i], r, cJSON_CreateNumber(0));
+  }
+  plan_require_equal(e, nm("k", r), t_int("size", b, gi->weight_nk ? 1 : -2), "matrix shapes do not match");
+  if (gi->bias >= 0) {
+    char bias[32], nl[32], sb[32];
+    snprintf(bias, sizeof bias, "bias%d", r);
+    snprintf(nl, sizeof nl, "nlist%d", r);
+    snprintf(sb, sizeof sb, "sbs%d", r);
+    bc_plan_arg_name(bc_plan_step(e, "alias", bias), "v%d", gi->bias);
+    bc_plan_arg(bc_plan_step(e, "list", nl), nm("n", r));
+    st = bc_plan_step(e, "bstrides", sb);
+    bc_plan_arg_name(st, "%s", bias);
+    bc_plan_arg_name(st, "%s", nl);
+    plan_int_step(e, "sbias", r, bc_plan_item(sb, 0));
+  }
+}
+
+static int plan_launcher(bc_emit *e, int s, const bi_gemm_info *gi, int res, bool store_res, const char *kname,
+                         mk_errmsg *err) {
+  if (!bc_plan_on(e)) return 0;
+  const bc_gemm_cfg *c = e->gemm;
+  int epi = e->p->st[s].epi, r = res, nt = (c->bm / c->wm) * (c->bn / c->wn) * 32;
+  char shape[32], like[32];
+  snprintf(shape, sizeof shape, "out%d", r);
+  snprintf(like, sizeof like, "a%d", r);
+  plan_operands(e, gi, r);
+  if (store_res) {
+    char out[32];
+    snprintf(out, sizeof out, "v%d", res);
+    cJSON *st = bc_plan_step(e, "empty", out);
+    bc_plan_arg_name(st, "%s", shape);
+    bc_plan_arg_name(st, "%s", like);
+    bc_plan_arg_name(st, "float32");
+  }
+  int rc = epi >= 0 ? bc_epi_plan_prep(e, epi, res, r, shape, like, err) : 0;
+  if (rc) return rc;
+  plan_int_step(e, "work", r, op2("mul", op2("mul", nm("m", r), nm("n", r)), nm("batch", r)));
+  cJSON *grid = op2("mul", op2("mul", op2("cdiv", nm("m", r), cJSON_CreateNumber(c->bm)),
+                                      op2("cdiv", nm("n", r), cJSON_CreateNumber(c->bn))),
+                    nm("batch", r));
+  char when[32];
+  snprintf(when, sizeof when, "work%d", r);
+  cJSON *st = bc_plan_launch(e, kname, when, grid, nt);
+  bc_plan_arg(st, bc_plan_tagged("ptr", nm("a", r)));
+  bc_plan_arg(st, bc_plan_tagged("ptr", nm("b", r)));
+  if (gi->bias >= 0) {
+    bc_plan_arg(st, bc_plan_tagged("ptr", nm("bias", r)));
+    bc_plan_arg(st, bc_plan_tagged("int", nm("sbias", r)));
+  }
+  if (store_res) bc_plan_arg(st, bc_plan_tagged("ptr", bc_plan_name("v%d", res)));
+  if (epi >= 0 && (rc = bc_epi_plan_args(e, epi, res, r, shape, st, err))) return rc;
+  static const char *const tail[] = {"m", "n", "k", "sab", "sab1_", "sam", "sak", "sbb", "sbb1_", "sbk", "sbn", "b1_"};
+  for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++) bc_plan_arg(st, bc_plan_tagged("int", nm(tail[i], r)));
+  return 0;
+}
+
 int bc_emit_gemm_stage(bc_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
@@ -443,6 +612,7 @@ int bc_emit_gemm_stage(bc_emit *e, int s, mk_errmsg *err) {
     rc = emit_kernel(e, s, &gi, res, store_res, mk_buf_cstr(&kname), mk_buf_cstr(&esig), err);
   }
   if (rc == 0) rc = emit_launchers(e, s, &gi, res, store_res, mk_buf_cstr(&kname), mk_buf_cstr(&ecall), err);
+  if (rc == 0) rc = plan_launcher(e, s, &gi, res, store_res, mk_buf_cstr(&kname), err);
   if (rc == 0) rc = bc_register_kernel(e, mk_buf_cstr(&kname), mk_buf_cstr(&types));
   if (rc == 0 && (kname.err || types.err || esig.err || ecall.err || e->cuda->err))
     rc = mk_errf(err, MK_ERANGE, "generated code too large");

@@ -501,6 +501,196 @@ static void cpp_launcher(bc_emit *e, int s, const cnorm *cn, const char *k1, con
   mk_buf_free(&lay);
 }
 
+/* ---- the launcher as launch-plan steps (builtin_cuda_plan.c) --------------------- */
+
+static cJSON *named(const char *fmt, int res) { return bc_plan_name(fmt, res); }
+
+/* {op: [a, b]} of two INTs (taken). */
+static cJSON *int2(const char *op, cJSON *a, cJSON *b) {
+  cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, op);
+  cJSON_AddItemToArray(arr, a);
+  cJSON_AddItemToArray(arr, b);
+  return o;
+}
+
+static cJSON *item(const char *fmt, int res, int d) {
+  char list[32];
+  snprintf(list, sizeof list, fmt, res);
+  return bc_plan_item(list, d);
+}
+
+static cJSON *tensor_int(const char *what, const char *fmt, int res, int d) {
+  char t[32];
+  snprintf(t, sizeof t, fmt, res);
+  cJSON *o = bc_plan_item(t, d);
+  cJSON *a = cJSON_DetachItemFromObject(o, "item");
+  cJSON_AddItemToObject(o, what, a);
+  return o;
+}
+
+static void plan_ptr(cJSON *st, cJSON *name) { bc_plan_arg(st, bc_plan_tagged("ptr", name)); }
+static void plan_int(cJSON *st, cJSON *v) { bc_plan_arg(st, bc_plan_tagged("int", v)); }
+
+static void plan_layout_args(cJSON *st, int res, bool out) {
+  for (int d = 0; d < 3; d++) plan_int(st, item("ncs%d", res, d));
+  for (int d = 0; d < 3; d++) plan_int(st, tensor_int("stride", "xn%d", res, d));
+  for (int d = 0; out && d < 3; d++) plan_int(st, tensor_int("stride", "yn%d", res, d));
+}
+
+static cJSON *rows_int(const bi_norm_info *ni, int res) {
+  switch (ni->kind) {
+  case BI_NK_GROUP: return int2("mul", item("ncs%d", res, 0), cJSON_CreateNumber((double)ni->groups));
+  case BI_NK_INSTANCE: return int2("mul", item("ncs%d", res, 0), item("ncs%d", res, 1));
+  case BI_NK_BATCH: return item("ncs%d", res, 1);
+  default: return item("ncs%d", res, 0);
+  }
+}
+
+/* A launch whose parameter steps (weights made contiguous) come before it. */
+static cJSON *plan_norm_launch(bc_emit *e, const char *k, const char *when, cJSON *grid, int T, int res,
+                               const bi_norm_info *ni, bool params) {
+  if (params) { /* the contiguous copies first: a launch step's args are read as it runs */
+    const int ids[2] = {ni->weight, ni->bias};
+    for (int i = 0; i < 2; i++) {
+      if (ids[i] < 0) continue;
+      char c[48];
+      snprintf(c, sizeof c, "p%d_%d", res, i);
+      bc_plan_arg_name(bc_plan_step(e, "contiguous", c), "v%d", ids[i]);
+    }
+  }
+  cJSON *st = bc_plan_launch(e, k, when, grid, T);
+  plan_ptr(st, named("xn%d", res));
+  return st;
+}
+
+static void plan_params_after(const bi_norm_info *ni, int res, cJSON *st) {
+  const int ids[4] = {ni->weight, ni->bias, ni->rmean, ni->rvar};
+  for (int i = 0; i < 4; i++) {
+    if (ids[i] < 0) continue;
+    if (i < 2) plan_ptr(st, bc_plan_name("p%d_%d", res, i));
+    else plan_ptr(st, bc_plan_name("v%d", ids[i]));
+  }
+}
+
+static void plan_launcher(bc_emit *e, const cnorm *cn, const char *k1, const char *k2) {
+  if (!bc_plan_on(e)) return;
+  const bi_norm_info *ni = &cn->ni;
+  int res = cn->res, T = e->threads, in = ni->in;
+  bool layer = ni->kind == BI_NK_LAYER || ni->kind == BI_NK_RMS;
+  char sh[32], ncs[32], xn[32], yn[32], out[32], buf[48];
+  snprintf(sh, sizeof sh, "sh%d", res);
+  snprintf(ncs, sizeof ncs, "ncs%d", res);
+  snprintf(xn, sizeof xn, "xn%d", res);
+  snprintf(yn, sizeof yn, "yn%d", res);
+  snprintf(out, sizeof out, "v%d", res);
+  bc_plan_arg_name(bc_plan_step(e, "sizes", sh), "v%d", in);
+  int lead = layer ? ni->rank - ni->nnorm : 2;
+  cJSON *st;
+  if (layer) {
+    snprintf(buf, sizeof buf, "ncs_a%d", res);
+    st = bc_plan_step(e, "prod", buf);
+    bc_plan_arg_name(st, "%s", sh);
+    bc_plan_arg_int(st, 0);
+    bc_plan_arg_int(st, lead);
+  }
+  snprintf(buf, sizeof buf, "ncs_c%d", res);
+  st = bc_plan_step(e, "prod", buf);
+  bc_plan_arg_name(st, "%s", sh);
+  bc_plan_arg_int(st, lead);
+  bc_plan_arg(st, cJSON_CreateNull());
+  st = bc_plan_step(e, "list", ncs);
+  if (layer) {
+    bc_plan_arg(st, named("ncs_a%d", res));
+    bc_plan_arg(st, cJSON_CreateNumber(1));
+  } else {
+    bc_plan_arg(st, item("sh%d", res, 0));
+    bc_plan_arg(st, item("sh%d", res, 1));
+  }
+  bc_plan_arg(st, named("ncs_c%d", res));
+  if (ni->kind == BI_NK_GROUP) {
+    st = bc_plan_step(e, "require_multiple", NULL);
+    bc_plan_arg(st, item("ncs%d", res, 1));
+    bc_plan_arg(st, cJSON_CreateNumber((double)ni->groups));
+    bc_plan_arg_name(st, "channels do not divide into groups");
+  }
+  st = bc_plan_step(e, "reshape", xn);
+  bc_plan_arg_name(st, "v%d", in);
+  bc_plan_arg_name(st, "%s", ncs);
+  st = bc_plan_step(e, "empty", out);
+  bc_plan_arg_name(st, "%s", sh);
+  bc_plan_arg_name(st, "v%d", in);
+  bc_plan_arg_name(st, "float32");
+  if (cn->out_cl) bc_plan_arg_name(st, "%s", ni->rank == 4 ? "channels_last" : "channels_last_3d");
+  st = bc_plan_step(e, "reshape", yn);
+  bc_plan_arg_name(st, "%s", out);
+  bc_plan_arg_name(st, "%s", ncs);
+  char n[32], rows[32], m[32], work[32], chunk[32], part[32], plist[32];
+  snprintf(n, sizeof n, "n%d", res);
+  snprintf(rows, sizeof rows, "rows%d", res);
+  snprintf(m, sizeof m, "m%d", res);
+  snprintf(work, sizeof work, "work%d", res);
+  snprintf(chunk, sizeof chunk, "chunk%d", res);
+  snprintf(part, sizeof part, "part%d", res);
+  snprintf(plist, sizeof plist, "partsh%d", res);
+  st = bc_plan_step(e, "prod", n);
+  bc_plan_arg_name(st, "%s", ncs);
+  bc_plan_arg_int(st, 0);
+  bc_plan_arg(st, cJSON_CreateNull());
+  if (!ni->batch_stats) {
+    st = plan_norm_launch(e, k1, n, int2("cdiv", named("n%d", res), cJSON_CreateNumber(T)), T, res, ni, true);
+    plan_ptr(st, named("yn%d", res));
+    plan_params_after(ni, res, st);
+    plan_layout_args(st, res, true);
+    plan_int(st, bc_plan_tagged("innermost_channels", named("xn%d", res)));
+    return;
+  }
+  bc_plan_arg(bc_plan_step(e, "int", rows), rows_int(ni, res));
+  bc_plan_arg(bc_plan_step(e, "int", m), int2("div", named("n%d", res),
+                                              int2("max", named("rows%d", res), cJSON_CreateNumber(1))));
+  bc_plan_arg(bc_plan_step(e, "int", work), int2("mul", named("rows%d", res), named("m%d", res)));
+  if (e->split == 0) {
+    st = plan_norm_launch(e, k1, work, named("rows%d", res), T, res, ni, true);
+    plan_ptr(st, named("yn%d", res));
+    plan_params_after(ni, res, st);
+    plan_layout_args(st, res, true);
+    return;
+  }
+  int S = e->split;
+  /* chunk = ((m + S - 1) // S + T - 1) // T * T */
+  cJSON *c = int2("div", int2("add", named("m%d", res), cJSON_CreateNumber(S - 1)), cJSON_CreateNumber(S));
+  c = int2("mul", int2("div", int2("add", c, cJSON_CreateNumber(T - 1)), cJSON_CreateNumber(T)), cJSON_CreateNumber(T));
+  bc_plan_arg(bc_plan_step(e, "int", chunk), c);
+  st = bc_plan_step(e, "list", plist);
+  bc_plan_arg(st, cJSON_CreateNumber(3));
+  bc_plan_arg(st, int2("mul", named("rows%d", res), cJSON_CreateNumber(S)));
+  st = bc_plan_step(e, "empty", part);
+  bc_plan_arg_name(st, "%s", plist);
+  bc_plan_arg_name(st, "%s", xn);
+  bc_plan_arg_name(st, "float32");
+  cJSON *grid = int2("mul", named("rows%d", res), cJSON_CreateNumber(S));
+  st = plan_norm_launch(e, k1, work, grid, T, res, ni, false);
+  plan_ptr(st, named("part%d", res));
+  plan_layout_args(st, res, false);
+  plan_int(st, named("chunk%d", res));
+  grid = int2("mul", named("rows%d", res), cJSON_CreateNumber(S));
+  st = plan_norm_launch(e, k2, work, grid, T, res, ni, true);
+  plan_ptr(st, named("yn%d", res));
+  plan_params_after(ni, res, st);
+  plan_ptr(st, named("part%d", res));
+  plan_layout_args(st, res, true);
+  plan_int(st, named("chunk%d", res));
+}
+
+/* The fresh versions of the running statistics are the same tensors. */
+static void plan_mutations(bc_emit *e, const mk_node *n) {
+  for (int k = 0, m = 0; k < n->noutputs && m < n->nmutates; k++) {
+    if (returned(n->out, n->outputs[k])) continue;
+    char out[32];
+    snprintf(out, sizeof out, "v%d", n->outputs[k]);
+    bc_plan_arg_name(bc_plan_step(e, "alias", out), "v%d", n->mutates[m++]);
+  }
+}
+
 int bc_emit_norm_stage(bc_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   cnorm cn;
@@ -530,6 +720,10 @@ int bc_emit_norm_stage(bc_emit *e, int s, mk_errmsg *err) {
   /* The fresh versions of the running statistics are the same tensors. */
   rc = mk_pyemit_mutations(cn.n, bi_graph_namer, (void *)p->g, 4, e->body);
   if (rc == 0 && e->cpp) cpp_launcher(e, s, &cn, mk_buf_cstr(&k1), mk_buf_cstr(&k2));
+  if (rc == 0) {
+    plan_launcher(e, &cn, mk_buf_cstr(&k1), mk_buf_cstr(&k2));
+    plan_mutations(e, cn.n);
+  }
   if (rc == 0) rc = bc_register_kernel(e, mk_buf_cstr(&k1), mk_buf_cstr(&t1));
   if (rc == 0 && split) rc = bc_register_kernel(e, mk_buf_cstr(&k2), mk_buf_cstr(&t2));
   if (rc != 0 || k1.err || k2.err || t1.err || t2.err || e->cuda->err || e->body->err || (e->cpp && e->cpp->err))

@@ -227,6 +227,79 @@ static void cpp_launcher(bc_emit *e, int s, const bi_pool_info *pi, int res, boo
   mk_buf_printf(b, ", cl%d));\n  }\n", res);
 }
 
+static cJSON *size_of(const char *t, int d) {
+  cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "size");
+  cJSON_AddItemToArray(a, cJSON_CreateString(t));
+  cJSON_AddItemToArray(a, cJSON_CreateNumber(d));
+  return o;
+}
+
+static cJSON *stride_of(const char *t, int d) {
+  cJSON *o = size_of(t, d);
+  cJSON *a = cJSON_DetachItemFromObject(o, "size");
+  cJSON_AddItemToObject(o, "stride", a);
+  return o;
+}
+
+/* `out` = t, or t.unsqueeze(0) for an input without a batch dim. */
+static void plan_batched(bc_emit *e, const char *out, int vid, bool batched) {
+  cJSON *st = bc_plan_step(e, batched ? "alias" : "unsqueeze", out);
+  bc_plan_arg_name(st, "v%d", vid);
+  if (!batched) bc_plan_arg_int(st, 0);
+}
+
+/* The launcher above as launch-plan steps (builtin_cuda_plan.c). */
+static void plan_launcher(bc_emit *e, const bi_pool_info *pi, int res, bool out_cl, const char *kname) {
+  if (!bc_plan_on(e)) return;
+  int nd = pi->nd, T = e->threads;
+  bool batched = pi->rank - nd == 2;
+  char xp[32], yp[32], osz[32], osh[32], n[32], out[32];
+  snprintf(xp, sizeof xp, "xp%d", res);
+  snprintf(yp, sizeof yp, "yp%d", res);
+  snprintf(osz, sizeof osz, "osz%d", res);
+  snprintf(osh, sizeof osh, "osh%d", res);
+  snprintf(n, sizeof n, "n%d", res);
+  snprintf(out, sizeof out, "v%d", res);
+  plan_batched(e, xp, pi->in, batched);
+  cJSON *st = bc_plan_step(e, "list", osz);
+  for (int d = 0; d < nd; d++) {
+    if (pi->adaptive) {
+      bc_plan_arg(st, pi->osz[d] < 0 ? size_of(xp, d + 2) : cJSON_CreateNumber((double)pi->osz[d]));
+      continue;
+    }
+    cJSON *po = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(po, "pool_out");
+    cJSON_AddItemToArray(a, size_of(xp, d + 2));
+    long long spec[] = {pi->k[d], pi->st[d], pi->pad[d], pi->dil[d]};
+    for (int i = 0; i < 4; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)spec[i]));
+    cJSON_AddItemToArray(a, cJSON_CreateBool(pi->ceil_mode));
+    bc_plan_arg(st, po);
+  }
+  st = bc_plan_step(e, "list", osh);
+  if (batched) bc_plan_arg(st, size_of(xp, 0));
+  bc_plan_arg(st, size_of(xp, 1));
+  for (int d = 0; d < nd; d++) bc_plan_arg(st, bc_plan_item(osz, d));
+  st = bc_plan_step(e, "empty", out);
+  bc_plan_arg_name(st, "%s", osh);
+  bc_plan_arg_name(st, "%s", xp);
+  bc_plan_arg_name(st, "float32");
+  if (out_cl) bc_plan_arg_name(st, "%s", pi->rank == 4 ? "channels_last" : "channels_last_3d");
+  plan_batched(e, yp, res, batched);
+  bc_plan_arg_name(bc_plan_step(e, "numel", n), "%s", yp);
+  cJSON *cdiv = cJSON_CreateObject(), *c = cJSON_AddArrayToObject(cdiv, "cdiv");
+  cJSON_AddItemToArray(c, cJSON_CreateString(n));
+  cJSON_AddItemToArray(c, cJSON_CreateNumber(T));
+  st = bc_plan_launch(e, kname, n, cdiv, T);
+  bc_plan_arg(st, bc_plan_tagged("ptr", cJSON_CreateString(xp)));
+  bc_plan_arg(st, bc_plan_tagged("ptr", cJSON_CreateString(yp)));
+  bc_plan_arg(st, bc_plan_tagged("int", size_of(xp, 0)));
+  bc_plan_arg(st, bc_plan_tagged("int", size_of(xp, 1)));
+  for (int d = 0; d < nd; d++) bc_plan_arg(st, bc_plan_tagged("int", size_of(xp, d + 2)));
+  for (int d = 0; d < nd; d++) bc_plan_arg(st, bc_plan_tagged("int", bc_plan_item(osz, d)));
+  for (int d = 0; d < nd + 2; d++) bc_plan_arg(st, bc_plan_tagged("int", stride_of(xp, d)));
+  for (int d = 0; d < nd + 2; d++) bc_plan_arg(st, bc_plan_tagged("int", stride_of(yp, d)));
+  bc_plan_arg(st, bc_plan_tagged("int", bc_plan_tagged("innermost_channels", cJSON_CreateString(xp))));
+}
+
 int bc_emit_pool_stage(bc_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const mk_node *n = &p->g->nodes[p->st[s].nodes[0]];
@@ -245,6 +318,7 @@ int bc_emit_pool_stage(bc_emit *e, int s, mk_errmsg *err) {
   emit_kernel(e, n, &pi, mk_buf_cstr(&kname), &types);
   py_launcher(e, s, &pi, res, out_cl, mk_buf_cstr(&kname));
   if (e->cpp) cpp_launcher(e, s, &pi, res, out_cl, mk_buf_cstr(&kname));
+  plan_launcher(e, &pi, res, out_cl, mk_buf_cstr(&kname));
   rc = bc_register_kernel(e, mk_buf_cstr(&kname), mk_buf_cstr(&types));
   if (rc != 0 || kname.err || types.err || e->cuda->err || e->body->err || (e->cpp && e->cpp->err))
     rc = mk_errf(err, MK_ERANGE, "generated code too large");

@@ -124,6 +124,7 @@ static int emit_torch_stage(bc_emit *e, int s, const mk_node *n, mk_errmsg *err)
   bi_stage_comment(e->p, s, 4, e->body);
   int rc = mk_pyemit_node(e->p->g, n, bi_graph_namer, (void *)e->p->g, 4, e->body, err);
   if (rc == 0 && e->cpp) rc = e->cpp_node(e->cpp_node_ctx, e->p->g, n, e->cpp, err);
+  if (rc == 0) rc = bc_plan_node(e, n);
   return rc;
 }
 
@@ -186,6 +187,7 @@ static void assemble(const bi_plan *p, const bc_emit *e, bc_bufs *b, const char 
   mk_buf_printf(m, "MK_CUDA_SOURCE = r\"\"\"\n%s%s\"\"\"\n", prelude, mk_buf_cstr(&b->cuda));
   mk_buf_printf(m, "# Kernel parameters: f float32 tensor, b bool tensor, q int64.\nMK_CUDA_KERNELS = {\n%s}\n",
                 mk_buf_cstr(&b->sigs));
+  if (bc_plan_module(e, sk, mk_buf_cstr(&b->sigs), m)) m->err = MK_ENOMEM;
   mk_buf_puts(m, py_helpers);
   if (e->need_pool) mk_buf_puts(m, bi_pool_helper());
   mk_buf_puts(m, "\n\n");
@@ -208,12 +210,14 @@ static int emit_module(const bi_plan *p, const bc_config *c, char **out, mk_errm
   bc_bufs b;
   bufs_init(&b);
   bc_emit e = {.p = p, .threads = c->threads, .split = c->split, .gemm = c->gemm.bm ? &c->gemm : NULL,
-               .cuda = &b.cuda, .sigs = &b.sigs, .body = &b.body, .uses_torch = &b.uses};
-  int rc = emit_stages(&e, err);
+               .cuda = &b.cuda, .sigs = &b.sigs, .body = &b.body, .uses_torch = &b.uses,
+               .plan = cJSON_CreateArray()};
+  int rc = e.plan ? emit_stages(&e, err) : mk_errf(err, MK_ENOMEM, "out of memory");
   if (rc == 0) assemble(p, &e, &b, c->name);
   if (rc == 0 && (b.mod.err || b.cuda.err || b.body.err || b.sigs.err))
     rc = mk_errf(err, MK_ERANGE, "generated module too large");
   if (rc == 0 && (*out = mk_buf_steal(&b.mod, NULL)) == NULL) rc = mk_errf(err, MK_ENOMEM, "out of memory");
+  cJSON_Delete(e.plan);
   bufs_free(&b);
   return rc;
 }

@@ -141,6 +141,60 @@ static void cpp_launcher(bc_emit *e, int s, const cred *r, int res, const char *
                 kname, e->cpp_ns, kname, res, e->threads, res, res, res, res, res);
 }
 
+/* The launcher above as launch-plan steps (builtin_cuda_plan.c). */
+static void plan_launcher(bc_emit *e, const cred *r, int res, const char *kname) {
+  if (!bc_plan_on(e)) return;
+  int lo = r->lo, hi = r->hi;
+  bool zero_d = r->hi < r->lo;
+  if (zero_d) lo = hi = 0; /* 0-d input: R = 1 */
+  char in[32], sh[32], rr[32], inner[32], nout0[32], nout[32], os[32], out[32];
+  snprintf(in, sizeof in, "in%d", res);
+  snprintf(sh, sizeof sh, "sh%d", res);
+  snprintf(rr, sizeof rr, "r%d", res);
+  snprintf(inner, sizeof inner, "inner%d", res);
+  snprintf(nout0, sizeof nout0, "outer%d", res);
+  snprintf(nout, sizeof nout, "nout%d", res);
+  snprintf(out, sizeof out, "v%d", res);
+  bc_plan_arg_name(bc_plan_step(e, "contiguous", in), "v%d", r->in);
+  bc_plan_arg_name(bc_plan_step(e, "sizes", sh), "%s", in);
+  cJSON *st = bc_plan_step(e, "prod", rr);
+  bc_plan_arg_name(st, "%s", sh);
+  bc_plan_arg_int(st, lo);
+  bc_plan_arg_int(st, zero_d ? lo : hi + 1);
+  st = bc_plan_step(e, "prod", inner);
+  bc_plan_arg_name(st, "%s", sh);
+  bc_plan_arg_int(st, zero_d ? 0 : hi + 1);
+  bc_plan_arg(st, cJSON_CreateNull());
+  st = bc_plan_step(e, "prod", nout0);
+  bc_plan_arg_name(st, "%s", sh);
+  bc_plan_arg_int(st, 0);
+  bc_plan_arg_int(st, lo);
+  st = bc_plan_step(e, "mul", nout);
+  bc_plan_arg_name(st, "%s", nout0);
+  bc_plan_arg_name(st, "%s", inner);
+  bool literal = zero_d && !r->keepdim; /* a 0-d result: the shape () */
+  if (is_softmax(r)) {
+    snprintf(os, sizeof os, "%s", sh);
+  } else if (!literal) {
+    snprintf(os, sizeof os, "os%d", res);
+    st = bc_plan_step(e, "reduced_shape", os);
+    bc_plan_arg_name(st, "%s", sh);
+    bc_plan_arg_int(st, lo);
+    bc_plan_arg_int(st, hi);
+    bc_plan_arg(st, cJSON_CreateBool(r->keepdim));
+  }
+  st = bc_plan_step(e, "empty", out);
+  if (literal) bc_plan_arg(st, cJSON_CreateArray());
+  else bc_plan_arg_name(st, "%s", os);
+  bc_plan_arg_name(st, "%s", in);
+  bc_plan_arg_name(st, "float32");
+  st = bc_plan_launch(e, kname, nout, cJSON_CreateString(nout), e->threads);
+  bc_plan_arg(st, bc_plan_tagged("ptr", cJSON_CreateString(in)));
+  bc_plan_arg(st, bc_plan_tagged("ptr", cJSON_CreateString(out)));
+  bc_plan_arg(st, bc_plan_tagged("int", cJSON_CreateString(rr)));
+  bc_plan_arg(st, bc_plan_tagged("int", cJSON_CreateString(inner)));
+}
+
 int bc_emit_reduce_stage(bc_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const mk_node *n = &p->g->nodes[p->st[s].nodes[0]];
@@ -165,6 +219,7 @@ int bc_emit_reduce_stage(bc_emit *e, int s, mk_errmsg *err) {
   mk_buf_puts(k, "}\n");
   launcher(e, s, &r, res, mk_buf_cstr(&kname));
   if (e->cpp) cpp_launcher(e, s, &r, res, mk_buf_cstr(&kname));
+  plan_launcher(e, &r, res, mk_buf_cstr(&kname));
   char types[8] = {BC_ARG_F32, BC_ARG_F32, BC_ARG_I64, BC_ARG_I64, 0};
   rc = bc_register_kernel(e, mk_buf_cstr(&kname), types);
   if (rc == 0 && (k->err || e->body->err || kname.err || (e->cpp && e->cpp->err))) rc = mk_errf(err, MK_ERANGE, "generated code too large");

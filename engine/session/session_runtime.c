@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MK_CPU_BATCH 2
 
@@ -38,6 +39,8 @@ typedef struct llm_slot {
 
 struct session_runtime {
   mk_worker_pool *pool;
+  mk_worker_pool *native;  /* native workers (docs/native-worker.md), or NULL */
+  const char *native_argv[2];
   mk_cache *cache;
   mk_verify *verify;
   mk_llm *llm;
@@ -78,6 +81,36 @@ static int gpus_to_use(int asked) {
   return asked < visible ? asked : visible;
 }
 
+/* The native worker's binary: $MKEVOLVE_NATIVE_WORKER, else the one built
+ * with the engine (when CMake found libtorch); NULL when there is none. */
+static const char *native_binary(void) {
+  const char *path = env_or("MKEVOLVE_NATIVE_WORKER", NULL);
+#ifdef MK_NATIVE_WORKER_BIN
+  if (path == NULL) path = MK_NATIVE_WORKER_BIN;
+#endif
+  return path && access(path, X_OK) == 0 ? path : NULL;
+}
+
+/* A pool of native workers beside the Python ones, on the same GPUs, for
+ * the verifier to send CUDA candidates with a launch plan to. Without a
+ * GPU, the binary or the option there is none, and nothing changes. */
+static void open_native(mk_session *s, session_runtime *rt, const mk_worker_config *python) {
+  const char *bin = native_binary();
+  if (!rt->gpu || !s->cfg.verify.native || bin == NULL) return;
+  mk_worker_config wc = *python;
+  rt->native_argv[0] = bin;
+  rt->native_argv[1] = NULL;
+  wc.argv = rt->native_argv;
+  wc.gpus = mk_worker_pool_gpus(rt->pool);
+  mk_errmsg err = {{0}};
+  if (mk_worker_pool_new(s->loop, &wc, &rt->native, &err)) {
+    fprintf(stderr, "mkevolve: native worker disabled: %s\n", err.text);
+    rt->native = NULL;
+    return;
+  }
+  mk_verify_set_native_pool(rt->verify, rt->native);
+}
+
 int session_runtime_open(mk_session *s, mk_errmsg *err) {
   session_runtime *rt = calloc(1, sizeof *rt);
   if (rt == NULL) return mk_errf(err, MK_ENOMEM, "out of memory");
@@ -109,6 +142,7 @@ int session_runtime_open(mk_session *s, mk_errmsg *err) {
     free(rt);
     return rc;
   }
+  open_native(s, rt, &wc);
   s->rt = rt;
   return 0;
 }
@@ -143,6 +177,12 @@ static void close_llm(session_runtime *rt) {
   close_client(rt);
 }
 
+/* The native pool closes first, then the Python one (pool_closed frees rt). */
+static void native_closed(void *data) {
+  mk_session *s = data;
+  mk_worker_pool_close(s->rt->pool, pool_closed, s);
+}
+
 void session_runtime_close(mk_session *s, void (*done)(void *data), void *data) {
   session_runtime *rt = s->rt;
   rt->close_done = done;
@@ -150,7 +190,8 @@ void session_runtime_close(mk_session *s, void (*done)(void *data), void *data) 
   mk_verify_close(rt->verify);
   rt->verify = NULL;
   close_llm(rt);
-  mk_worker_pool_close(rt->pool, pool_closed, s);
+  if (rt->native) mk_worker_pool_close(rt->native, native_closed, s);
+  else mk_worker_pool_close(rt->pool, pool_closed, s);
 }
 
 const char *session_runtime_device(mk_session *s) {

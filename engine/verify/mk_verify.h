@@ -52,6 +52,9 @@ typedef struct mk_verify_options {
   bool compile_reduce_overhead; /* also time "reduce-overhead" alone: the fair baseline of
                                    a CUDA-graph variant (default false; the search's
                                    graph check sets it) */
+  bool native;             /* CUDA candidates with a launch plan go to the native worker
+                              when the verifier has one (mk_verify_set_native_pool) and
+                              the job runs on a GPU; default true (docs/native-worker.md) */
 } mk_verify_options;
 
 void mk_verify_options_init(mk_verify_options *o);
@@ -146,6 +149,14 @@ int mk_verify_submit_capture(mk_verify *v, const char *file, const char *class_n
                              uint64_t *job_out, mk_errmsg *err);
 
 /* Verifies `cand` against subkernel `sk` of graph `g` (g, sk copied). */
+/* Gives the verifier a pool of native workers (argv: mkworker-native;
+ * borrowed: the caller closes it after mk_verify_close's last callback).
+ * Subkernel jobs on a GPU whose candidate has a launch plan go there when
+ * their options allow (mk_verify_options.native), with the ATen forms of
+ * the graph and the state the Python worker writes once (write_state); a
+ * job the native worker refuses goes to the Python worker. NULL: none. */
+void mk_verify_set_native_pool(mk_verify *v, mk_worker_pool *pool);
+
 int mk_verify_submit_subkernel(mk_verify *v, const mk_graph *g, const mk_subkernel *sk,
                                const mk_candidate_src *cand, const mk_verify_options *opt,
                                mk_verify_cb cb, void *data, uint64_t *job_out, mk_errmsg *err);
@@ -169,6 +180,9 @@ void mk_verify_parse_result(const cJSON *res, mk_verify_result *out);
 typedef struct mk_verify_stats {
   uint64_t lookups, hits, stores, dispatched;
   uint64_t memo_hits; /* hits answered with a remembered handshake: no worker started */
+  uint64_t native_routed;    /* jobs dispatched to the native worker */
+  uint64_t native_fallbacks; /* jobs it refused (or that got no state): the Python worker's */
+  uint64_t native_states;    /* states the Python worker wrote for it */
 } mk_verify_stats;
 void mk_verify_get_stats(const mk_verify *v, mk_verify_stats *out);
 

@@ -15,6 +15,7 @@
 #include "mk_sha256.h"
 
 #include "verify_cuda.h"
+#include "verify_native.h"
 #include "mk_json.h"
 
 #include <math.h>
@@ -39,7 +40,14 @@ typedef struct vjob {
   bool lookup;  /* ... and we may answer from it */
   char keyhex[65];
   uint64_t pool_job;
+  mk_worker_pool *in_which; /* the pool pool_job is in */
   bool in_pool, canceled, ready;
+  /* the native worker (verify_native.h): routed there, its state in place,
+   * the params for the Python worker should it refuse the job */
+  bool native, state_ready;
+  cJSON *fallback;
+  int trials;
+  char state_dir[512], state_tmp[560];
   mk_verify_cb cb;
   mk_verify_capture_cb ccb;
   void *data;
@@ -66,6 +74,7 @@ struct mk_verify {
   mk_verify_stats stats;
   bool memo_stored[3]; /* per mk_worker_kind: this run's handshake is remembered */
   verify_cuda cuda;    /* NVRTC for CUDA C++ candidates (verify_cuda.c) */
+  verify_native native; /* the native worker's pool and state (verify_native.c) */
 };
 
 /* ---- options and parsing -------------------------------------------------- */
@@ -76,6 +85,7 @@ void mk_verify_options_init(mk_verify_options *o) {
   o->atol = 1e-4;
   o->rtol = 1e-4;
   o->timing = true;
+  o->native = true;
 }
 
 const char *mk_verify_status_name(mk_verify_status s) {
@@ -182,6 +192,7 @@ static void on_deliver(uv_timer_t *t);
 
 static void verify_free(mk_verify *v) {
   verify_cuda_close(&v->cuda);
+  verify_native_close(&v->native);
   free(v);
 }
 
@@ -200,6 +211,7 @@ static void job_unlink_free(vjob *j) {
   else v->jobs = j->next;
   if (j->next) j->next->prev = j->prev;
   cJSON_Delete(j->params);
+  cJSON_Delete(j->fallback);
   free(j->file);
   free(j->hit_json);
   mk_buf_free(&j->fail_msg);
@@ -358,9 +370,31 @@ static cJSON *memory_verdict(const mk_worker_result *wr) {
   return res;
 }
 
+static void dispatch(vjob *j);
+
+/* The job goes to the Python worker after all, with the params it would
+ * have had (the native worker refused it, or its state could not be made). */
+static void to_python(vjob *j) {
+  cJSON_Delete(j->params);
+  j->params = j->fallback;
+  j->fallback = NULL;
+  j->native = false;
+  j->v->native.fallbacks++;
+  dispatch(j);
+}
+
+static bool native_refused(const vjob *j, const mk_worker_result *wr) {
+  return j->native && !j->canceled && wr->status == MK_EWORKER && wr->kind &&
+         (strcmp(wr->kind, "unsupported") == 0 || strcmp(wr->kind, "bad_request") == 0);
+}
+
 static void on_pool_done(void *data, mk_worker_result *wr) {
   vjob *j = data;
   j->in_pool = false;
+  if (native_refused(j, wr)) {
+    to_python(j);
+    return;
+  }
   mk_strlcpy(j->gpu, wr->gpu ? wr->gpu : "", sizeof j->gpu);
   if (wr->status == MK_ECRASHED && !j->canceled && j->type != VJ_CAPTURE && wr->kind &&
       strcmp(wr->kind, "oom") == 0) {
@@ -387,19 +421,73 @@ static void on_pool_done(void *data, mk_worker_result *wr) {
   job_unlink_free(j);
 }
 
+static void on_state(void *data, mk_worker_result *wr) {
+  vjob *j = data;
+  j->in_pool = false;
+  if (j->canceled) {
+    deliver_error(j, MK_ECANCELED, "canceled", "cancelled", 0, NULL);
+    job_unlink_free(j);
+    return;
+  }
+  if (wr->status == 0) verify_native_state_commit(j->state_tmp, j->state_dir);
+  if (!verify_native_state_ready(j->state_dir, j->trials)) {
+    to_python(j); /* no state: the Python worker verifies it as always */
+    return;
+  }
+  j->v->native.states++;
+  dispatch(j);
+}
+
+/* A native job's state: in place already, or written now by the Python
+ * worker's write_state into a folder of its own, renamed into place. */
+static void native_state(vjob *j) {
+  mk_verify *v = j->v;
+  if (verify_native_state_ready(j->state_dir, j->trials)) {
+    verify_native_add_state(j->params, j->state_dir, j->trials);
+    j->state_ready = true;
+    dispatch(j);
+    return;
+  }
+  snprintf(j->state_tmp, sizeof j->state_tmp, "%s.tmp%llu", j->state_dir, (unsigned long long)j->id);
+  cJSON *p = cJSON_CreateObject();
+  cJSON_AddItemToObject(p, "graph", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(j->params, "graph"), 1));
+  cJSON_AddStringToObject(p, "dir", j->state_tmp);
+  static const char *const keys[] = {"trials", "seed", "batch"}; /* the draws depend on these */
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j->params, keys[i]);
+    if (x) cJSON_AddItemToObject(p, keys[i], cJSON_Duplicate(x, 1));
+  }
+  mk_worker_request req = {.method = "write_state", .params = p, .kind = j->kind, .timeout_s = j->timeout_s,
+                           .done = on_state, .data = j};
+  mk_errmsg err;
+  if (mk_worker_submit(v->pool, &req, &j->pool_job, &err)) {
+    to_python(j);
+    return;
+  }
+  j->in_which = v->pool;
+  j->in_pool = true;
+}
+
 static void dispatch(vjob *j) {
   mk_verify *v = j->v;
+  if (j->native && !j->state_ready) {
+    native_state(j);
+    return;
+  }
+  mk_worker_pool *pool = j->native ? v->native.pool : v->pool;
   mk_worker_request req = {.method = j->method, .params = j->params, .kind = j->kind,
                            .timeout_s = j->timeout_s, .done = on_pool_done, .data = j};
   j->params = NULL;
   mk_errmsg err;
-  int rc = mk_worker_submit(v->pool, &req, &j->pool_job, &err);
+  int rc = mk_worker_submit(pool, &req, &j->pool_job, &err);
   if (rc) {
     fail_later(j, rc, rc == MK_ECANCELED ? "canceled" : "unavailable", err.text);
     return;
   }
+  j->in_which = pool;
   j->in_pool = true;
   v->stats.dispatched++;
+  if (j->native) v->native.routed++;
 }
 
 /* The environment part of a key, from a handshake (live or remembered):
@@ -546,6 +634,7 @@ static void start(vjob *j) {
     fail_later(j, rc, "unavailable", err.text);
     return;
   }
+  j->in_which = v->pool;
   j->in_pool = true;
 }
 
@@ -572,7 +661,7 @@ int mk_verify_cancel(mk_verify *v, uint64_t id) {
     if (j->id != id) continue;
     if (j->canceled) return 0;
     j->canceled = true;
-    if (j->in_pool) mk_worker_cancel(v->pool, j->pool_job);
+    if (j->in_pool) mk_worker_cancel(j->in_which, j->pool_job);
     else if (!j->ready) make_ready(j);
     return 0;
   }
@@ -585,13 +674,20 @@ void mk_verify_close(mk_verify *v) {
   for (vjob *j = v->jobs; j; j = j->next) {
     if (j->canceled) continue;
     j->canceled = true;
-    if (j->in_pool) mk_worker_cancel(v->pool, j->pool_job);
+    if (j->in_pool) mk_worker_cancel(j->in_which, j->pool_job);
     else make_ready(j);
   }
   maybe_free(v);
 }
 
-void mk_verify_get_stats(const mk_verify *v, mk_verify_stats *out) { *out = v->stats; }
+void mk_verify_get_stats(const mk_verify *v, mk_verify_stats *out) {
+  *out = v->stats;
+  out->native_routed = v->native.routed;
+  out->native_fallbacks = v->native.fallbacks;
+  out->native_states = v->native.states;
+}
+
+void mk_verify_set_native_pool(mk_verify *v, mk_worker_pool *pool) { v->native.pool = pool; }
 
 static int file_sha(const char *path, char hex[65], mk_errmsg *err) {
   char *text = NULL;
@@ -725,6 +821,27 @@ static cJSON *layouts_param(const mk_graph *g) {
   return obj;
 }
 
+/* A job the native worker can take goes there (verify_native.h); its key
+ * says so, since that worker's verdict comes with another timing (no
+ * torch.compile baseline). */
+static void route_native(vjob *j, const mk_graph *g, const char *source, const mk_verify_options *o) {
+  char why[256];
+  cJSON *aten = verify_native_route(&j->v->native, o->native, j->kind == MK_WORKER_GPU, g, o->trials, source, why,
+                                    sizeof why);
+  if (aten == NULL) return;
+  const cJSON *graph = cJSON_GetObjectItemCaseSensitive(j->params, "graph");
+  if (verify_native_state_dir(&j->v->native, graph, (long long)o->seed, o->batch, o->trials, j->state_dir,
+                              sizeof j->state_dir) ||
+      (j->fallback = cJSON_Duplicate(j->params, 1)) == NULL) {
+    cJSON_Delete(aten);
+    return;
+  }
+  cJSON_AddItemToObject(j->params, "aten", aten);
+  mk_cache_key_int(&j->key, "native_worker", 1);
+  j->native = true;
+  j->trials = o->trials;
+}
+
 int mk_verify_submit_subkernel(mk_verify *v, const mk_graph *g, const mk_subkernel *sk,
                                const mk_candidate_src *cand, const mk_verify_options *opt,
                                mk_verify_cb cb, void *data, uint64_t *job_out, mk_errmsg *err) {
@@ -795,6 +912,7 @@ int mk_verify_submit_subkernel(mk_verify *v, const mk_graph *g, const mk_subkern
     make_ready(j);
     return 0;
   }
+  route_native(j, g, cand->source, &o);
   start(j);
   return 0;
 }

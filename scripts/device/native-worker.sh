@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Issue #18, the native worker on a GPU: builds engine/worker/native against
 # this machine's libtorch (g++, no CMake needed; cJSON from the devkit), then
-# the GPU test: a cubin compiled with NVRTC, launched by the worker through
+# the GPU tests: a cubin compiled with NVRTC, launched by the worker through
 # the driver API on tensors made from seeds, equals torch's result from the
-# same seeds; and the time from start to the hello answer.
+# same seeds (test_native_worker.py); builtin CUDA candidates with a launch
+# plan, and broken copies, get the same verdicts from the native worker's
+# verify_subkernel as from the Python worker's (test_native_verify.py, cases
+# from the devkit's C test runner); and the time from start to the hello answer.
 # Run from the repository root after scripts/devkit.sh; carry: .devkit
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
@@ -11,11 +14,16 @@ T=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
 abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
 bin=/tmp/mkworker-native
 start=$(date +%s)
-g++ -std=c++17 -O2 -D_GLIBCXX_USE_CXX11_ABI="$abi" "$root/engine/worker/native/mkworker_native.cpp" \
-  -o "$bin" -isystem "$T/include" -isystem "$T/include/torch/csrc/api/include" -I"$root/.devkit/include" \
+# one object per source, in parallel (libtorch's headers make each a slow compile)
+mkdir -p /tmp/mkworker-native.o
+ls "$root"/engine/worker/native/*.cpp | xargs -P "$(nproc)" -I{} sh -c \
+  'g++ -std=c++17 -O2 -D_GLIBCXX_USE_CXX11_ABI='"$abi"' -c "{}" -o /tmp/mkworker-native.o/$(basename "{}" .cpp).o \
+   -isystem '"$T/include"' -isystem '"$T/include/torch/csrc/api/include"' -I'"$root/.devkit/include"'' \
+  2>&1 | tail -20 | tee "$OUT/native-build.txt"
+g++ /tmp/mkworker-native.o/*.o -o "$bin" \
   -L"$T/lib" -Wl,--no-as-needed -ltorch -ltorch_cuda -ltorch_cpu -lc10 -Wl,--as-needed \
   "$root/.devkit/lib/libcjson.so.1" -ldl -Wl,-rpath,"$T/lib" -Wl,-rpath,"$root/.devkit/lib" \
-  2>&1 | tail -20 | tee "$OUT/native-build.txt"
+  2>&1 | tail -20 | tee -a "$OUT/native-build.txt"
 echo "build: $(( $(date +%s) - start )) s, $(ls -la "$bin" 2>&1)" | tee -a "$OUT/native-build.txt"
 for i in 1 2 3; do # start-up: spawn to the hello answer, a warm page cache after the first
   python3 - "$bin" <<'PY' 2>&1 | tee -a "$OUT/native-start.txt"
@@ -28,5 +36,8 @@ print(f"hello in {time.monotonic() - t0:.3f} s: {line.strip()}")
 p.stdin.write('{"v":1,"id":2,"method":"shutdown","params":{}}\n'); p.stdin.close(); p.wait()
 PY
 done
-(cd "$root/tests/python" && MK_NATIVE_WORKER="$bin" PYTHONPATH="$MKEVOLVE_WORKER_PATH" \
-  timeout 180 python3 -m pytest -q -rs -s test_native_worker.py 2>&1 | tail -8) | tee "$OUT/pytest-native.txt"
+source "$(dirname "$0")/cuda-env.sh" # NVRTC for the C test runner that writes the verify cases
+(cd "$root/tests/python" && MK_NATIVE_WORKER="$bin" MK_TESTS_BIN="$root/.devkit/mk_tests" \
+  PYTHONPATH="$MKEVOLVE_WORKER_PATH:$PYTHONPATH" \
+  timeout 300 python3 -m pytest -q -rs -s test_native_worker.py test_native_verify.py 2>&1 | tail -40) |
+  tee "$OUT/pytest-native.txt"

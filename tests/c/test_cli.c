@@ -6,6 +6,7 @@
 #include "cli_runtime.h"
 #include "mk_buf.h"
 #include "mk_test.h"
+#include "cli_common.h"
 #include "mk_time.h"
 
 #include <cjson/cJSON.h>
@@ -903,4 +904,14 @@ MK_TEST(cli, export_refusals) {
   MK_CHECK(strstr(r.err, "--namespace wants a C++ identifier") != NULL);
   run_free(&r);
   rmdir(dir);
+}
+
+/* --no-native-worker turns the verifier's routing to mkworker-native off;
+ * the default (mk_verify_options_init) has it on. */
+MK_TEST(cli, native_worker_option) {
+  mk_session_config cfg;
+  mk_session_config_defaults(&cfg);
+  MK_CHECK(cfg.verify.native);
+  MK_CHECK_INT(mk_cli_session_option(&cfg, "--no-native-worker", NULL), ==, 1);
+  MK_CHECK(!cfg.verify.native);
 }

@@ -49,8 +49,111 @@ static int check_signatures(const char *module, const char *cuda) {
 }
 
 typedef struct tally {
-  int subkernels, covered, candidates, compiled;
+  int subkernels, covered, candidates, compiled, planned;
 } tally;
+
+/* The MK_CUDA_PLAN of a module (docs/candidates.md), parsed, or NULL when it has none. */
+static cJSON *plan_of(const char *module) {
+  const char *head = "\nMK_CUDA_PLAN = r\"\"\"\n";
+  const char *p = strstr(module, head);
+  if (p == NULL) return NULL;
+  p += strlen(head);
+  const char *end = strstr(p, "\n\"\"\"\n");
+  if (end == NULL) return NULL;
+  char *text = mk_strndup(p, (size_t)(end - p));
+  cJSON *j = cJSON_Parse(text);
+  free(text);
+  return j;
+}
+
+static bool defined(const cJSON *names, const char *name) {
+  for (const cJSON *n = names->child; n; n = n->next)
+    if (strcmp(n->valuestring, name) == 0) return true;
+  return false;
+}
+
+static void define(cJSON *names, const char *name) { cJSON_AddItemToArray(names, cJSON_CreateString(name)); }
+
+/* Names an INT or pointer argument reads must be defined by then. */
+static bool reads_defined(const cJSON *a, const cJSON *names) {
+  if (cJSON_IsString(a)) return defined(names, a->valuestring);
+  if (cJSON_IsNumber(a) || cJSON_IsNull(a) || cJSON_IsBool(a)) return true;
+  for (const cJSON *c = a ? a->child : NULL; c; c = c->next)
+    if (!reads_defined(c, names)) return false;
+  return true;
+}
+
+/* A plan is consistent with its module: the same kernels and signatures as
+ * MK_CUDA_KERNELS, run()'s inputs, launches that pass a pointer for each f / b
+ * and an int for each q, names defined before they are read, outputs made. */
+static void check_plan(const mk_candidate *c, const cJSON *plan) {
+  MK_CHECK_INT(cJSON_GetObjectItem(plan, "version")->valueint, ==, 1);
+  const cJSON *kernels = cJSON_GetObjectItem(plan, "kernels");
+  int nk = 0;
+  for (const cJSON *k = kernels->child; k; k = k->next, nk++) {
+    char entry[300];
+    snprintf(entry, sizeof entry, "    \"%s\": \"%s\",\n", k->string, k->valuestring);
+    MK_CHECK(strstr(c->source, entry) != NULL);
+  }
+  const char *kk = strstr(c->source, "MK_CUDA_KERNELS = {\n");
+  int lines = 0;
+  for (const char *line = strchr(kk, '\n') + 1; strncmp(line, "    \"", 5) == 0; line = strchr(line, '\n') + 1) lines++;
+  MK_CHECK_INT(nk, ==, lines);
+  cJSON *names = cJSON_CreateArray();
+  const cJSON *it;
+  cJSON_ArrayForEach(it, cJSON_GetObjectItem(plan, "inputs")) define(names, it->valuestring);
+  const char *run = strstr(c->source, "\ndef run(");
+  int params = 1;
+  for (const char *q = run; *q && *q != ')'; q++) params += *q == ',';
+  MK_CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(plan, "inputs")), ==, params);
+  int launches = 0;
+  cJSON_ArrayForEach(it, cJSON_GetObjectItem(plan, "steps")) {
+    const char *op = cJSON_GetObjectItem(it, "op")->valuestring;
+    if (strcmp(op, "node") == 0) {
+      const cJSON *form = cJSON_GetObjectItem(it, "form"), *v;
+      MK_CHECK(strncmp(cJSON_GetObjectItem(cJSON_GetObjectItem(form, "call"), "op")->valuestring, "aten::", 6) == 0);
+      cJSON_ArrayForEach(v, cJSON_GetObjectItem(form, "outputs")) {
+        char name[32];
+        snprintf(name, sizeof name, "v%d", v->valueint);
+        define(names, name);
+      }
+      continue;
+    }
+    if (strcmp(op, "launch") == 0) {
+      launches++;
+      const cJSON *sig = cJSON_GetObjectItem(kernels, cJSON_GetObjectItem(it, "kernel")->valuestring);
+      MK_REQUIRE(cJSON_IsString(sig));
+      const cJSON *args = cJSON_GetObjectItem(it, "args");
+      MK_CHECK_INT(cJSON_GetArraySize(args), ==, (int)strlen(sig->valuestring));
+      int i = 0;
+      const cJSON *a;
+      cJSON_ArrayForEach(a, args) {
+        char want = sig->valuestring[i++];
+        MK_CHECK(cJSON_GetObjectItem(a, want == 'q' ? "int" : "ptr") != NULL);
+        MK_CHECK(reads_defined(a->child, names));
+      }
+      MK_CHECK(reads_defined(cJSON_GetObjectItem(it, "grid"), names));
+      continue;
+    }
+    const cJSON *args = cJSON_GetObjectItem(it, "args");
+    if (strncmp(op, "require_", 8) == 0) { /* INT, INT, the refusal's message; defines nothing */
+      MK_CHECK(reads_defined(cJSON_GetArrayItem(args, 0), names) && reads_defined(cJSON_GetArrayItem(args, 1), names) &&
+               cJSON_IsString(cJSON_GetArrayItem(args, 2)));
+      continue;
+    }
+    if (strcmp(op, "empty") == 0) { /* shape, like, dtype[, memory format] */
+      const char *dt = cJSON_GetArrayItem(args, 2)->valuestring;
+      MK_CHECK(strcmp(dt, "float32") == 0 || strcmp(dt, "bool") == 0);
+      MK_CHECK(reads_defined(cJSON_GetArrayItem(args, 0), names) && reads_defined(cJSON_GetArrayItem(args, 1), names));
+    } else {
+      MK_CHECK(reads_defined(args, names));
+    }
+    define(names, cJSON_GetObjectItem(it, "out")->valuestring);
+  }
+  MK_CHECK_INT(launches, >=, nk);
+  cJSON_ArrayForEach(it, cJSON_GetObjectItem(plan, "outputs")) MK_CHECK(defined(names, it->valuestring));
+  cJSON_Delete(names);
+}
 
 static void check_candidate(mk_backend *b, const mk_candidate *c, tally *t) {
   const char *src = NULL;
@@ -67,6 +170,14 @@ static void check_candidate(mk_backend *b, const mk_candidate *c, tally *t) {
    * refuses none of the builtin generator's. */
   if (mk_backend_check_candidate(c->source, &err)) fprintf(stderr, "    %s: %s\n", c->name, err.text);
   MK_CHECK_INT(mk_backend_check_candidate(c->source, &err), ==, 0);
+  /* every stage kind has a plan form, every torch stage of the fixtures an
+   * ATen form: every candidate has a plan, consistent with its module */
+  cJSON *plan = plan_of(c->source);
+  if (plan) check_plan(c, plan);
+  else fprintf(stderr, "    %s has no launch plan:\n%s\n", c->name, c->source);
+  t->planned += plan != NULL;
+  if (plan && getenv("MK_TEST_VERBOSE")) fprintf(stderr, "%s\n", c->source);
+  cJSON_Delete(plan);
   t->candidates++;
   if (b) {
     mk_backend_result r;
@@ -125,8 +236,8 @@ MK_TEST(propose_cuda, every_fixture_candidate_compiles_with_nvrtc) {
                                       "linear_epilogue.json", "repeated_blocks.json"};
   tally t = {0};
   for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) propose_all(b, "propose", names[f], 0, &t);
-  fprintf(stderr, "    %d/%d subkernels with CUDA candidates, %d candidates, %d compiled\n", t.covered,
-          t.subkernels, t.candidates, t.compiled);
+  fprintf(stderr, "    %d/%d subkernels with CUDA candidates, %d candidates, %d compiled, %d with a launch plan\n",
+          t.covered, t.subkernels, t.candidates, t.compiled, t.planned);
   /* 52 of 70 since GEMMs have CUDA kernels (50 with norms and pools, 21
    * before): linear_epilogue's and cost_ops' GEMMs get the three GEMM
    * variants. What is left is ops the builtin generator has no kernel for,
@@ -134,6 +245,7 @@ MK_TEST(propose_cuda, every_fixture_candidate_compiles_with_nvrtc) {
   MK_CHECK_INT(t.subkernels, ==, 70);
   MK_CHECK_INT(t.covered, ==, 52);
   MK_CHECK_INT(t.candidates, ==, 158);
+  MK_CHECK_INT(t.planned, ==, t.candidates);
   if (b) MK_CHECK_INT(t.compiled, ==, t.candidates);
   mk_backend_close(b);
   if (b == NULL) mk_test_skip("NVRTC unavailable: generated, not compiled");

@@ -6,6 +6,7 @@
 #include "mk_buf.h"
 #include "mk_decompose.h"
 #include "mk_test.h"
+#include "verify_native.h"
 #include "mk_verify.h"
 
 #include <stdlib.h>
@@ -710,4 +711,160 @@ MK_TEST(verify, parse_compile_mode_times) {
   mk_verify_parse_result(j, &r);
   MK_CHECK(!r.compiled_max.available && !r.compiled_ro.available);
   cJSON_Delete(j);
+}
+
+/* ---- the native worker (verify_native.c) ------------------------------------ */
+
+typedef struct nout {
+  vout v;
+  char worker[32];
+} nout;
+
+static void on_native_verified(void *data, const mk_verify_result *r) {
+  nout *o = data;
+  on_verified(&o->v, r);
+  const cJSON *w = r->json ? cJSON_GetObjectItem(r->json, "worker") : NULL;
+  snprintf(o->worker, sizeof o->worker, "%s", cJSON_IsString(w) ? w->valuestring : "");
+}
+
+static void native_sub(env *e, mk_graph *g, mk_subkernel *sk, const char *src, bool native, bool gpu, nout *o) {
+  mk_candidate_src c = {.source = src, .name = "k", .origin = "builtin"};
+  mk_verify_options opt;
+  mk_verify_options_init(&opt);
+  MK_CHECK(opt.native); /* the default */
+  opt.native = native;
+  opt.trials = 3;
+  opt.device = gpu ? MK_VERIFY_DEVICE_CUDA : MK_VERIFY_DEVICE_CPU;
+  mk_errmsg err;
+  MK_CHECK_INT(mk_verify_submit_subkernel(e->v, g, sk, &c, &opt, on_native_verified, o, NULL, &err), ==, 0);
+}
+
+static int count_lines(const char *path) {
+  FILE *f = fopen(path, "r");
+  int n = 0;
+  for (int ch; f && (ch = fgetc(f)) != EOF;) n += ch == '\n';
+  if (f) fclose(f);
+  return n;
+}
+
+/* GPU jobs whose candidate has a launch plan go to the native pool, with the
+ * graph's ATen forms and the state the Python pool writes once per graph and
+ * seeds; others, and those the native worker refuses, go to the Python pool;
+ * one reply per job. Fake workers on both sides (stand-in GPUs). */
+MK_TEST(verify, plan_candidates_go_to_the_native_worker) {
+  env e;
+  env_gpus = 1;
+  int started = env_start(&e, false);
+  env_gpus = 0;
+  MK_REQUIRE(started == 0);
+  char tmpdir[300];
+  snprintf(tmpdir, sizeof tmpdir, "%s/tmp", e.dir);
+  mkdir(tmpdir, 0755);
+  setenv("TMPDIR", tmpdir, 1); /* where the verifier's state folder goes */
+  const char *argv[] = {e.argv[0], e.script, "native", NULL};
+  mk_worker_config cfg;
+  mk_worker_config_init(&cfg);
+  cfg.argv = argv;
+  cfg.gpus = 1;
+  mk_worker_pool *native = NULL;
+  mk_errmsg err;
+  MK_REQUIRE(mk_worker_pool_new(&e.loop, &cfg, &native, &err) == 0);
+  mk_verify_set_native_pool(e.v, native);
+  mk_graph *g = load_graph(&e);
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0 && p.nsubkernels > 0);
+  mk_subkernel *sk = &p.subkernels[0];
+  const char *plan = "def run(x): return x\nMK_CUDA_PLAN = r\"\"\"\n{}\n\"\"\"\n";
+  const char *plan2 = "def run(x): return x  # 2\nMK_CUDA_PLAN = r\"\"\"\n{}\n\"\"\"\n";
+  const char *refuses = "def run(x): return x  # NATIVE_REFUSES\nMK_CUDA_PLAN = r\"\"\"\n{}\n\"\"\"\n";
+  const char *crashes = "def run(x): return x  # CRASH\nMK_CUDA_PLAN = r\"\"\"\n{}\n\"\"\"\n";
+  nout a = {0}, b = {0}, noplan = {0}, off = {0}, cpu = {0}, refused = {0}, crash = {0};
+  native_sub(&e, g, sk, plan, true, true, &a);
+  MK_CHECK(run_until(&e.loop, &a.v.calls, 1, 30));
+  if (a.v.status != MK_VERIFY_OK) fprintf(stderr, "    %s: %s\n", a.v.kind, a.v.reason);
+  MK_CHECK_INT(a.v.status, ==, MK_VERIFY_OK);
+  MK_CHECK_STR(a.worker, "native");
+  MK_REQUIRE(a.v.echo != NULL);
+  MK_CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(a.v.echo, "aten")) == g->nnodes);
+  MK_CHECK(strstr(cJSON_GetObjectItem(a.v.echo, "state_file")->valuestring, tmpdir) != NULL);
+  MK_CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(a.v.echo, "inputs_files")), ==, 3);
+  native_sub(&e, g, sk, plan2, true, true, &b); /* the same graph and seeds: the state is reused */
+  native_sub(&e, g, sk, "def run(x): return x  # no plan\n", true, true, &noplan);
+  native_sub(&e, g, sk, plan, false, true, &off);
+  native_sub(&e, g, sk, plan, true, false, &cpu);
+  native_sub(&e, g, sk, refuses, true, true, &refused);
+  native_sub(&e, g, sk, crashes, true, true, &crash);
+  nout *rest[] = {&b, &noplan, &off, &cpu, &refused, &crash};
+  for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) MK_CHECK(run_until(&e.loop, &rest[i]->v.calls, 1, 30));
+  MK_CHECK_STR(b.worker, "native");
+  MK_CHECK_STR(noplan.worker, "normal");
+  MK_CHECK_STR(off.worker, "normal");
+  MK_CHECK_STR(cpu.worker, "normal");
+  MK_CHECK_STR(refused.worker, "normal"); /* refused there: the Python worker's verdict */
+  MK_CHECK(cJSON_GetObjectItem(refused.v.echo, "aten") == NULL);
+  MK_CHECK_INT(refused.v.status, ==, MK_VERIFY_OK);
+  MK_CHECK_INT(crash.v.status, ==, MK_VERIFY_CRASHED); /* a crash costs that job, no other */
+  mk_verify_stats st;
+  mk_verify_get_stats(e.v, &st);
+  MK_CHECK_INT(st.native_routed, ==, 4);
+  MK_CHECK_INT(st.native_fallbacks, ==, 1);
+  MK_CHECK_INT(st.native_states, ==, 1);
+  char calls[480], root[400];
+  snprintf(root, sizeof root, "%s", cJSON_GetObjectItem(a.v.echo, "state_file")->valuestring);
+  *strrchr(root, '/') = '\0'; /* the state's folder */
+  *strrchr(root, '/') = '\0'; /* the verifier's */
+  snprintf(calls, sizeof calls, "%s/write_state.calls", root);
+  MK_CHECK_INT(count_lines(calls), ==, 1);
+  nout *all[] = {&a, &b, &noplan, &off, &cpu, &refused, &crash};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    MK_CHECK_INT(all[i]->v.calls, ==, 1);
+    cJSON_Delete(all[i]->v.echo);
+  }
+  mk_partition_free(&p);
+  mk_graph_free(g);
+  mk_verify_close(e.v);
+  int closed = 0;
+  mk_worker_pool_close(native, on_closed, &closed);
+  mk_worker_pool_close(e.pool, on_closed, &closed);
+  MK_CHECK(run_until(&e.loop, &closed, 2, 15));
+  uv_run(&e.loop, UV_RUN_DEFAULT);
+  MK_CHECK_INT(uv_loop_close(&e.loop), ==, 0);
+  struct stat sst;
+  MK_CHECK(stat(root, &sst) != 0); /* the state folder went with the verifier */
+  unsetenv("TMPDIR");
+}
+
+/* A graph whose state would not fit the disk budget stays with the Python
+ * worker; a small one with a planned candidate goes native. */
+MK_TEST(verify, native_route_keeps_large_states_in_python) {
+  static const char graph_fmt[] =
+      "{\"schema\":1,\"file\":\"/tmp/m.py\",\"class\":\"Model\",\"source_sha256\":\"0\",\"batch\":null,"
+      "\"values\":[{\"id\":0,\"kind\":\"input\",\"index\":0,\"shape\":[%d,1024],\"dtype\":\"float32\"},"
+      "{\"id\":1,\"kind\":\"node\",\"producer\":0,\"shape\":[%d,1024],\"dtype\":\"float32\"}],"
+      "\"nodes\":[{\"id\":0,\"op\":\"torch.relu\",\"args\":[{\"t\":0}],\"kwargs\":{},\"inputs\":[0],\"outputs\":[1],"
+      "\"out\":{\"t\":1},\"mutates\":[],\"span\":{\"line\":3,\"col\":0,\"end_line\":3,\"end_col\":1}}],"
+      "\"outputs\":{\"t\":1},\"forward\":{\"line\":1,\"end_line\":4},\"statements\":[]}";
+  const char *plan = "def run(x): return x\nMK_CUDA_PLAN = r\"\"\"\n{}\n\"\"\"\n";
+  int rows[] = {1024, 1 << 20}; /* 4 MiB, 4 GiB per trial */
+  verify_native vn = {.pool = (mk_worker_pool *)&vn}; /* any pool: routing reads only that there is one */
+  for (int i = 0; i < 2; i++) {
+    char json[2048], why[256] = "";
+    snprintf(json, sizeof json, graph_fmt, rows[i], rows[i]);
+    mk_graph *g = NULL;
+    mk_errmsg err;
+    MK_REQUIRE(mk_graph_from_json(json, strlen(json), &g, &err) == 0);
+    MK_CHECK(verify_native_state_bytes(g, 5) == (int64_t)rows[i] * 1024 * 4 * 5);
+    cJSON *aten = verify_native_route(&vn, true, true, g, 5, plan, why, sizeof why);
+    if (i == 0) {
+      MK_CHECK(aten != NULL && cJSON_GetArraySize(aten) == 1);
+    } else {
+      MK_CHECK(aten == NULL);
+      MK_CHECK(strstr(why, "2 GiB") != NULL);
+    }
+    cJSON_Delete(aten);
+    MK_CHECK(verify_native_route(&vn, true, false, g, 5, plan, why, sizeof why) == NULL); /* not a GPU job */
+    MK_CHECK_STR(why, "not a GPU job");
+    mk_graph_free(g);
+  }
 }

@@ -121,12 +121,14 @@ def _shutdown(params: Params, progress: Progress) -> Result:
 
 def load_methods() -> list[str]:
     """Registers the builtin methods and imports the method modules that
-    exist (mkworker.verify and mkworker.kbcheck are optional). Returns import problems as text."""
+    exist (mkworker.verify, mkworker.native_state and mkworker.kbcheck are optional).
+    Returns import problems as text."""
     problems: list[str] = []
     for name, fn in (("hello", _hello), ("shutdown", _shutdown)):
         if protocol.lookup(name) is None:
             protocol.register(name, fn)
-    for module in ("mkworker.capture", "mkworker.verify", "mkworker.kbcheck"):
+    for module in ("mkworker.capture", "mkworker.verify", "mkworker.native_state",
+                   "mkworker.kbcheck"):
         if importlib.util.find_spec(module) is None:
             continue
         try:
