@@ -221,8 +221,8 @@ int mk_cli_session_option(mk_session_config *cfg, const char *a, const char *v) 
   if (strcmp(a, "--llm-config") == 0) {
     return llm_config_option(cfg, v); /* configures the LLM; --proposer llm uses it */
   }
-  if (strcmp(a, "--no-native-worker") == 0) {
-    cfg->verify.native = false;
+  if (strcmp(a, "--native-worker") == 0 || strcmp(a, "--no-native-worker") == 0) {
+    cfg->verify.native = strcmp(a, "--native-worker") == 0;
     return 1;
   }
   if (strcmp(a, "--cache-dir") == 0) return v ? (cfg->cache_dir = v, 2) : -1;
@@ -259,8 +259,8 @@ void mk_cli_print_session_options(FILE *out) {
         "                             --api-key-env VAR (any of these selects --proposer llm)\n"
         "  --monolithic               the whole forward as one subkernel (direct synthesis)\n"
         "  --python PATH              the workers' Python (default $MKEVOLVE_PYTHON or .venv)\n"
-        "  --no-native-worker         verify every candidate in the Python worker (default on a\n"
-        "                             GPU: builtin CUDA candidates go to mkworker-native)\n"
+        "  --native-worker            on a GPU, verify builtin CUDA candidates in mkworker-native\n"
+        "                             (off by default until its GPU test has passed; --no-native-worker)\n"
         "  --cache-dir DIR            the verdict cache (default $MKEVOLVE_CACHE_DIR or\n"
         "                             ~/.cache/mkevolve)\n"
         "  --workdir DIR              run files, DIR/<file stem>/run.jsonl (default ./" MK_CLI_WORKDIR ")\n"

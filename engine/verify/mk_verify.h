@@ -54,7 +54,8 @@ typedef struct mk_verify_options {
                                    graph check sets it) */
   bool native;             /* CUDA candidates with a launch plan go to the native worker
                               when the verifier has one (mk_verify_set_native_pool) and
-                              the job runs on a GPU; default true (docs/native-worker.md) */
+                              the job runs on a GPU; default false until its GPU test has
+                              passed, --native-worker (docs/native-worker.md) */
 } mk_verify_options;
 
 void mk_verify_options_init(mk_verify_options *o);
@@ -148,7 +149,6 @@ int mk_verify_submit_capture(mk_verify *v, const char *file, const char *class_n
                              double timeout_s, mk_verify_capture_cb cb, void *data,
                              uint64_t *job_out, mk_errmsg *err);
 
-/* Verifies `cand` against subkernel `sk` of graph `g` (g, sk copied). */
 /* Gives the verifier a pool of native workers (argv: mkworker-native;
  * borrowed: the caller closes it after mk_verify_close's last callback).
  * Subkernel jobs on a GPU whose candidate has a launch plan go there when
@@ -157,6 +157,7 @@ int mk_verify_submit_capture(mk_verify *v, const char *file, const char *class_n
  * job the native worker refuses goes to the Python worker. NULL: none. */
 void mk_verify_set_native_pool(mk_verify *v, mk_worker_pool *pool);
 
+/* Verifies `cand` against subkernel `sk` of graph `g` (g, sk copied). */
 int mk_verify_submit_subkernel(mk_verify *v, const mk_graph *g, const mk_subkernel *sk,
                                const mk_candidate_src *cand, const mk_verify_options *opt,
                                mk_verify_cb cb, void *data, uint64_t *job_out, mk_errmsg *err);
