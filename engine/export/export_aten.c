@@ -47,24 +47,6 @@ static bool is_tensor(const cJSON *a) {
   return t && strcmp(t, "t") == 0 && cJSON_IsNumber(a->child);
 }
 
-/* A Python number: *d its value, *is_float whether Python had a float. */
-static bool number_of(const cJSON *a, double *d, bool *is_float) {
-  if (cJSON_IsNumber(a)) {
-    *d = a->valuedouble;
-    *is_float = a->valuedouble != floor(a->valuedouble) || fabs(a->valuedouble) >= 9007199254740992.0;
-    return true;
-  }
-  const char *t = tag_of(a);
-  if (t == NULL || strcmp(t, "float") != 0) return false;
-  const cJSON *v = a->child;
-  *is_float = true;
-  if (cJSON_IsNumber(v)) *d = v->valuedouble;
-  else if (cJSON_IsString(v) && strcmp(v->valuestring, "inf") == 0) *d = INFINITY;
-  else if (cJSON_IsString(v) && strcmp(v->valuestring, "-inf") == 0) *d = -INFINITY;
-  else if (cJSON_IsString(v) && strcmp(v->valuestring, "nan") == 0) *d = NAN;
-  else return false;
-  return true;
-}
 
 /* Floats always tagged: the worker must not guess int from 2.0. */
 static cJSON *float_value(double d) {
@@ -81,7 +63,7 @@ static cJSON *scalar_value(const cJSON *a) {
   double d;
   bool f;
   if (cJSON_IsBool(a)) return cJSON_CreateBool(cJSON_IsTrue(a));
-  if (!number_of(a, &d, &f)) return NULL;
+  if (!export_number_of(a, &d, &f)) return NULL;
   return f ? float_value(d) : int_value(d);
 }
 
@@ -107,14 +89,14 @@ static cJSON *int_list(const cJSON *a, int repeat) {
   double d;
   bool f;
   cJSON *items = cJSON_CreateArray();
-  if (number_of(a, &d, &f)) {
+  if (export_number_of(a, &d, &f)) {
     for (int i = 0; !f && i < (repeat > 0 ? repeat : 1); i++) cJSON_AddItemToArray(items, int_value(d));
     if (f) cJSON_Delete(items), items = NULL;
     return tagged("list", items);
   }
   const cJSON *seq = seq_items(a);
   for (const cJSON *it = seq ? seq->child : NULL; it; it = it->next) {
-    if (!number_of(it, &d, &f) || f) {
+    if (!export_number_of(it, &d, &f) || f) {
       cJSON_Delete(items);
       return NULL;
     }
@@ -168,9 +150,9 @@ static cJSON *aten_arg(const char *kind, const cJSON *a) {
     if (kind[1] == 'T') return cJSON_IsString(a) && strlen(a->valuestring) <= 64 ? cJSON_Duplicate(a, 1) : NULL;
     return scalar_value(a);
   case 'I':
-    return number_of(a, &d, &f) && !f ? int_value(d) : NULL;
+    return export_number_of(a, &d, &f) && !f ? int_value(d) : NULL;
   case 'F':
-    return number_of(a, &d, &f) ? float_value(d) : NULL;
+    return export_number_of(a, &d, &f) ? float_value(d) : NULL;
   case 'B':
     return cJSON_IsBool(a) ? cJSON_Duplicate(a, 1) : NULL;
   case 'L':
@@ -384,12 +366,12 @@ static bool index_term_ok(const cJSON *t) {
   double d;
   bool f;
   if (cJSON_IsNull(t) || cJSON_IsBool(t) || is_tensor(t)) return true;
-  if (number_of(t, &d, &f)) return !f;
+  if (export_number_of(t, &d, &f)) return !f;
   const char *tag = tag_of(t);
   if (tag && strcmp(tag, "ellipsis") == 0) return true;
   if (tag && strcmp(tag, "slice") == 0 && cJSON_GetArraySize(t->child) == 3) {
     for (const cJSON *p = t->child->child; p; p = p->next)
-      if (!cJSON_IsNull(p) && !(number_of(p, &d, &f) && !f)) return false;
+      if (!cJSON_IsNull(p) && !(export_number_of(p, &d, &f) && !f)) return false;
     return true;
   }
   return false;

@@ -100,4 +100,10 @@ const char *export_cuda_helpers(void);
 int export_cuda_kernels(const char *ns, const char *composed_from, const struct mk_export_cuda *c, mk_buf *cu,
                         mk_buf *h, mk_errmsg *err);
 
+/* A Python number in the protocol's encoding (docs/protocol.md) as a double:
+ * plain numbers, {"float": x} and its "inf"/"-inf"/"nan" tags; *is_float says
+ * whether Python had a float. False for anything else. Shared by the C++
+ * export (export_ops.c) and the ATen forms (export_aten.c). */
+bool export_number_of(const cJSON *a, double *d, bool *is_float);
+
 #endif

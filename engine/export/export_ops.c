@@ -248,8 +248,7 @@ static bool is_float_tag(const cJSON *a) {
   return cJSON_IsObject(a) && a->child && a->child->string && strcmp(a->child->string, "float") == 0;
 }
 
-/* A Python number as a double: plain numbers, {"float": x}, inf/nan tags. */
-static bool number_of(const cJSON *a, double *d, bool *is_float) {
+bool export_number_of(const cJSON *a, double *d, bool *is_float) {
   if (cJSON_IsNumber(a)) {
     *d = a->valuedouble;
     *is_float = a->valuedouble != floor(a->valuedouble) || fabs(a->valuedouble) >= 9007199254740992.0;
@@ -283,7 +282,7 @@ static int put_scalar(const cJSON *a, mk_buf *out) {
   double d;
   bool f;
   if (cJSON_IsBool(a)) return mk_buf_puts(out, cJSON_IsTrue(a) ? "at::Scalar(true)" : "at::Scalar(false)");
-  if (!number_of(a, &d, &f)) return MK_EUNSUPPORTED;
+  if (!export_number_of(a, &d, &f)) return MK_EUNSUPPORTED;
   mk_buf_puts(out, "at::Scalar(");
   if (f) put_double(out, d);
   else put_int(out, d);
@@ -303,7 +302,7 @@ static const cJSON *seq_items(const cJSON *a) {
 static int put_int_list(const cJSON *a, int repeat, mk_buf *out) {
   double d;
   bool f;
-  if (number_of(a, &d, &f) && !f) {
+  if (export_number_of(a, &d, &f) && !f) {
     mk_buf_puts(out, "std::vector<int64_t>{");
     for (int i = 0; i < (repeat > 0 ? repeat : 1); i++) {
       if (i) mk_buf_puts(out, ", ");
@@ -316,7 +315,7 @@ static int put_int_list(const cJSON *a, int repeat, mk_buf *out) {
   mk_buf_puts(out, "std::vector<int64_t>{");
   int i = 0;
   for (const cJSON *it = items->child; it; it = it->next, i++) {
-    if (!number_of(it, &d, &f) || f) return MK_EUNSUPPORTED;
+    if (!export_number_of(it, &d, &f) || f) return MK_EUNSUPPORTED;
     if (i) mk_buf_puts(out, ", ");
     put_int(out, d);
   }
@@ -395,10 +394,10 @@ int export_put_arg(const char *kind, const cJSON *a, mk_buf *out) {
     if (kind[1] == 'T') return put_string(a, out);
     return put_scalar(a, out);
   case 'I':
-    if (!number_of(a, &d, &f) || f) return MK_EUNSUPPORTED;
+    if (!export_number_of(a, &d, &f) || f) return MK_EUNSUPPORTED;
     return put_int(out, d);
   case 'F':
-    if (!number_of(a, &d, &f)) return MK_EUNSUPPORTED;
+    if (!export_number_of(a, &d, &f)) return MK_EUNSUPPORTED;
     return put_double(out, d);
   case 'B':
     if (!cJSON_IsBool(a)) return MK_EUNSUPPORTED;

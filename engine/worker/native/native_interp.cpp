@@ -3,6 +3,7 @@
 
 #include "native_aten.h"
 #include "native_common.h"
+#include "native_tensors.h"
 
 #include <ATen/ATen.h>
 #include <ATen/TensorIndexing.h>
@@ -14,12 +15,6 @@
 namespace mkn {
 
 namespace {
-
-const std::pair<const char *, at::ScalarType> kDtypes[] = {
-    {"float32", at::kFloat}, {"float64", at::kDouble}, {"float16", at::kHalf},  {"bfloat16", at::kBFloat16},
-    {"int64", at::kLong},    {"int32", at::kInt},      {"int16", at::kShort},  {"int8", at::kChar},
-    {"uint8", at::kByte},    {"bool", at::kBool},
-};
 
 const std::pair<const char *, at::MemoryFormat> kFormats[] = {
     {"contiguous_format", at::MemoryFormat::Contiguous},
@@ -120,8 +115,7 @@ c10::IValue Interpreter::eval(const cJSON *call, const cJSON *form) {
       if (!cJSON_IsString(a->child)) throw WorkerError("bad_request", where(form) + ": a bad " + tag);
       std::string s = a->child->valuestring;
       if (tag[0] == 'd') {
-        for (auto &d : kDtypes)
-          if (s == d.first) return {Arg::Tag::Dtype, c10::IValue(d.second)};
+        if (auto t = dtype_named(s)) return {Arg::Tag::Dtype, c10::IValue(*t)};
       } else {
         for (auto &m : kFormats)
           if (s == m.first) return {Arg::Tag::MemoryFormat, c10::IValue(m.second)};

@@ -42,8 +42,7 @@ struct File {
 };
 
 at::ScalarType dtype_of(const std::string &name, const std::string &path) {
-  for (auto &d : kDtypes)
-    if (name == d.first) return d.second;
+  if (auto t = dtype_named(name)) return *t;
   throw WorkerError("bad_request", path + ": unknown dtype " + name);
 }
 
@@ -58,6 +57,12 @@ void put_str(std::FILE *f, const std::string &s) {
 }
 
 } // namespace
+
+std::optional<at::ScalarType> dtype_named(const std::string &name) {
+  for (auto &d : kDtypes)
+    if (name == d.first) return d.second;
+  return std::nullopt;
+}
 
 const char *dtype_name(at::ScalarType t) {
   for (auto &d : kDtypes)

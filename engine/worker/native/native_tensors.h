@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,9 @@ using Named = std::vector<std::pair<std::string, at::Tensor>>;
 
 // The protocol's name of a dtype ("float32"); unsupported for others.
 const char *dtype_name(at::ScalarType t);
+// The dtype of a protocol name ("float32"), or nullopt: the one table of
+// names, shared by the tensor files and the interpreter.
+std::optional<at::ScalarType> dtype_named(const std::string &name);
 
 // Every tensor of the file at `path` (on the CPU), in file order; throws
 // WorkerError(bad_request) naming the file and what is wrong.
