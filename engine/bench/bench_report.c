@@ -89,6 +89,39 @@ static void md_moves(mk_buf *b, const mk_bench_results *r) {
                 fused, fused == 1 ? "" : "s", mw, mt, sw, st, graphs, graphs == 1 ? "" : "s");
 }
 
+/* The note on a problem whose torch.compile baseline fails the comparison ours passed
+ * ("" when it passed or was not checked): a speedup against a baseline that would be
+ * judged incorrect is reported, but the reader must know. */
+static void compile_check_note(const mk_bench_record *rec, char *out, size_t size) {
+  out[0] = '\0';
+  if (rec->compile_check >= 0) return;
+  if (rec->compile_err >= 0)
+    snprintf(out, size, "torch.compile's own output fails the comparison ours passed "
+                        "(max abs error %.3g against eager)", rec->compile_err);
+  else snprintf(out, size, "torch.compile's own output fails the comparison ours passed");
+}
+
+/* How many torch.compile baselines were checked under the comparison ours passed, and
+ * which failed it (docs/bench.md "Baselines"). */
+static void md_compile_check(mk_buf *b, const mk_bench_results *r) {
+  int checked = 0, failed = 0;
+  for (int i = 0; i < r->nrecords; i++) {
+    checked += r->records[i].compile_check != 0;
+    failed += r->records[i].compile_check < 0;
+  }
+  if (checked == 0) return;
+  mk_buf_printf(b, "\ntorch.compile's own output under the comparison ours passed: checked on %d "
+                   "problem%s, fails on %d.\n",
+                checked, checked == 1 ? "" : "s", failed);
+  for (int i = 0; i < r->nrecords; i++) {
+    const mk_bench_record *rec = &r->records[i];
+    if (rec->compile_check >= 0) continue;
+    char note[256];
+    compile_check_note(rec, note, sizeof note);
+    mk_buf_printf(b, "- %s: %s\n", rec->id, note);
+  }
+}
+
 /* "Subkernels by backend: 3 CUDA C++, 5 Triton, 4 PyTorch (of 12)." */
 static void backend_line(mk_buf *b, const mk_bench_aggregate *a) {
   mk_buf_printf(b, "Subkernels by backend: %d CUDA C++, %d Triton, %d PyTorch (of %d).",
@@ -196,6 +229,7 @@ int mk_bench_write_markdown(const mk_bench_results *r, mk_buf *b) {
   backend_line(b, &a);
   mk_buf_putc(b, '\n');
   md_moves(b, r);
+  md_compile_check(b, r);
   bool kb = a.kb_checked > 0;
   if (kb) md_kbcheck(b, r, &a);
   bool where = any_where(r);
@@ -396,8 +430,10 @@ static void html_table(mk_buf *b, const mk_bench_results *r, bool kb) {
     /* Failures in red; how a problem ran (a reduced batch) is not one. */
     bool kb_bad = rec->kb.status == MK_BENCH_KB_DISAGREE;
     const char *kb_text = rec->kb.status == MK_BENCH_KB_AGREE || kb_bad ? rec->kb.reason : NULL;
-    const char *notes[3] = {rec->error, kb_text, rec->note};
-    for (int k = 0; k < 3; k++) {
+    char cc[256];
+    compile_check_note(rec, cc, sizeof cc);
+    const char *notes[4] = {rec->error, kb_text, rec->note, cc[0] ? cc : NULL};
+    for (int k = 0; k < 4; k++) {
       if (notes[k] == NULL) continue;
       bool bad = k == 0 || (k == 1 && kb_bad);
       mk_buf_printf(b, "<tr><td colspan=%d class=%s>%s", 10 + kb + where, bad ? "bad" : "note",

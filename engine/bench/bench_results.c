@@ -14,6 +14,23 @@ double mk_bench_speedup(double base_ms, double ours_ms) {
   return base_ms / ours_ms;
 }
 
+void mk_bench_json_add_compile_check(cJSON *o, int check, double max_abs_err) {
+  if (check == 0) {
+    cJSON_AddNullToObject(o, "compile_matches_eager");
+    cJSON_AddNullToObject(o, "compile_max_abs_error");
+    return;
+  }
+  cJSON_AddBoolToObject(o, "compile_matches_eager", check > 0);
+  mk_json_add_ms(o, "compile_max_abs_error", max_abs_err);
+}
+
+/* The inverse of mk_bench_json_add_compile_check; records without it read as unchecked. */
+static void get_compile_check(const cJSON *json, int *check, double *max_abs_err) {
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(json, "compile_matches_eager");
+  *check = cJSON_IsBool(m) ? (cJSON_IsTrue(m) ? 1 : -1) : 0;
+  *max_abs_err = mk_json_num(json, "compile_max_abs_error", -1);
+}
+
 static void fast_of(const mk_bench_results *r, int level, double p, mk_bench_fast *f) {
   int n = 0, fe = 0, fc = 0, fm = 0, fr = 0;
   for (int i = 0; i < r->nrecords; i++) {
@@ -106,6 +123,7 @@ cJSON *mk_bench_record_to_json(const mk_bench_record *rec) {
   mk_json_add_ms(o, "speedup_vs_compile_max_autotune", mk_bench_speedup(rec->compile_max_ms, rec->ours_ms));
   mk_json_add_ms(o, "speedup_vs_compile_reduce_overhead",
          mk_bench_speedup(rec->compile_ro_ms, rec->ours_ms));
+  mk_bench_json_add_compile_check(o, rec->compile_check, rec->compile_err);
   cJSON *moves = cJSON_AddObjectToObject(o, "search");
   cJSON_AddNumberToObject(moves, "merges_tried", rec->merges_tried);
   cJSON_AddNumberToObject(moves, "merges_won", rec->merges_won);
@@ -165,6 +183,7 @@ int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg
   out->ours_ms = mk_json_num(json, "ours_ms", -1);
   out->compile_max_ms = mk_json_num(json, "compile_max_autotune_ms", -1);
   out->compile_ro_ms = mk_json_num(json, "compile_reduce_overhead_ms", -1);
+  get_compile_check(json, &out->compile_check, &out->compile_err);
   const cJSON *moves = cJSON_GetObjectItemCaseSensitive(json, "search");
   out->merges_tried = (int)mk_json_num(moves, "merges_tried", 0);
   out->merges_won = (int)mk_json_num(moves, "merges_won", 0);

@@ -64,6 +64,10 @@ typedef struct mk_bench_record {
   /* torch.compile mode="max-autotune-no-cudagraphs" and mode="reduce-overhead", timed in
    * the same run as the three above; <= 0 unknown */
   double compile_max_ms, compile_ro_ms;
+  /* torch.compile's own output under the comparison ours passed: 1 passed, -1 failed
+   * (compile_err: its max abs error against eager), 0 not checked */
+  int compile_check;
+  double compile_err;
   /* the search's decomposition moves (judged by time; tried / kept) and whether the
    * ModelNew is the composition replayed as a CUDA graph */
   int merges_tried, merges_won, splits_tried, splits_won;
@@ -119,6 +123,11 @@ const char *mk_bench_backend_name(int index);
 
 /* speedup helpers: < 0 when either time is unknown */
 double mk_bench_speedup(double base_ms, double ours_ms);
+
+/* Adds "compile_matches_eager" (true / false / null when check is 0) and
+ * "compile_max_abs_error" (null unless checked) to o: torch.compile's own output under
+ * the comparison ours passed (docs/bench.md "Baselines"). */
+void mk_bench_json_add_compile_check(cJSON *o, int check, double max_abs_err);
 
 /* Aggregates records; level 0 means all levels. */
 void mk_bench_aggregate_of(const mk_bench_results *r, int level, mk_bench_aggregate *out);

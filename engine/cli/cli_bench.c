@@ -207,6 +207,8 @@ static void fill_record(mk_bench_record *rec, const problem *p, int status,
   rec->compile_ms = m->compile_ms;
   rec->compile_max_ms = m->compile_max_ms;
   rec->compile_ro_ms = m->compile_ro_ms;
+  rec->compile_check = m->compile_check;
+  rec->compile_err = m->compile_err;
   rec->merges_tried = m->moves.merges_tried;
   rec->merges_won = m->moves.merges_won;
   rec->splits_tried = m->moves.splits_tried;

@@ -6,6 +6,7 @@
 #include "mk_loop.h"
 #include "mk_llm.h"
 #include "mk_json.h"
+#include "mk_bench.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -309,6 +310,7 @@ cJSON *mk_cli_module_json(const mk_session_module *m) {
   mk_json_add_ms(o, "ours_ms", m->ours_ms);
   mk_json_add_ms(o, "compile_max_autotune_ms", m->compile_max_ms > 0 ? m->compile_max_ms : -1);
   mk_json_add_ms(o, "compile_reduce_overhead_ms", m->compile_ro_ms > 0 ? m->compile_ro_ms : -1);
+  mk_bench_json_add_compile_check(o, m->compile_check, m->compile_err);
   cJSON_AddBoolToObject(o, "cuda_graph", m->moves.cuda_graph);
   cJSON *moves = cJSON_AddObjectToObject(o, "search");
   cJSON_AddNumberToObject(moves, "merges_tried", m->moves.merges_tried);

@@ -54,6 +54,9 @@ typedef struct mk_eval_result {
   double ref_compile_ms; /* torch.compile of the reference; < 0 when not timed */
   double ref_compile_max_ms; /* its mode="max-autotune-no-cudagraphs"; < 0 when not timed */
   double ref_compile_ro_ms;  /* its mode="reduce-overhead" (CUDA graphs); < 0 when not timed */
+  int compile_check;         /* torch.compile's output under the plain comparison: 1 passed,
+                                -1 failed, 0 not checked (mk_verify_result) */
+  double compile_max_abs_err; /* its error against eager; meaningful when compile_check != 0 */
   double max_abs_err, max_rel_err;
   double ref_tf32_noise; /* > 0: verified against the full-FP32 reference (mk_verify_result) */
   double state_tf32_noise; /* > 0: its state (running statistics) was, outputs maybe not */

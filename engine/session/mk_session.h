@@ -125,6 +125,11 @@ typedef struct mk_session_module {
   /* torch.compile mode="max-autotune-no-cudagraphs" / mode="reduce-overhead" of the whole
    * program, timed in the same run when verify.compile_baselines is set; < 0 unknown */
   double compile_max_ms, compile_ro_ms;
+  /* Whether torch.compile's own output passed the comparison ours passed (plain atol and
+   * rtol, KernelBench's): 1 yes, -1 no (compile_err: its max abs error against eager),
+   * 0 not checked (no GPU, compile not timed or failed) */
+  int compile_check;
+  double compile_err;
   double gpu_fraction;     /* how close ours_ms is to the device's limit: the graph's FLOPs and
                               minimum bytes (mk_graph_cost) against the ceilings the verifier
                               measured (float32 matmul with TF32, copy bandwidth); < 0 unknown */

@@ -165,7 +165,7 @@ module_state *session_module(mk_session *s, const char *path, bool create) {
     return NULL;
   }
   m->eager_ms = m->compile_ms = m->ours_ms = m->gpu_fraction = -1;
-  m->compile_max_ms = m->compile_ro_ms = -1;
+  m->compile_max_ms = m->compile_ro_ms = m->compile_err = -1;
   m->gpu[0] = '\0';
   m->running_subkernel = -1;
   m->next = s->modules;
@@ -382,6 +382,8 @@ void session_module_refresh_views(mk_session *s, module_state *m) {
       .compile_ms = m->compile_ms,
       .compile_max_ms = m->compile_max_ms,
       .compile_ro_ms = m->compile_ro_ms,
+      .compile_check = m->compile_check,
+      .compile_err = m->compile_err,
       .moves = m->moves,
       .ours_ms = m->ours_ms,
       .gpu_fraction = m->gpu_fraction,
@@ -796,6 +798,8 @@ static void adopt_result(module_state *m, mk_search_result *r) {
     m->compile_ms = r->final.ref_compile_ms;
     m->compile_max_ms = r->final.ref_compile_max_ms > 0 ? r->final.ref_compile_max_ms : -1;
     m->compile_ro_ms = r->final.ref_compile_ro_ms > 0 ? r->final.ref_compile_ro_ms : -1;
+    m->compile_check = r->final.compile_check;
+    m->compile_err = r->final.compile_max_abs_err;
     m->gpu_fraction = roofline_fraction(m->g, r->final_report, r->final.time_ms);
     snprintf(m->gpu, sizeof m->gpu, "%s", r->final.gpu);
   }

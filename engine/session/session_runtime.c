@@ -346,6 +346,8 @@ void session_runtime_eval_result(const mk_verify_result *v, mk_eval_result *out)
       .ref_compile_ms = v->compiled.available ? v->compiled.median_ms : -1,
       .ref_compile_max_ms = v->compiled_max.available ? v->compiled_max.median_ms : -1,
       .ref_compile_ro_ms = v->compiled_ro.available ? v->compiled_ro.median_ms : -1,
+      .compile_check = v->compile_check,
+      .compile_max_abs_err = v->compile_max_abs_error,
       .max_abs_err = v->max_abs_error,
       .max_rel_err = v->max_rel_error,
       .ref_tf32_noise = v->ref_tf32_noise,

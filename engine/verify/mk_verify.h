@@ -102,6 +102,11 @@ typedef struct mk_verify_result {
   /* torch.compile mode="max-autotune-no-cudagraphs" and mode="reduce-overhead" of the
    * reference, when compile_baselines asked for them (else not available) */
   mk_verify_time compiled_max, compiled_ro;
+  /* Whether torch.compile's own output passed the plain comparison a candidate must
+   * pass (docs/verify.md "torch.compile's own check"): 1 it did, -1 it did not, 0 not
+   * checked; compile_max_abs_error is its error against eager, < 0 unknown. */
+  int compile_check;
+  double compile_max_abs_error;
   double speedup_vs_eager, speedup_vs_compile; /* 0 when unknown */
   bool suspicious;        /* speedup needed the stricter re-check */
   const char *device;     /* "cpu", "NVIDIA H200", ... */

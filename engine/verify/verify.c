@@ -127,6 +127,15 @@ static void parse_time(const cJSON *t, mk_verify_time *out) {
   out->spread = mk_json_num(t, "spread", 0);
 }
 
+/* torch.compile's own check (the worker's reference_compile.check, docs/verify.md):
+ * ok true -> 1, false -> -1, absent or null -> 0. */
+static void parse_compile_check(const cJSON *comp, mk_verify_result *r) {
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(comp, "check");
+  const cJSON *ok = cJSON_GetObjectItemCaseSensitive(c, "ok");
+  r->compile_check = cJSON_IsBool(ok) ? (cJSON_IsTrue(ok) ? 1 : -1) : 0;
+  r->compile_max_abs_error = r->compile_check ? mk_json_num(c, "max_abs_error", -1) : -1;
+}
+
 void mk_verify_parse_result(const cJSON *res, mk_verify_result *r) {
   memset(r, 0, sizeof *r);
   r->reason = r->error_kind = r->traceback = r->timing_reason = r->device = r->gpu = "";
@@ -168,6 +177,7 @@ void mk_verify_parse_result(const cJSON *res, mk_verify_result *r) {
   r->timing_reason = mk_json_str(t, "reason", "");
   parse_time(cJSON_GetObjectItemCaseSensitive(t, "reference_eager"), &r->eager);
   parse_time(cJSON_GetObjectItemCaseSensitive(t, "reference_compile"), &r->compiled);
+  parse_compile_check(cJSON_GetObjectItemCaseSensitive(t, "reference_compile"), r);
   parse_time(cJSON_GetObjectItemCaseSensitive(t, "candidate"), &r->ours);
   const cJSON *modes = cJSON_GetObjectItemCaseSensitive(t, "reference_compile_modes");
   parse_time(cJSON_GetObjectItemCaseSensitive(modes, "max-autotune-no-cudagraphs"),

@@ -518,3 +518,43 @@ MK_TEST(bench, search_moves_and_cuda_graphs_are_reported) {
   mk_buf_free(&md);
   mk_bench_results_free(&r);
 }
+
+/* torch.compile's own output under the comparison ours passed: kept through the JSON
+ * (true / false / null), and a baseline that fails it is named in both reports. */
+MK_TEST(bench, compile_baselines_that_fail_our_comparison_are_named) {
+  mk_bench_results r, back;
+  fixture(&r);
+  mk_buf md, html;
+  mk_buf_init(&md, 0);
+  mk_buf_init(&html, 0);
+  MK_CHECK_INT(mk_bench_write_markdown(&r, &md), ==, 0);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "torch.compile's own output") == NULL); /* none checked */
+  r.records[0].compile_check = 1;
+  r.records[0].compile_err = 2e-6;
+  r.records[3].compile_check = -1;
+  r.records[3].compile_err = 3.5e-3;
+  mk_buf_reset(&md);
+  MK_CHECK_INT(mk_bench_write_markdown(&r, &md), ==, 0);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "comparison ours passed: checked on 2 problems, fails on 1.") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "- level3/d: torch.compile's own output fails the comparison ours "
+                                    "passed (max abs error 0.0035 against eager)") != NULL);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "- level2/a") == NULL);
+  MK_CHECK_INT(mk_bench_write_html(&r, &html), ==, 0);
+  MK_CHECK(strstr(mk_buf_cstr(&html), "fails the comparison ours passed (max abs error 0.0035") != NULL);
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  MK_CHECK_INT(mk_bench_write_json(&r, &b), ==, 0);
+  MK_CHECK(strstr(mk_buf_cstr(&b), "\"compile_matches_eager\"") != NULL);
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_bench_read_json(mk_buf_cstr(&b), &back, &err) == 0);
+  MK_CHECK_INT(back.records[0].compile_check, ==, 1);
+  MK_CHECK(fabs(back.records[0].compile_err - 2e-6) < 1e-12);
+  MK_CHECK_INT(back.records[1].compile_check, ==, 0);
+  MK_CHECK_INT(back.records[3].compile_check, ==, -1);
+  MK_CHECK(fabs(back.records[3].compile_err - 3.5e-3) < 1e-12);
+  mk_bench_results_free(&back);
+  mk_buf_free(&b);
+  mk_buf_free(&html);
+  mk_buf_free(&md);
+  mk_bench_results_free(&r);
+}

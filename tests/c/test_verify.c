@@ -184,6 +184,27 @@ MK_TEST(verify, parse_gpu_result) {
   MK_CHECK(r.suspicious);
   MK_CHECK_STR(r.device, "NVIDIA H200");
   MK_CHECK(r.ref_tf32_noise == 0); /* passed the plain comparison */
+  MK_CHECK_INT(r.compile_check, ==, 0); /* compile failed: nothing checked */
+  cJSON_Delete(j);
+
+  /* torch.compile's own output under the same comparison (reference_compile.check). */
+  j = cJSON_Parse("{\"status\":\"ok\",\"timing\":{\"available\":true,\"reference_compile\":"
+                  "{\"median_ms\":1.5,\"check\":{\"ok\":false,\"max_abs_error\":0.0021}}}}");
+  mk_verify_parse_result(j, &r);
+  MK_CHECK(r.compiled.available && r.compiled.median_ms == 1.5);
+  MK_CHECK_INT(r.compile_check, ==, -1);
+  MK_CHECK(r.compile_max_abs_error == 0.0021);
+  cJSON_Delete(j);
+  j = cJSON_Parse("{\"status\":\"ok\",\"timing\":{\"available\":true,\"reference_compile\":"
+                  "{\"median_ms\":1.5,\"check\":{\"ok\":true,\"max_abs_error\":0}}}}");
+  mk_verify_parse_result(j, &r);
+  MK_CHECK_INT(r.compile_check, ==, 1);
+  MK_CHECK(r.compile_max_abs_error == 0);
+  cJSON_Delete(j);
+  j = cJSON_Parse("{\"status\":\"ok\",\"timing\":{\"available\":true,\"reference_compile\":"
+                  "{\"median_ms\":1.5,\"check\":{\"ok\":null,\"reason\":\"not checked\"}}}}");
+  mk_verify_parse_result(j, &r);
+  MK_CHECK_INT(r.compile_check, ==, 0);
   cJSON_Delete(j);
 
   /* Passed only against the full-FP32 reference (docs/verify.md). */

@@ -8,7 +8,15 @@ import torch
 from _verify_helpers import load, sbr_inputs, sbr_reference
 from mkworker import timing
 from mkworker.candidate import kernel_codes
-from mkworker.verify import Outcome, Settings, Side, TrialSpec, _other_batch, _recheck
+from mkworker.verify import (
+    Outcome,
+    Settings,
+    Side,
+    TrialSpec,
+    _other_batch,
+    _recheck,
+    compile_check,
+)
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -202,3 +210,48 @@ def test_gpu_timing_block_times_every_compile_mode_in_the_same_run():
         assert t["median_ms"] > 0 and t["compile_s"] > 0
         assert t["interleaved_with"] == 4  # eager, default, two modes, candidate
     assert res["reference_compile"]["median_ms"] > 0
+
+
+def _ref(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.tanh(x @ w), x.sum(dim=1)
+
+
+def test_compile_check_passes_a_baseline_within_the_tolerance():
+    base = [torch.randn(8, 16), torch.randn(16, 4)]
+    got = compile_check(_ref, _ref, base, 1e-4, 1e-4)
+    assert got["ok"] is True and got["max_abs_error"] == 0.0
+    assert (got["atol"], got["rtol"]) == (1e-4, 1e-4)
+
+
+def test_compile_check_names_a_baseline_outside_the_tolerance():
+    # what a TF32 convolution does to a float32 reference: errors of ~1e-3
+    def off(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a, b = _ref(x, w)
+        return a + 2e-3, b
+
+    base = [torch.randn(8, 16), torch.randn(16, 4)]
+    got = compile_check(_ref, off, base, 1e-4, 1e-4)
+    assert got["ok"] is False
+    assert got["max_abs_error"] == pytest.approx(2e-3, rel=1e-3)
+    assert "output 0" in got["reason"]
+    assert compile_check(_ref, off, base, 1e-2, 1e-2)["ok"] is True
+
+
+def test_compile_check_of_a_baseline_that_cannot_run_is_no_verdict():
+    def broken(*_: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("inductor lowering failed\nmore")
+
+    got = compile_check(_ref, broken, [torch.randn(8, 16), torch.randn(16, 4)], 1e-4, 1e-4)
+    assert got["ok"] is None and got["max_abs_error"] is None
+    assert got["reason"] == "not checked: RuntimeError: inductor lowering failed"
+
+
+def test_compile_check_runs_each_side_on_fresh_copies():
+    # a forward that writes its input in place must not change what the other side reads
+    def inplace(x: torch.Tensor) -> torch.Tensor:
+        return x.mul_(2)
+
+    x = torch.randn(5)
+    before = x.clone()
+    assert compile_check(inplace, inplace, [x], 0.0, 0.0)["ok"] is True
+    assert torch.equal(x, before)

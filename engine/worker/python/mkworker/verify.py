@@ -744,6 +744,28 @@ def _mode_times(modes: dict[str, ModeEntry], times: list[dict[str, Any]],
     return res
 
 
+def compile_check(ref_fn: Callable[..., Any], compiled_fn: Callable[..., Any], base: list[Any],
+                  atol: float, rtol: float) -> dict[str, Any]:
+    """Whether torch.compile's own output passes the comparison a candidate must pass
+    (plain atol/rtol, no TF32 widening: KernelBench's), on fresh copies of the timing
+    inputs: {"ok": bool | None, "max_abs_error", "reason"}. A baseline that would fail the
+    check it is compared under is reported as such (docs/bench.md, "Baselines");
+    ok is None when either side could not run."""
+    try:
+        with torch.no_grad():
+            expected = [t.detach() if isinstance(t, torch.Tensor) else t
+                        for t in _flatten(ref_fn(*[clone_exact(x) for x in base]))]
+            got = compiled_fn(*[clone_exact(x) for x in base])
+        c = compare_outputs(expected, got, atol, rtol)
+    except Exception as e:
+        first = str(e).splitlines()[0] if str(e) else ""
+        return {"ok": None, "max_abs_error": None,
+                "reason": f"not checked: {type(e).__name__}: {first}"}
+    rep = c.to_json()
+    return {"ok": c.ok, "max_abs_error": rep["max_abs_error"], "reason": c.reason,
+            "atol": atol, "rtol": rtol}
+
+
 def _time_together(fns: list[Callable[[], Any]], device: torch.device) -> list[dict[str, Any]]:
     with torch.no_grad():
         return timing.time_cuda_group(fns, device)
@@ -771,11 +793,13 @@ def _timing_block(ref_fn: Callable[..., Any], cand_fn: Callable[..., Any] | None
                   progress: Progress | None, span: tuple[float, float],
                   ref_key: tuple[Any, ...] | None = None,
                   compile_reference: bool = True,
-                  compile_modes: tuple[str, ...] = ()) -> dict[str, Any]:
+                  compile_modes: tuple[str, ...] = (),
+                  tolerance: tuple[float, float] | None = None) -> dict[str, Any]:
     """Times the eager reference, its torch.compile (unless not asked for) and (when
     given) the candidate, interleaved in one run (timing.time_cuda_group): the ratios
     between them are taken under the same device state. torch.compile compiles first,
-    outside the timed run."""
+    outside the timed run. With a tolerance (atol, rtol), torch.compile's output is also
+    checked against eager's under it (compile_check)."""
     if device.type != "cuda":
         return timing.unavailable()
     lo, hi = span
@@ -821,6 +845,8 @@ def _timing_block(ref_fn: Callable[..., Any], cand_fn: Callable[..., Any] | None
                                                               "reason": why}
     if comp is not None:
         comp["compile_s"] = compile_s
+        if tolerance is not None and cfn is not None:
+            comp["check"] = compile_check(ref_fn, cfn, base, *tolerance)
     if cand_fn is None:
         res["speedup_compile_vs_eager"] = timing.speedup(res["reference_eager"], comp)
         return res
@@ -1188,7 +1214,8 @@ def _finish(ref: Side, cand: Side, make: Callable[[int | None], Callable[[int], 
     else:
         base = make(settings.batch)(settings.seed + 1)
         tim = _timing_block(ref_call, cand_call, base, device, out, progress, (0.6, 0.9),
-                            ref_key, settings.compile_reference, settings.compile_modes)
+                            ref_key, settings.compile_reference, settings.compile_modes,
+                            (settings.atol, settings.rtol))
         if out.status == "ok":
             reasons = _suspicion(tim["reference_eager"], tim["candidate"],
                                  tim.get("min_bytes", 0), device)
