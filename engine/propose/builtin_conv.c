@@ -33,6 +33,7 @@
  * 3xTF32 for float32 accuracy; the verifier decides which variant stands.
  * See docs/builtin-proposer.md, "Convolutions as implicit GEMMs". */
 #include "builtin_internal.h"
+#include "mk_layout.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -123,6 +124,24 @@ static bool conv_parse(const mk_graph *g, const mk_node *n, conv_info *ci) {
 bool bi_conv_narrow(const mk_graph *g, const mk_node *n) {
   conv_info ci;
   return conv_parse(g, n, &ci) && ci.cg < 16;
+}
+
+/* The widest K block of the stem loop: one kernel row of (tap, channel) pairs. */
+#define STEM_MAX_RUN 64
+
+bool bi_conv_stem_ok(const mk_graph *g, const mk_node *n) {
+  conv_info ci;
+  if (!conv_parse(g, n, &ci) || ci.nd != 2 || ci.transposed || ci.groups != 1 ||
+      !mk_layout_few_channels(g, n))
+    return false;
+  const mk_value *w = &g->values[ci.w];
+  long long cp = (ci.cg + 3) / 4 * 4;
+  return ci.dil[0] == 1 && ci.dil[1] == 1 && w->shape[3] * cp <= STEM_MAX_RUN;
+}
+
+/* True if this configuration computes the convolution with the stem loop. */
+static bool use_stem(const bi_emit *e, const bi_plan *p, int s) {
+  return e->cfg->conv_stem && bi_conv_stem_ok(p->g, &p->g->nodes[p->st[s].nodes[0]]);
 }
 
 bool bi_conv_igemm_supported(const mk_graph *g, const mk_node *n) {
@@ -628,7 +647,29 @@ static void packed_body(const conv_info *ci, mk_buf *k) {
  * one loop (so Triton pipelines it even when the channels fit one block)
  * over (tap, channel block) pairs, or over packed (tap, channel) pairs when
  * the launcher says PACK. */
-static void gemm_lines(const conv_info *ci, bool split, mk_buf *k) {
+/* The stem loop (use_stem): the input is a zero-padded copy, channels fastest
+ * and rounded up to CP (a multiple of 4), so a kernel row's (tap, channel)
+ * pairs are one contiguous run of K1 * CP floats from the row's first pixel,
+ * in bounds without a test; the weight is laid out [K0, BLOCK_K, OC] in the
+ * same order, zeros past the run. One K block per kernel row: the loads are
+ * an arange from a base, which Triton vectorises and pipelines, where the
+ * packed loop gathered every (tap, channel) with its own bounds. */
+static void stem_loop_lines(mk_buf *k) {
+  mk_buf_puts(k, "    # a few-channel stem: one contiguous kernel row per K block, from a padded copy\n"
+                 "    jj = tl.arange(0, BLOCK_K)\n"
+                 "    j_ok = jj < K1 * CP\n"
+                 "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
+                 "    for kh in range(0, K0):\n"
+                 "        aoff = xbase[:, None] + (kh * sx0 + jj)[None, :]\n"
+                 "        amask = m_mask[:, None] & j_ok[None, :]\n"
+                 "        a = tl.load(x_ptr + aoff, mask=amask, other=0.0)\n"
+                 "        boff = (kh * BLOCK_K + jj)[:, None] * OC + rn[None, :]\n"
+                 "        bmask = j_ok[:, None] & n_mask[None, :]\n"
+                 "        b = tl.load(w_ptr + boff, mask=bmask, other=0.0)\n");
+  round_dot_lines(k, false);
+}
+
+static void gemm_lines(const conv_info *ci, bool split, bool stem, mk_buf *k) {
   int nd = ci->nd;
   /* The program's group (0 without groups) and its block of that group's
    * OCG output channels: rn is the channel in the output and the weight. */
@@ -652,6 +693,11 @@ static void gemm_lines(const conv_info *ci, bool split, mk_buf *k) {
     mk_buf_puts(k, "    NTAP = KT\n    xbase = n * sxn");
     for (int d = 0; d < nd; d++) mk_buf_printf(k, " + i%d0 * sx%d", d, d);
     mk_buf_puts(k, " + grp * C * sxc  # the group's first input channel");
+  }
+  if (stem) {
+    mk_buf_puts(k, "\n");
+    stem_loop_lines(k);
+    return;
   }
   mk_buf_puts(k, "\n    NCB = tl.cdiv(C, BLOCK_K)\n"
                  "    if PACK:\n"
@@ -806,7 +852,37 @@ static int tail_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, bool
 }
 
 /* Launcher lines: sizes, output shapes and the row count M<res>. */
-static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, int res) {
+/* Launcher lines of the stem loop (use_stem), after the geometry of the
+ * original input: x<res> becomes a zero-padded copy [NB, I0 + 2 P0, I1 + 2 P1,
+ * CP] seen as (NB, CP, H, W) (channels fastest, CP the channels rounded up
+ * to 4), the weight w<res> a [K0, BK, OC] copy in the same (tap, channel)
+ * order, zeros past each row's run; the kernel is launched on the padded
+ * sizes with no padding. Both copies are made per call: the weight is small,
+ * and the input's copy replaces the channels_last copy (and its rounding)
+ * the other loops read. */
+static void stem_geometry_lines(bi_emit *e, int res) {
+  mk_buf *b = e->body;
+  mk_buf_printf(b, "    cps%d = (C%d + 3) // 4 * 4  # channels rounded up: 16-byte runs\n", res, res);
+  mk_buf_printf(b, "    xp%d = torch.zeros((NB%d, I%d[0] + 2 * P%d[0], I%d[1] + 2 * P%d[1], cps%d), "
+                   "device=x%d.device, dtype=x%d.dtype)\n",
+                res, res, res, res, res, res, res, res, res);
+  mk_buf_printf(b, "    xp%d[:, P%d[0]:P%d[0] + I%d[0], P%d[1]:P%d[1] + I%d[1], :C%d] = x%d.permute(0, 2, 3, 1)\n",
+                res, res, res, res, res, res, res, res, res);
+  mk_buf_printf(b, "    x%d = xp%d.permute(0, 3, 1, 2)\n", res, res);
+  mk_buf_printf(b, "    run%d = K%d[1] * cps%d\n", res, res, res);
+  mk_buf_printf(b, "    bks%d = max(16, triton.next_power_of_2(run%d))\n", res, res);
+  mk_buf_printf(b, "    wr%d = torch.zeros((K%d[0], K%d[1], cps%d, OC%d), device=w%d.device, dtype=w%d.dtype)\n",
+                res, res, res, res, res, res, res);
+  mk_buf_printf(b, "    wr%d[:, :, :C%d, :] = w%d.permute(2, 3, 1, 0)\n", res, res, res);
+  mk_buf_printf(b, "    w%d = torch.zeros((K%d[0], bks%d, OC%d), device=w%d.device, dtype=w%d.dtype)\n",
+                res, res, res, res, res, res);
+  mk_buf_printf(b, "    w%d[:, :run%d, :] = wr%d.reshape(K%d[0], run%d, OC%d)\n", res, res, res, res, res, res);
+  mk_buf_printf(b, "    I%d = tuple(x%d.shape[2:])\n", res, res);
+  mk_buf_printf(b, "    P%d = (0, 0)\n", res);
+  mk_buf_printf(b, "    ws%d = (0, 0, 0, 0)  # the stem loop indexes its own weight copy\n", res);
+}
+
+static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, int res, bool stem) {
   const bi_plan *p = e->p;
   mk_buf *b = e->body;
   int nd = ci->nd;
@@ -836,6 +912,12 @@ static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c,
       continue;
     }
     mk_buf_printf(b, "    %c%d = ", i ? 'w' : 'x', res);
+    if (stem && i == 0 && e->cfg->conv_round != 3) {
+      /* the stem's padded copy reads any layout: no channels_last copy first */
+      bi_run_name(p, vals[i], b);
+      mk_buf_puts(b, "\n");
+      continue;
+    }
     if (e->cfg->conv_round == 3) {
       /* Rounded once, in the pass that makes the channels_last copy, so the
        * loop feeds its loads straight to the tensor cores. */
@@ -886,6 +968,7 @@ static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c,
   }
   mk_buf_printf(b, "    if min(O%d) < 1:\n"
                    "        raise ValueError(\"convolution output is empty\")\n", res);
+  if (stem) stem_geometry_lines(e, res);
   mk_buf_printf(b, "    cshape%d = (NB%d, OC%d, *O%d)\n", res, res, res, res);
   /* 64-bit offsets only where a tensor the kernel indexes (none is larger
    * than the input or the full-size output) nears 2**31 elements. */
@@ -935,7 +1018,7 @@ static void signature(const char *kname, const char *sig, int nd, mk_buf *k) {
 }
 
 /* Launcher lines choosing the tile's channel sizes and the precision flag. */
-static void tile_lines(bi_emit *e, const conv_chain *c, int res) {
+static void tile_lines(bi_emit *e, const conv_chain *c, int res, bool stem) {
   mk_buf *b = e->body;
   const bi_config *cfg = e->cfg;
   /* A channel reduction needs every channel in one tile. */
@@ -950,6 +1033,10 @@ static void tile_lines(bi_emit *e, const conv_chain *c, int res) {
   mk_buf_printf(b, "    NBN%d = (OC%d // OCG%d) * triton.cdiv(OCG%d, BN%d)\n", res, res, res, res, res);
   /* The channel block: a dot needs K >= 16. The packed variant, with fewer
    * channels than that, runs over several taps' channels per block instead. */
+  if (stem) { /* the stem loop: one kernel row per K block (stem_geometry_lines) */
+    mk_buf_printf(b, "    pack%d = False\n    cp%d = cps%d\n    BK%d = bks%d\n", res, res, res, res, res);
+    return;
+  }
   if (cfg->conv_pack)
     mk_buf_printf(b, "    pack%d = C%d < 16\n", res, res);
   else
@@ -1034,7 +1121,7 @@ static int stats_kernel(bi_emit *e, const conv_info *ci, const conv_chain *c, in
     mk_buf_puts(k, "\n");
     split_index(k, "rl", "o", "O", nd);
   }
-  gemm_lines(ci, e->cfg->conv_round == 4, k);
+  gemm_lines(ci, e->cfg->conv_round == 4, use_stem(e, p, s), k);
   offs_lines(ci, false, false, k); /* the statistics pass stores nothing full-size */
   const char *val = "acc";
   char vname[32];
@@ -1281,7 +1368,7 @@ static int emit_chain(bi_emit *e, int s, const conv_info *ci, const conv_chain *
     signature(mk_buf_cstr(&kname), mk_buf_cstr(&sig), ci->nd, k);
     for (int t = s; t <= c->last; t++) bi_stage_comment(p, t, 4, k);
     pixel_lines(c, ci->nd, k);
-    gemm_lines(ci, e->cfg->conv_round == 4, k);
+    gemm_lines(ci, e->cfg->conv_round == 4, use_stem(e, p, s), k);
     rc = tail_lines(e, ci, c, store_conv, k, err);
   }
   char rshape[32];
@@ -1296,12 +1383,12 @@ static int emit_chain(bi_emit *e, int s, const conv_info *ci, const conv_chain *
     mk_buf *b = e->body;
     mk_buf_puts(b, "    # convolution as an implicit GEMM, the stages after it fused\n");
     for (int t = s; t <= c->last; t++) bi_stage_comment(p, t, 4, b);
-    geometry_lines(e, ci, c, res);
+    geometry_lines(e, ci, c, res, use_stem(e, p, s));
     chain_allocs(e, ci, c, store_conv, cshape, dev);
     if (c->anchor >= 0) rc = bi_epi_alloc(e, c->anchor, oshape, dev, b, err);
   }
   if (!rc) {
-    tile_lines(e, c, res);
+    tile_lines(e, c, res, use_stem(e, p, s));
     if (c->norm >= 0) stats_launch(e, ci, c, res, mk_buf_cstr(&sname), mk_buf_cstr(&call0), dev);
     if (c->sred >= 0) sred_part_lines(e, c, res, dev);
     launch_lines(e, ci, c, res, mk_buf_cstr(&kname), mk_buf_cstr(&call));

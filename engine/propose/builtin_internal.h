@@ -169,6 +169,10 @@ typedef struct bi_config {
   int conv_bm, conv_bn, conv_bk, conv_warps, conv_stages;
   const char *conv_precision; /* "tf32", "tf32x3" or "ieee" */
   bool conv_pack;             /* packs taps into K blocks below 16 input channels */
+  /* A few-channel stem (bi_conv_stem_ok) from a zero-padded copy of its input
+   * with the channels rounded up to 4: one K block per kernel row, whose
+   * (tap, channel) run is contiguous, no bounds per tap (builtin_conv.c). */
+  bool conv_stem;
   int conv_round;             /* inputs rounded to TF32 as the reference does:
                                  0 no, 1 truncation, 2 to nearest */
   int norm_split;   /* norms: programs per row (0: one program loops over its row;
@@ -362,6 +366,10 @@ bool bi_cl_output_ok(const bi_plan *p, int lo, int hi, int v);
 /* True if n is a convolution the implicit GEMM computes over fewer input
  * channels (at capture) than a dot's K (16): its packed variant applies. */
 bool bi_conv_narrow(const mk_graph *g, const mk_node *n);
+/* True if node n is a 2-d convolution the stem loop computes: groups 1, no
+ * dilation, not transposed, few input channels (mk_layout_few_channels) whose
+ * kernel row (width times the channels rounded up to 4) fits one K block of 64. */
+bool bi_conv_stem_ok(const mk_graph *g, const mk_node *n);
 bool bi_conv_igemm_supported(const mk_graph *g, const mk_node *n);
 /* A reduction or softmax node as the reduce emitter reads it. */
 typedef struct bi_reduce_info {

@@ -43,6 +43,7 @@ typedef struct igemm_cfg {
                  before it, by the launcher ("tf32p") */
   int dist;
   bool pack; /* below 16 input channels, several taps per K block ("_packed") */
+  bool stem; /* few-channel stems: a kernel row per K block from a padded copy ("_stem") */
 } igemm_cfg;
 /* "tf32r" / "tf32t": the inputs rounded to TF32 (to nearest / by truncation)
  * before the products, where the reference's convolution runs cuDNN with TF32:
@@ -67,19 +68,25 @@ typedef struct igemm_cfg {
  * short: 3xTF32 comes right after tf32p there. The packed variant (below
  * 16 input channels, several taps per K block) lost to the unpacked loop on
  * every problem measured (H100: 65, 8 channels, 7.1 against 6.4 ms; 50 and
- * 60, 3 channels, 7.1 against 4.7 and 15.0 against 7.3), so it comes late. */
-static const igemm_cfg igemm_gpu[] = {{128, 64, 32, 4, 3, "tf32", 3, 0, false},
-                                      {64, 128, 32, 4, 4, "tf32", 3, 1, false},
-                                      {128, 128, 32, 8, 3, "tf32", 3, 1, false},
-                                      {128, 64, 32, 4, 3, "tf32", 2, 1, false},
-                                      {128, 64, 32, 4, 3, "tf32", 3, 2, true},
-                                      {128, 64, 64, 4, 3, "tf32", 3, 2, false},
-                                      {128, 64, 32, 4, 3, "tf32", 4, 2, false},
-                                      {128, 64, 32, 4, 3, "tf32x3", 0, 2, false},
-                                      {128, 64, 32, 4, 3, "tf32", 0, 2, false}};
+ * 60, 3 channels, 7.1 against 4.7 and 15.0 against 7.3), so it comes late.
+ * Few-channel stems gathered tap by tap ran far from the tensor cores (H100,
+ * AlexNet's conv1, 216 GFLOP: tf32p 15.4-18.8 ms, 3xTF32 30.7-58.3 ms, against
+ * cuDNN's float32 8.7 ms), so the "_stem" loop (one contiguous kernel row per
+ * K block from a padded copy) is listed for them, first: not measured yet. */
+static const igemm_cfg igemm_gpu[] = {{128, 64, 32, 4, 3, "tf32", 3, 0, false, false},
+                                      {64, 128, 32, 4, 4, "tf32", 3, 1, false, false},
+                                      {128, 128, 32, 8, 3, "tf32", 3, 1, false, false},
+                                      {128, 64, 32, 4, 3, "tf32", 2, 1, false, false},
+                                      {128, 64, 32, 4, 3, "tf32", 3, 2, true, false},
+                                      {128, 64, 64, 4, 3, "tf32", 3, 2, false, false},
+                                      {128, 64, 32, 4, 3, "tf32", 4, 2, false, false},
+                                      {128, 64, 32, 4, 3, "tf32x3", 0, 2, false, false},
+                                      {128, 64, 32, 4, 3, "tf32", 0, 2, false, false},
+                                      {128, 64, 64, 4, 3, "tf32", 3, 0, false, true},
+                                      {128, 64, 64, 4, 3, "tf32x3", 0, 0, false, true}};
 /* The interpreter: one configuration, after the cuDNN variants (its cost per
  * program makes a full-size convolution slow to verify on the CPU). */
-static const igemm_cfg igemm_cpu[] = {{64, 64, 64, 4, 1, "ieee", 0, 2, false}};
+static const igemm_cfg igemm_cpu[] = {{64, 64, 64, 4, 1, "ieee", 0, 2, false, false}};
 
 static const char *const precisions[] = {"tf32x3", "ieee"};
 /* The interpreter computes tf32x3 as three float32 dots: ieee, one dot, is the
@@ -149,6 +156,7 @@ static void make_config(const cfg_tables *t, const variant *v, bi_config *c) {
     c->conv_precision = ic->prec;
     c->conv_round = ic->round;
     c->conv_pack = ic->pack;
+    c->conv_stem = ic->stem;
   }
   c->norm_split = norm_splits[v->split];
   c->norm_stored = v->normst == 1;
@@ -168,7 +176,8 @@ static int variant_name(const cfg_tables *t, const variant *v, bool has_base, bo
   mk_buf_puts(out, "triton");
   if (has_conv && c.conv_igemm)
     mk_buf_printf(out, "_igemm%dx%dx%d_w%d_s%d_%s%s%s", c.conv_bm, c.conv_bn, c.conv_bk, c.conv_warps,
-                  c.conv_stages, c.conv_precision, round_mark(c.conv_round), c.conv_pack ? "_packed" : "");
+                  c.conv_stages, c.conv_precision, round_mark(c.conv_round),
+                  c.conv_stem ? "_stem" : c.conv_pack ? "_packed" : "");
   else if (has_conv) mk_buf_puts(out, c.channels_last ? "_convcl" : "_conv");
   if (has_gemm) {
     if (c.gemm_torch) mk_buf_puts(out, "_cublas");
@@ -606,6 +615,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   bool igemm_first = false; /* ... whose implicit GEMM is likely to beat cuDNN */
   bool few_channels = false; /* ... with few input channels: cuDNN's is float32 */
   bool narrow = false;       /* ... with fewer input channels than a dot's K */
+  bool stem = false;         /* ... that the stem loop computes (bi_conv_stem_ok) */
   for (int s = 0; s < p.nst; s++) {
     bi_kind k = p.st[s].kind;
     has_base |= k == BI_EW || k == BI_REDUCE || k == BI_SOFTMAX || k == BI_NORM || k == BI_POOL;
@@ -621,6 +631,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
         igemm_first |= bi_conv_igemm_promising(&p, s);
         few_channels |= mk_layout_few_channels(req->graph, &req->graph->nodes[p.st[s].nodes[0]]);
         narrow |= bi_conv_narrow(req->graph, &req->graph->nodes[p.st[s].nodes[0]]);
+        stem |= bi_conv_stem_ok(req->graph, &req->graph->nodes[p.st[s].nodes[0]]);
       }
     }
     has_kernel |= k != BI_VIEW && k != BI_TORCH && k != BI_REPLAY;
@@ -684,10 +695,12 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
           /* Where cuDNN is likely faster, the implicit GEMMs come after its variants. */
           int cd = 0;
           if (c >= 2 && tb.igemm[c - 2].pack && !narrow) continue; /* packs nothing */
+          if (c >= 2 && tb.igemm[c - 2].stem && !stem) continue;   /* no stem in it */
           if (c >= 2) {
             const igemm_cfg *ic = &tb.igemm[c - 2];
             bool exact = few_channels && (strcmp(ic->prec, "tf32x3") == 0 || ic->round == 4);
             cd = (exact ? 0 : ic->dist) + (igemm_first ? 0 : 2);
+            if (stem && !ic->stem) cd++; /* a stem's gathering loops come after its stem loop */
           }
           for (int ns = 0; ns < nsv; ns++)
             vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .normst = ns,

@@ -578,7 +578,9 @@ MK_TEST(propose, implicit_gemm_conv_fuses_its_tail) {
   /* conv -> min(dim=1) -> tanh */
   src = first_candidate(g, (int[]){0, 1, 2}, 3, &name);
   MK_REQUIRE(src != NULL);
-  MK_CHECK(strncmp(name, "triton_igemm128x64x32_w4_s3_tf32p", 33) == 0);
+  /* a few-channel stem: its stem loop first (few_channel_convolutions_try_3xtf32_early) */
+  MK_CHECK(strncmp(name, "triton_igemm128x64x64_w4_s3_tf32p_stem", 38) == 0);
+  MK_CHECK(strstr(src, "for kh in range(0, K0):") != NULL);
   MK_CHECK(strstr(src, "red = tl.min(red, axis=1)") != NULL);
   MK_CHECK(strstr(src, "tl.tanh") != NULL || strstr(src, "tanh") != NULL);
   MK_CHECK_INT(count_of(src, "tl.store("), ==, 3); /* the reduced result; the rounding pass's two */
@@ -772,13 +774,14 @@ MK_TEST(propose, implicit_gemm_conv_carries_a_batch_norm) {
 }
 
 /* Over few input channels (6 here) cuDNN's reference convolution is float32,
- * not TF32: the 3xTF32 implicit GEMMs (split before the loop, then inside it)
- * come right after the first one, where over more channels (conv_chain's 9)
- * they come after the other TF32 tiles. */
+ * not TF32: the stem loops (tf32p, then 3xTF32) come first, then the 3xTF32
+ * implicit GEMMs (split before the loop, then inside it) right after the
+ * first gathering one, where over more channels (conv_chain's 9) there is no
+ * stem and they come after the other TF32 tiles. */
 MK_TEST(propose, few_channel_convolutions_try_3xtf32_early) {
-  const struct { const char *fixture; int nodes[5], n, x3p_at, x3_at; } cases[] = {
-      {"conv_norm_tails.json", {0, 1, 2, 3, 4}, 5, 1, 2},
-      {"conv_chain.json", {0}, 1, 6, 7},  /* after 64x128, 128x128, tf32r, packed, 64-wide */
+  const struct { const char *fixture; int nodes[5], n, x3p_at, x3_at, stems; } cases[] = {
+      {"conv_norm_tails.json", {0, 1, 2, 3, 4}, 5, 1, 2, 2},
+      {"conv_chain.json", {0}, 1, 6, 7, 0},  /* after 64x128, 128x128, tf32r, packed, 64-wide */
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     mk_graph *g = load("propose", cases[c].fixture);
@@ -789,9 +792,15 @@ MK_TEST(propose, few_channel_convolutions_try_3xtf32_early) {
     mk_candidate_list l = {0};
     mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
     MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
-    int igemm = 0, x3p_at = -1, x3_at = -1;
+    int igemm = 0, x3p_at = -1, x3_at = -1, stems = 0;
     for (int i = 0; i < l.n; i++) {
       if (strncmp(l.items[i].name, "triton_igemm", 12) != 0) continue;
+      if (strstr(l.items[i].name, "_stem")) { /* first, tf32p then 3xTF32 */
+        MK_CHECK_INT(igemm, ==, 0);
+        MK_CHECK(strstr(l.items[i].name, stems == 0 ? "_tf32p_stem" : "_tf32x3_stem") != NULL);
+        stems++;
+        continue;
+      }
       if (igemm == 0) MK_CHECK(strstr(l.items[i].name, "_tf32p") != NULL);
       if (strstr(l.items[i].name, "_tf32x3p")) x3p_at = igemm;
       else if (strstr(l.items[i].name, "_tf32x3")) x3_at = igemm;
@@ -801,6 +810,7 @@ MK_TEST(propose, few_channel_convolutions_try_3xtf32_early) {
       fprintf(stderr, "    %s: 3xTF32 is implicit GEMM %d (split first: %d)\n", cases[c].fixture, x3_at, x3p_at);
     MK_CHECK_INT(x3p_at, ==, cases[c].x3p_at);
     MK_CHECK_INT(x3_at, ==, cases[c].x3_at);
+    MK_CHECK_INT(stems, ==, cases[c].stems);
     mk_candidate_list_free(&l);
     mk_subkernel_free(&sk);
     mk_graph_free(g);

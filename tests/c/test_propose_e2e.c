@@ -406,6 +406,44 @@ MK_TEST(propose_e2e, pools_applying_norms_match_reference) {
   run_fixture_as("norm_pools.json", 12, true);
 }
 
+/* Few-channel stems computed by the stem loop (a zero-padded copy, one kernel
+ * row per K block): AlexNet's 11x11 stride-4 stem, a rectangular kernel with
+ * a stride per dim over one channel, a 7x7 stem over 8 channels into a batch
+ * norm. The first 8 configurations of every subkernel and of the whole graph,
+ * the stem configurations among them (they come first for few channels). */
+MK_TEST(propose_e2e, few_channel_stems_match_reference) {
+  if (!python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  mk_graph *g = load_fixture("conv_stems.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  int stems = 0, convs = 0;
+  for (int s = 0; s < p.nsubkernels; s++) {
+    mk_candidate_list list = {0};
+    mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[s], .mode = MK_PROPOSE_NEW,
+                              .max_candidates = 8, .device = "cuda"};
+    if (mk_builtin_propose(&req, &list, &err) == 0) {
+      bool conv = false;
+      for (int i = 0; i < list.n; i++) {
+        stems += strstr(list.items[i].name, "_stem") != NULL;
+        conv |= strstr(list.items[i].name, "_igemm") != NULL;
+      }
+      convs += conv;
+    }
+    mk_candidate_list_free(&list);
+  }
+  MK_CHECK_INT(convs, ==, 3);
+  MK_CHECK_INT(stems, ==, 6); /* tf32p and 3xTF32 stems for each convolution, among its first 8 */
+  mk_partition_free(&p);
+  mk_graph_free(g);
+  run_fixture("conv_stems.json", 8);
+  run_fixture_as("conv_stems.json", 8, true);
+}
+
 /* The "tf32x3p" implicit GEMMs split input and weight into TF32 high and low
  * parts on the GPU only; the harness forces that path here (the products are
  * float32-accurate, so every candidate still matches at 1e-4): every
