@@ -72,7 +72,9 @@ typedef struct igemm_cfg {
  * Few-channel stems gathered tap by tap ran far from the tensor cores (H100,
  * AlexNet's conv1, 216 GFLOP: tf32p 15.4-18.8 ms, 3xTF32 30.7-58.3 ms, against
  * cuDNN's float32 8.7 ms), so the "_stem" loop (one contiguous kernel row per
- * K block from a padded copy) is listed for them, first: not measured yet. */
+ * K block from a padded copy) is listed for them, first: not measured yet. Its
+ * 128-wide channel tile reads each input row once for up to 128 output
+ * channels (AlexNet's 96), where the 64-wide one reads it twice. */
 static const igemm_cfg igemm_gpu[] = {{128, 64, 32, 4, 3, "tf32", 3, 0, false, false},
                                       {64, 128, 32, 4, 4, "tf32", 3, 1, false, false},
                                       {128, 128, 32, 8, 3, "tf32", 3, 1, false, false},
@@ -83,7 +85,8 @@ static const igemm_cfg igemm_gpu[] = {{128, 64, 32, 4, 3, "tf32", 3, 0, false, f
                                       {128, 64, 32, 4, 3, "tf32x3", 0, 2, false, false},
                                       {128, 64, 32, 4, 3, "tf32", 0, 2, false, false},
                                       {128, 64, 64, 4, 3, "tf32", 3, 0, false, true},
-                                      {128, 64, 64, 4, 3, "tf32x3", 0, 0, false, true}};
+                                      {128, 64, 64, 4, 3, "tf32x3", 0, 0, false, true},
+                                      {128, 128, 64, 8, 3, "tf32", 3, 0, false, true}};
 /* The interpreter: one configuration, after the cuDNN variants (its cost per
  * program makes a full-size convolution slow to verify on the CPU). */
 static const igemm_cfg igemm_cpu[] = {{64, 64, 64, 4, 1, "ieee", 0, 2, false, false}};
