@@ -72,10 +72,17 @@ typedef struct igemm_cfg {
  * Few-channel stems gathered tap by tap ran far from the tensor cores (H100,
  * AlexNet's conv1, 216 GFLOP: tf32p 15.4-18.8 ms, 3xTF32 30.7-58.3 ms, against
  * cuDNN's float32 8.7 ms), so the "_stem" loop (one contiguous kernel row per
- * K block from a padded copy) is listed for them, first: not measured yet. Its
+ * K block from a padded copy) is listed for them, first (at the table's head,
+ * so among implicit GEMMs of one distance they come first): not measured yet. Its
  * 128-wide channel tile reads each input row once for up to 128 output
- * channels (AlexNet's 96), where the 64-wide one reads it twice. */
-static const igemm_cfg igemm_gpu[] = {{128, 64, 32, 4, 3, "tf32", 3, 0, false, false},
+ * channels (AlexNet's 96), where the 64-wide one reads it twice. The stems'
+ * TF32 products truncate (ROUND 0): over few channels the reference is float32,
+ * not cuDNN's TF32, so rounding as it rounds buys nothing, and a rounding pass
+ * would read and write the input once more before the padded copy. */
+static const igemm_cfg igemm_gpu[] = {{128, 64, 64, 4, 3, "tf32", 0, 0, false, true},
+                                      {128, 64, 64, 4, 3, "tf32x3", 0, 0, false, true},
+                                      {128, 128, 64, 8, 3, "tf32", 0, 0, false, true},
+                                      {128, 64, 32, 4, 3, "tf32", 3, 0, false, false},
                                       {64, 128, 32, 4, 4, "tf32", 3, 1, false, false},
                                       {128, 128, 32, 8, 3, "tf32", 3, 1, false, false},
                                       {128, 64, 32, 4, 3, "tf32", 2, 1, false, false},
@@ -83,10 +90,7 @@ static const igemm_cfg igemm_gpu[] = {{128, 64, 32, 4, 3, "tf32", 3, 0, false, f
                                       {128, 64, 64, 4, 3, "tf32", 3, 2, false, false},
                                       {128, 64, 32, 4, 3, "tf32", 4, 2, false, false},
                                       {128, 64, 32, 4, 3, "tf32x3", 0, 2, false, false},
-                                      {128, 64, 32, 4, 3, "tf32", 0, 2, false, false},
-                                      {128, 64, 64, 4, 3, "tf32", 3, 0, false, true},
-                                      {128, 64, 64, 4, 3, "tf32x3", 0, 0, false, true},
-                                      {128, 128, 64, 8, 3, "tf32", 3, 0, false, true}};
+                                      {128, 64, 32, 4, 3, "tf32", 0, 2, false, false}};
 /* The interpreter: one configuration, after the cuDNN variants (its cost per
  * program makes a full-size convolution slow to verify on the CPU). */
 static const igemm_cfg igemm_cpu[] = {{64, 64, 64, 4, 1, "ieee", 0, 2, false, false}};
@@ -703,7 +707,6 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
             const igemm_cfg *ic = &tb.igemm[c - 2];
             bool exact = few_channels && (strcmp(ic->prec, "tf32x3") == 0 || ic->round == 4);
             cd = (exact ? 0 : ic->dist) + (igemm_first ? 0 : 2);
-            if (stem && !ic->stem) cd++; /* a stem's gathering loops come after its stem loop */
           }
           for (int ns = 0; ns < nsv; ns++)
             vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .normst = ns,
