@@ -7,8 +7,13 @@ Usage: python3 stem_probe.py DIR [--batch N] [--out C] [--reps N]
 DIR holds candidate files written by the builtin proposer for the fixture
 tests/fixtures/propose/conv_stems.py's first subkernel (`run(x0, alex_weight,
 alex_bias)`: relu(conv2d(x0)), the fixture's 11x11 stride-4 stem); the sizes here
-replace the fixture's. Each candidate's error against eager (TF32 allowed, PyTorch's
-default for cuDNN) and against a float64 reference is printed beside its median.
+replace the fixture's. On the development machine:
+    MK_KEEP_TMP=1 build/tests/mk_tests propose_e2e/few_channel_stems_match_reference
+keeps them in the first temporary directory it names (`sk0/`, its first 8 GPU
+configurations: the three stems, a gathering implicit GEMM, cuDNN's); copy its
+`triton_igemm*.py` to an ignored folder (.dbg/stem) and carry it.
+Each candidate's error against eager (TF32 allowed, PyTorch's default for cuDNN)
+and against a float64 reference is printed beside its median.
 """
 
 from __future__ import annotations
