@@ -656,11 +656,14 @@ static void packed_body(const conv_info *ci, mk_buf *k) {
  * packed loop gathered every (tap, channel) with its own bounds. */
 static void stem_loop_lines(mk_buf *k) {
   mk_buf_puts(k, "    # a few-channel stem: one contiguous kernel row per K block, from a padded copy\n"
+                 "    # (every run starts at a multiple of CP, itself a multiple of 4: 16-byte loads)\n"
+                 "    xbase = tl.multiple_of(xbase, 4)\n"
                  "    jj = tl.arange(0, BLOCK_K)\n"
                  "    j_ok = jj < K1 * CP\n"
                  "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
                  "    for kh in range(0, K0):\n"
-                 "        aoff = xbase[:, None] + (kh * sx0 + jj)[None, :]\n"
+                 "        rowoff = tl.multiple_of(kh * sx0, 4)\n"
+                 "        aoff = xbase[:, None] + (rowoff + jj)[None, :]\n"
                  "        amask = m_mask[:, None] & j_ok[None, :]\n"
                  "        a = tl.load(x_ptr + aoff, mask=amask, other=0.0)\n"
                  "        boff = (kh * BLOCK_K + jj)[:, None] * OC + rn[None, :]\n"
