@@ -231,6 +231,12 @@ void lsp_engine_report_markdown(const mk_session_module *m, mk_buf *out) {
     mk_buf_puts(out, " ms, torch.compile ");
     fmt_ms(out, m->compile_ms);
     mk_buf_puts(out, " ms)\n");
+    /* a baseline that would fail the check ours passed is said, not hidden */
+    if (m->compile_check < 0) {
+      mk_buf_puts(out, "- torch.compile's own output fails the comparison ours passed");
+      if (m->compile_err >= 0) mk_buf_printf(out, " (max abs error %.3g against eager)", m->compile_err);
+      mk_buf_puts(out, "\n");
+    }
   }
   if (m->tokens_in + m->tokens_out > 0)
     mk_buf_printf(out, "- LLM tokens: %ld in, %ld out\n", m->tokens_in, m->tokens_out);

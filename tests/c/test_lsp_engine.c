@@ -282,5 +282,12 @@ MK_TEST(lsp_engine, report_markdown) {
   MK_CHECK(strstr(s, "- whole program: 1.00 ms (eager 1.50 ms, torch.compile 1.20 ms)") != NULL);
   MK_CHECK(strstr(s, "## **sk2 · add_sub**") != NULL);
   MK_CHECK(strstr(s, "`triton_tanh_bad`: max abs error 0.5 at [0, 3] (max abs error 0.5)") != NULL);
+  MK_CHECK(strstr(s, "torch.compile's own output") == NULL); /* not checked */
+  /* a torch.compile baseline that fails the comparison ours passed is said */
+  f.m.compile_check = -1, f.m.compile_err = 2.5e-3;
+  mk_buf_reset(&b);
+  lsp_engine_report_markdown(&f.m, &b);
+  MK_CHECK(strstr(mk_buf_cstr(&b), "- torch.compile's own output fails the comparison ours passed "
+                                   "(max abs error 0.0025 against eager)\n") != NULL);
   mk_buf_free(&b);
 }
