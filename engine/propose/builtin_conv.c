@@ -180,6 +180,9 @@ typedef struct conv_chain {
    * (chain_stores_cl): rows of whole channels, coalesced even where a
    * phased convolution's rows are strided pixels, and no conversion after. */
   bool cl_out;
+  /* The convolution runs the stem loop (use_stem): decided once, when the
+   * chain's kernel is written, for its kernels and launcher alike. */
+  bool stem;
 } conv_chain;
 
 /* True if a node of the subkernel outside stages [first, last] reads v, or v
@@ -672,7 +675,7 @@ static void stem_loop_lines(mk_buf *k) {
   round_dot_lines(k, false);
 }
 
-static void gemm_lines(const conv_info *ci, bool split, bool stem, mk_buf *k) {
+static void gemm_lines(const conv_info *ci, const conv_chain *c, bool split, mk_buf *k) {
   int nd = ci->nd;
   /* The program's group (0 without groups) and its block of that group's
    * OCG output channels: rn is the channel in the output and the weight. */
@@ -697,7 +700,7 @@ static void gemm_lines(const conv_info *ci, bool split, bool stem, mk_buf *k) {
     for (int d = 0; d < nd; d++) mk_buf_printf(k, " + i%d0 * sx%d", d, d);
     mk_buf_puts(k, " + grp * C * sxc  # the group's first input channel");
   }
-  if (stem) {
+  if (c->stem) {
     mk_buf_puts(k, "\n");
     stem_loop_lines(k);
     return;
@@ -885,7 +888,7 @@ static void stem_geometry_lines(bi_emit *e, int res) {
   mk_buf_printf(b, "    ws%d = (0, 0, 0, 0)  # the stem loop indexes its own weight copy\n", res);
 }
 
-static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, int res, bool stem) {
+static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c, int res) {
   const bi_plan *p = e->p;
   mk_buf *b = e->body;
   int nd = ci->nd;
@@ -915,7 +918,7 @@ static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c,
       continue;
     }
     mk_buf_printf(b, "    %c%d = ", i ? 'w' : 'x', res);
-    if (stem && i == 0 && e->cfg->conv_round != 3) {
+    if (c->stem && i == 0 && e->cfg->conv_round != 3) {
       /* the stem's padded copy reads any layout: no channels_last copy first */
       bi_run_name(p, vals[i], b);
       mk_buf_puts(b, "\n");
@@ -971,7 +974,7 @@ static void geometry_lines(bi_emit *e, const conv_info *ci, const conv_chain *c,
   }
   mk_buf_printf(b, "    if min(O%d) < 1:\n"
                    "        raise ValueError(\"convolution output is empty\")\n", res);
-  if (stem) stem_geometry_lines(e, res);
+  if (c->stem) stem_geometry_lines(e, res);
   mk_buf_printf(b, "    cshape%d = (NB%d, OC%d, *O%d)\n", res, res, res, res);
   /* 64-bit offsets only where a tensor the kernel indexes (none is larger
    * than the input or the full-size output) nears 2**31 elements. */
@@ -1021,7 +1024,7 @@ static void signature(const char *kname, const char *sig, int nd, mk_buf *k) {
 }
 
 /* Launcher lines choosing the tile's channel sizes and the precision flag. */
-static void tile_lines(bi_emit *e, const conv_chain *c, int res, bool stem) {
+static void tile_lines(bi_emit *e, const conv_chain *c, int res) {
   mk_buf *b = e->body;
   const bi_config *cfg = e->cfg;
   /* A channel reduction needs every channel in one tile. */
@@ -1036,7 +1039,7 @@ static void tile_lines(bi_emit *e, const conv_chain *c, int res, bool stem) {
   mk_buf_printf(b, "    NBN%d = (OC%d // OCG%d) * triton.cdiv(OCG%d, BN%d)\n", res, res, res, res, res);
   /* The channel block: a dot needs K >= 16. The packed variant, with fewer
    * channels than that, runs over several taps' channels per block instead. */
-  if (stem) { /* the stem loop: one kernel row per K block (stem_geometry_lines) */
+  if (c->stem) { /* the stem loop: one kernel row per K block (stem_geometry_lines) */
     mk_buf_printf(b, "    pack%d = False\n    cp%d = cps%d\n    BK%d = bks%d\n", res, res, res, res, res);
     return;
   }
@@ -1124,7 +1127,7 @@ static int stats_kernel(bi_emit *e, const conv_info *ci, const conv_chain *c, in
     mk_buf_puts(k, "\n");
     split_index(k, "rl", "o", "O", nd);
   }
-  gemm_lines(ci, e->cfg->conv_round == 4, use_stem(e, p, s), k);
+  gemm_lines(ci, c, e->cfg->conv_round == 4, k);
   offs_lines(ci, false, false, k); /* the statistics pass stores nothing full-size */
   const char *val = "acc";
   char vname[32];
@@ -1371,7 +1374,7 @@ static int emit_chain(bi_emit *e, int s, const conv_info *ci, const conv_chain *
     signature(mk_buf_cstr(&kname), mk_buf_cstr(&sig), ci->nd, k);
     for (int t = s; t <= c->last; t++) bi_stage_comment(p, t, 4, k);
     pixel_lines(c, ci->nd, k);
-    gemm_lines(ci, e->cfg->conv_round == 4, use_stem(e, p, s), k);
+    gemm_lines(ci, c, e->cfg->conv_round == 4, k);
     rc = tail_lines(e, ci, c, store_conv, k, err);
   }
   char rshape[32];
@@ -1386,12 +1389,12 @@ static int emit_chain(bi_emit *e, int s, const conv_info *ci, const conv_chain *
     mk_buf *b = e->body;
     mk_buf_puts(b, "    # convolution as an implicit GEMM, the stages after it fused\n");
     for (int t = s; t <= c->last; t++) bi_stage_comment(p, t, 4, b);
-    geometry_lines(e, ci, c, res, use_stem(e, p, s));
+    geometry_lines(e, ci, c, res);
     chain_allocs(e, ci, c, store_conv, cshape, dev);
     if (c->anchor >= 0) rc = bi_epi_alloc(e, c->anchor, oshape, dev, b, err);
   }
   if (!rc) {
-    tile_lines(e, c, res, use_stem(e, p, s));
+    tile_lines(e, c, res);
     if (c->norm >= 0) stats_launch(e, ci, c, res, mk_buf_cstr(&sname), mk_buf_cstr(&call0), dev);
     if (c->sred >= 0) sred_part_lines(e, c, res, dev);
     launch_lines(e, ci, c, res, mk_buf_cstr(&kname), mk_buf_cstr(&call));
@@ -1438,6 +1441,7 @@ int bi_emit_conv_igemm(bi_emit *e, int s, mk_errmsg *err) {
   p->chain_lo = s;
   p->chain_hi = c.last;
   c.cl_out = chain_stores_cl(p, s, &ci, &c, read_outside(p, ci.out, s, c.last));
+  c.stem = use_stem(e, p, s);
   int rc = emit_chain(e, s, &ci, &c, err);
   p->chain_lo = p->chain_hi = -1;
   if (!rc && only_the_conv_reads(p, n, ci.in) && e->nany_layout < (int)(sizeof e->any_layout / sizeof e->any_layout[0]))
