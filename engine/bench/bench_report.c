@@ -5,6 +5,7 @@
  * gets a notice saying why instead of empty plots, "n/a" for what it cannot
  * know, and, like every sweep, what each subkernel became. */
 #include "mk_bench.h"
+#include "mk_verify.h"
 
 #include <stdio.h>
 
@@ -100,18 +101,6 @@ static void graph_note(const mk_bench_record *rec, char *out, size_t size) {
   else snprintf(out, size, "CUDA-graph variant");
 }
 
-/* The note on a problem whose torch.compile baseline fails the comparison ours passed
- * ("" when it passed or was not checked): a speedup against a baseline that would be
- * judged incorrect is reported, but the reader must know. */
-static void compile_check_note(const mk_bench_record *rec, char *out, size_t size) {
-  out[0] = '\0';
-  if (rec->compile_check >= 0) return;
-  if (rec->compile_err >= 0)
-    snprintf(out, size, "torch.compile's own output fails the comparison ours passed "
-                        "(max abs error %.3g against eager)", rec->compile_err);
-  else snprintf(out, size, "torch.compile's own output fails the comparison ours passed");
-}
-
 /* How many torch.compile baselines were checked under the comparison ours passed, and
  * which failed it (docs/bench.md "Baselines"). */
 static void md_compile_check(mk_buf *b, const mk_bench_results *r) {
@@ -128,7 +117,7 @@ static void md_compile_check(mk_buf *b, const mk_bench_results *r) {
     const mk_bench_record *rec = &r->records[i];
     if (rec->compile_check >= 0) continue;
     char note[256];
-    compile_check_note(rec, note, sizeof note);
+    mk_verify_compile_check_note(rec->compile_check, rec->compile_err, note, sizeof note);
     mk_buf_printf(b, "- %s: %s\n", rec->id, note);
   }
 }
@@ -443,7 +432,7 @@ static void html_table(mk_buf *b, const mk_bench_results *r, bool kb) {
     bool kb_bad = rec->kb.status == MK_BENCH_KB_DISAGREE;
     const char *kb_text = rec->kb.status == MK_BENCH_KB_AGREE || kb_bad ? rec->kb.reason : NULL;
     char cc[256], graph[96];
-    compile_check_note(rec, cc, sizeof cc);
+    mk_verify_compile_check_note(rec->compile_check, rec->compile_err, cc, sizeof cc);
     graph_note(rec, graph, sizeof graph);
     const char *notes[5] = {rec->error, kb_text, rec->note, cc[0] ? cc : NULL, graph[0] ? graph : NULL};
     for (int k = 0; k < 5; k++) {

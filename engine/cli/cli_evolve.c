@@ -18,6 +18,7 @@
 #include "mk_buf.h"
 #include "mk_session.h"
 #include "mk_time.h"
+#include "mk_verify.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -140,11 +141,9 @@ static void print_table(const mk_session_module *m, mk_kernel_backend backend, F
     fprintf(out, "torch.compile max-autotune-no-cudagraphs %s ms, reduce-overhead %s ms (same run)\n",
             mx, ro);
   }
-  if (m->timed && m->compile_check < 0) {
-    fprintf(out, "torch.compile's own output fails the comparison ours passed");
-    if (m->compile_err >= 0) fprintf(out, " (max abs error %.3g against eager)", m->compile_err);
-    fprintf(out, "\n");
-  }
+  char cc[256];
+  if (m->timed && *mk_verify_compile_check_note(m->compile_check, m->compile_err, cc, sizeof cc))
+    fprintf(out, "%s\n", cc);
   if (m->note && *m->note) fprintf(out, "note: %s\n", m->note);
   if (m->tokens_in + m->tokens_out > 0)
     fprintf(out, "tokens spent on the variants tried: %ld in, %ld out\n", m->tokens_in, m->tokens_out);

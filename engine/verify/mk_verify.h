@@ -75,6 +75,12 @@ typedef enum mk_verify_status {
 
 const char *mk_verify_status_name(mk_verify_status s);
 
+/* The sentence every report gives a torch.compile baseline that failed the
+ * comparison ours passed (compile_check < 0 below), with its error when known
+ * (max_abs_err >= 0), into out (caller-owned, truncated to size); "" when it
+ * passed or was not checked. Returns out. */
+const char *mk_verify_compile_check_note(int compile_check, double max_abs_err, char *out, size_t size);
+
 typedef struct mk_verify_time {
   bool available;
   double median_ms, min_ms, spread; /* spread = IQR / median */

@@ -90,6 +90,17 @@ void mk_verify_options_init(mk_verify_options *o) {
   o->native = false;
 }
 
+const char *mk_verify_compile_check_note(int compile_check, double max_abs_err, char *out, size_t size) {
+  if (size == 0) return out;
+  out[0] = '\0';
+  if (compile_check >= 0) return out;
+  if (max_abs_err >= 0)
+    snprintf(out, size, "torch.compile's own output fails the comparison ours passed "
+                        "(max abs error %.3g against eager)", max_abs_err);
+  else snprintf(out, size, "torch.compile's own output fails the comparison ours passed");
+  return out;
+}
+
 const char *mk_verify_status_name(mk_verify_status s) {
   switch (s) {
   case MK_VERIFY_OK: return "ok";
