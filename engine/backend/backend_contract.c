@@ -13,6 +13,7 @@
  *
  * The scan is textual (comments and string literals skipped, braces and
  * parentheses balanced); it reads declarations, never evaluates code. */
+#include "backend_internal.h"
 #include "mk_backend.h"
 
 #include <stdio.h>
@@ -20,19 +21,6 @@
 
 static bool ident_char(char c) {
   return c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-/* A line that starts with `prefix`, or NULL. */
-static const char *line_starting(const char *text, const char *prefix) {
-  for (const char *p = strstr(text, prefix); p; p = strstr(p + 1, prefix))
-    if (p == text || p[-1] == '\n') return p;
-  return NULL;
-}
-
-static int line_of(const char *text, const char *at) {
-  int n = 1;
-  for (const char *p = text; p < at; p++) n += *p == '\n';
-  return n;
 }
 
 /* The next "..." string at or after *p before `end`, copied into out. */
@@ -52,7 +40,7 @@ static bool next_string(const char **p, const char *end, char *out, size_t size)
 int mk_backend_candidate_kernels(const char *module_text, mk_backend_kernel *out, int max, int *n,
                                  mk_errmsg *err) {
   *n = 0;
-  const char *p = module_text ? line_starting(module_text, "MK_CUDA_KERNELS = {") : NULL;
+  const char *p = module_text ? mk_backend_line_starting(module_text, "MK_CUDA_KERNELS = {") : NULL;
   if (p == NULL) return mk_errf(err, MK_EPARSE, "a CUDA candidate without MK_CUDA_KERNELS");
   p += strlen("MK_CUDA_KERNELS = {");
   const char *end = strchr(p, '}');
@@ -320,7 +308,8 @@ static int check_launches(const char *module, const char *cuda, size_t cuda_len,
       listed = strlen(ks[i].name) == (size_t)(e - q) && memcmp(ks[i].name, q, (size_t)(e - q)) == 0;
     if (!listed)
       return mk_errf(err, MK_EPARSE, "line %d: _mk_cuda.launch(\"%.*s\", ...) launches a kernel "
-                     "that MK_CUDA_KERNELS does not list", line_of(module, p), (int)(e - q > 100 ? 100 : e - q), q);
+                     "that MK_CUDA_KERNELS does not list",
+                     mk_backend_line_of(module, p), (int)(e - q > 100 ? 100 : e - q), q);
   }
   if (launches == 0)
     return mk_errf(err, MK_EPARSE, "run() launches no CUDA kernel: a CUDA candidate launches its "
@@ -334,7 +323,7 @@ static int check_launches(const char *module, const char *cuda, size_t cuda_len,
 
 int mk_backend_check_candidate(const char *module_text, mk_errmsg *err) {
   if (module_text == NULL) return mk_errf(err, MK_EINVAL, "no module text");
-  if (line_starting(module_text, "MK_BACKEND = \"cuda\"") == NULL)
+  if (mk_backend_line_starting(module_text, "MK_BACKEND = \"cuda\"") == NULL)
     return mk_errf(err, MK_EPARSE, "a CUDA candidate declares MK_BACKEND = \"cuda\" at the start "
                    "of a line");
   const char *cuda = NULL;
@@ -355,7 +344,7 @@ int mk_backend_check_candidate(const char *module_text, mk_errmsg *err) {
       while (q < cuda + len && (*q == ' ' || *q == '\t')) q++;
       if ((size_t)(cuda + len - q) >= 7 && memcmp(q, "include", 7) == 0)
         return mk_errf(err, MK_EPARSE, "line %d: MK_CUDA_SOURCE has an #include: candidates use "
-                       "NVRTC's built-in functions only (no headers)", line_of(module_text, p));
+                       "NVRTC's built-in functions only (no headers)", mk_backend_line_of(module_text, p));
     }
     p = eol ? eol + 1 : cuda + len;
   }
@@ -370,7 +359,7 @@ int mk_backend_check_candidate(const char *module_text, mk_errmsg *err) {
    * would be left at namespace scope. */
   if (block)
     return mk_errf(err, MK_EPARSE, "line %d: an extern \"C\" { } block: write extern \"C\" on each "
-                   "kernel's own declaration instead", line_of(module_text, block));
+                   "kernel's own declaration instead", mk_backend_line_of(module_text, block));
   for (int i = 0; i < nk; i++) {
     const cuda_kernel *k = NULL;
     for (int j = 0; j < nf && !k; j++)
@@ -378,7 +367,7 @@ int mk_backend_check_candidate(const char *module_text, mk_errmsg *err) {
     if (k == NULL)
       return mk_errf(err, MK_EPARSE, "MK_CUDA_KERNELS lists %s, but MK_CUDA_SOURCE defines no "
                      "__global__ function of that name", ks[i].name);
-    int at = line_of(module_text, k->at);
+    int at = mk_backend_line_of(module_text, k->at);
     if (!k->extern_c)
       return mk_errf(err, MK_EPARSE, "line %d: kernel %s is not extern \"C\": its name would be "
                      "mangled and the launcher could not find it", at, k->name);

@@ -6,29 +6,29 @@
  * and the only thing it cannot hold is `"""`, which CUDA code never needs.
  * Finding it textually (no Python parser) keeps the compile independent of
  * the worker; the line it starts on maps NVRTC's lines to the module's. */
+#include "backend_internal.h"
 #include "mk_backend.h"
 
 #include <string.h>
 
 static const char marker[] = "MK_CUDA_SOURCE = r\"\"\"";
 
-/* The marker at the start of a line, or NULL. */
-static const char *find_marker(const char *text) {
-  for (const char *p = strstr(text, marker); p; p = strstr(p + 1, marker))
+const char *mk_backend_line_starting(const char *text, const char *prefix) {
+  for (const char *p = strstr(text, prefix); p; p = strstr(p + 1, prefix))
     if (p == text || p[-1] == '\n') return p;
   return NULL;
 }
 
-static int count_lines(const char *from, const char *to) {
-  int n = 0;
-  for (const char *p = from; p < to; p++) n += *p == '\n';
+int mk_backend_line_of(const char *text, const char *at) {
+  int n = 1;
+  for (const char *p = text; p < at; p++) n += *p == '\n';
   return n;
 }
 
 int mk_backend_candidate_source(const char *module_text, const char **src, size_t *len,
                                 int *first_line, mk_errmsg *err) {
   if (module_text == NULL) return mk_errf(err, MK_EINVAL, "no module text");
-  const char *m = find_marker(module_text);
+  const char *m = mk_backend_line_starting(module_text, marker);
   if (m == NULL) return mk_errf(err, MK_ENOENT, "the module has no MK_CUDA_SOURCE");
   const char *start = m + sizeof marker - 1;
   /* The usual layout opens the string and starts CUDA on the next line. */
@@ -36,13 +36,13 @@ int mk_backend_candidate_source(const char *module_text, const char **src, size_
   const char *end = strstr(start, "\"\"\"");
   if (end == NULL)
     return mk_errf(err, MK_EPARSE, "line %d: MK_CUDA_SOURCE is not closed by \"\"\"",
-                   count_lines(module_text, m) + 1);
+                   mk_backend_line_of(module_text, m));
   *src = start;
   *len = (size_t)(end - start);
-  *first_line = count_lines(module_text, start) + 1;
+  *first_line = mk_backend_line_of(module_text, start);
   return 0;
 }
 
 bool mk_backend_is_cuda_candidate(const char *module_text) {
-  return module_text != NULL && find_marker(module_text) != NULL;
+  return module_text != NULL && mk_backend_line_starting(module_text, marker) != NULL;
 }
