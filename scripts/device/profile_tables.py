@@ -9,7 +9,6 @@ then torch.profiler's table by self device time. profile_whole.py is the fuller 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import time
@@ -17,17 +16,10 @@ from collections.abc import Callable
 from typing import IO, Any
 
 import torch
+from profile_whole import load  # beside this script
 from torch.profiler import ProfilerActivity, profile
 
 ITERS = 5
-
-
-def load(path: str, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def wall_ms(fn: Callable[..., object], inputs: list[Any], reps: int = 10) -> float:
