@@ -26,25 +26,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from profile_whole import load  # beside this script
-
-
-def interleaved_ms(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
-    """Median ms of each callable, all timed round by round in one run."""
-    for fn in fns.values():
-        for _ in range(3):
-            fn()
-    torch.cuda.synchronize()
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            torch.cuda.synchronize()
-            times[k].append(a.elapsed_time(b))
-    return {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+from profile_whole import interleaved, load  # beside this script
 
 
 def main() -> int:
@@ -84,7 +66,7 @@ def main() -> int:
         print(f"{name}: max abs vs eager {err:.3g}, vs float64 {err64:.3g}")
         fns[name] = lambda m=mod: m.run(x, w, b)
     with torch.no_grad():
-        ms = interleaved_ms(fns, a.reps)
+        ms = interleaved(fns, a.reps)
     base = ms["cudnn"]
     for k, v in sorted(ms.items(), key=lambda kv: kv[1]):
         print(f"{v:9.3f} ms  {base / v:5.2f}x of cuDNN  {k}")
