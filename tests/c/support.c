@@ -7,6 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool mk_test_python_ready(void) {
+  mk_buf cmd;
+  mk_buf_init(&cmd, 4096);
+  mk_buf_printf(&cmd, "'%s' -c 'import torch, triton' >/dev/null 2>&1", MK_DEFAULT_PYTHON);
+  int rc = system(mk_buf_cstr(&cmd));
+  mk_buf_free(&cmd);
+  return rc == 0;
+}
+
 mk_graph *mk_test_load_graph(const char *dir, const char *name) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/fixtures/%s/%s", mk_test_repo_dir(), dir, name);

@@ -13,6 +13,10 @@
 
 #include <stdbool.h>
 
+/* True if the workers' Python (MK_DEFAULT_PYTHON) imports torch and triton:
+ * tests that run candidates or workers skip without it. */
+bool mk_test_python_ready(void);
+
 /* The captured graph tests/fixtures/<dir>/<name>, or NULL (the parse error
  * printed). Free with mk_graph_free. */
 mk_graph *mk_test_load_graph(const char *dir, const char *name);

@@ -9,21 +9,13 @@
 #include "mk_lsp_engine_config.h"
 #include "mk_session.h"
 #include "mk_test.h"
+#include "support.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static bool python_ready(void) {
-  mk_buf cmd;
-  mk_buf_init(&cmd, 4096);
-  mk_buf_printf(&cmd, "'%s' -c 'import torch, triton' >/dev/null 2>&1", MK_DEFAULT_PYTHON);
-  int rc = system(mk_buf_cstr(&cmd));
-  mk_buf_free(&cmd);
-  return rc == 0;
-}
 
 static const char *PROBLEM =
     "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
@@ -132,7 +124,7 @@ static int cli_check(const char *dir, const char *cand, const char *prob, const 
 }
 
 MK_TEST(doors, same_verdict_with_no_settings) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -184,7 +176,7 @@ MK_TEST(doors, same_verdict_with_no_settings) {
 }
 
 MK_TEST(doors, explicit_zero_tolerance_is_honoured) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }

@@ -5,6 +5,7 @@
 #include "mk_backend.h"
 #include "mk_session.h"
 #include "mk_verify.h"
+#include "support.h"
 
 #include <stdio.h>
 
@@ -1108,15 +1109,6 @@ MK_TEST(llm_agents, cuda_compile_errors_reach_the_repairer_on_the_candidates_lin
 
 /* ---- through the session (the door the CLI and the language server use) ---- */
 
-static bool python_ready(void) {
-  mk_buf cmd;
-  mk_buf_init(&cmd, 4096);
-  mk_buf_printf(&cmd, "'%s' -c 'import torch, triton' >/dev/null 2>&1", MK_DEFAULT_PYTHON);
-  int rc = system(mk_buf_cstr(&cmd));
-  mk_buf_free(&cmd);
-  return rc == 0;
-}
-
 /* relu(x * 2) + 1: one subkernel, run(x0). */
 static const char *TINY =
     "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
@@ -1217,7 +1209,7 @@ static int requests_with(afx *x, const char *needle) {
  * then a runtime_error (CUDA candidates need a GPU); a broken one is a
  * compile_error on its own line. */
 MK_TEST(llm_agents, session_llm_proposer_follows_the_kernel_backend) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }

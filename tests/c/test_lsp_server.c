@@ -7,6 +7,7 @@
 #include "mk_lsp_engine_config.h"
 #include "mk_lsp_server.h"
 #include "mk_test.h"
+#include "support.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -729,15 +730,6 @@ MK_TEST(lsp_server, engine_static_check_cases) {
 
 /* ---- the engine backend on a real session ---------------------------------- */
 
-static bool python_ready(void) {
-  mk_buf cmd;
-  mk_buf_init(&cmd, 4096);
-  mk_buf_printf(&cmd, "'%s' -c 'import torch, triton' >/dev/null 2>&1", MK_DEFAULT_PYTHON);
-  int rc = system(mk_buf_cstr(&cmd));
-  mk_buf_free(&cmd);
-  return rc == 0;
-}
-
 static cJSON *wait_reply(client *c, int id, int ms) {
   struct timespec t0, t;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -782,7 +774,7 @@ static const char *TINY =
  * evolve all verifies kernels on CPU (builtin proposer) and the
  * diagnostics say so. Slow (a worker, the Triton interpreter). */
 MK_TEST(lsp_server, engine_session_end_to_end) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -1136,7 +1128,7 @@ static const char *EDIT_GOOD =
  * the module gains the Swap action, a CUDA compile error at its line, and a
  * newer save cancels a stale one (its result is never published). */
 MK_TEST(lsp_server, engine_edit_variant) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }

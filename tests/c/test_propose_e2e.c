@@ -36,15 +36,6 @@ static int write_text(const char *dir, const char *name, const char *text) {
   return rc;
 }
 
-static bool python_ready(void) {
-  mk_buf cmd;
-  mk_buf_init(&cmd, 4096);
-  mk_buf_printf(&cmd, "'%s' -c 'import torch, triton' >/dev/null 2>&1", MK_DEFAULT_PYTHON);
-  int rc = system(mk_buf_cstr(&cmd));
-  mk_buf_free(&cmd);
-  return rc == 0;
-}
-
 typedef struct tally {
   int subkernels, covered, candidates, passed;
 } tally;
@@ -247,7 +238,7 @@ static void run_fixture_as(const char *fixture, int max, bool whole) {
 static void run_fixture(const char *fixture, int max) { run_fixture_as(fixture, max, false); }
 
 MK_TEST(propose_e2e, fixtures_match_reference) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -295,7 +286,7 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
  * every candidate of every subkernel, and the whole graph in one subkernel
  * (its first two candidates: the chains fused on the tiles). */
 MK_TEST(propose_e2e, grouped_convolutions_match_reference) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -307,7 +298,7 @@ MK_TEST(propose_e2e, grouped_convolutions_match_reference) {
  * of every subkernel with the plan's input layouts (the batch norm's on
  * channel tiles with the shuffle folded into its store), and the whole graph. */
 MK_TEST(propose_e2e, channel_shuffle_matches_reference) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -322,7 +313,7 @@ MK_TEST(propose_e2e, channel_shuffle_matches_reference) {
  * candidates that compute the rest: every candidate of every subkernel, and
  * the whole graph in one subkernel. */
 MK_TEST(propose_e2e, replayed_data_ops_match_reference) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -340,7 +331,7 @@ MK_TEST(propose_e2e, replayed_data_ops_match_reference) {
  * harness checks that the "_ctile" candidates' 4-d/5-d outputs are
  * channels_last wherever they are stored so (MK_HARNESS_CTILE_CL=1). */
 MK_TEST(propose_e2e, batch_norms_on_channel_tiles_match_reference) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -358,7 +349,7 @@ MK_TEST(propose_e2e, batch_norms_on_channel_tiles_match_reference) {
  * subkernel, the in-place target compared after the call, and the whole
  * graph. */
 MK_TEST(propose_e2e, residual_added_in_place_after_a_batch_norm_matches_reference) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -373,7 +364,7 @@ MK_TEST(propose_e2e, residual_added_in_place_after_a_batch_norm_matches_referenc
  * masked_fill with -inf) and ReLU after them: every subkernel's candidates,
  * and the whole graph's first two. */
 MK_TEST(propose_e2e, attention_heads_match_reference) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -385,7 +376,7 @@ MK_TEST(propose_e2e, attention_heads_match_reference) {
  * cosine attention, rows of zeros (the eps clamp), long rows (split rows); one
  * over dim 1 stays PyTorch's: every configuration of every subkernel. */
 MK_TEST(propose_e2e, normalize_matches_reference) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -399,7 +390,7 @@ MK_TEST(propose_e2e, normalize_matches_reference) {
  * both layouts, row loops, split rows and rows in registers, each applying
  * configuration with its twin that stores the norm). */
 MK_TEST(propose_e2e, pools_applying_norms_match_reference) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -412,7 +403,7 @@ MK_TEST(propose_e2e, pools_applying_norms_match_reference) {
  * norm. The first 8 configurations of every subkernel and of the whole graph,
  * the stem configurations among them (they come first for few channels). */
 MK_TEST(propose_e2e, few_channel_stems_match_reference) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -450,7 +441,7 @@ MK_TEST(propose_e2e, few_channel_stems_match_reference) {
  * configuration on a 2-d chain with a group norm, 3-d, and a strided
  * transposed convolution. */
 MK_TEST(propose_e2e, split_3xtf32_matches_reference_on_its_gpu_path) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -465,7 +456,7 @@ MK_TEST(propose_e2e, split_3xtf32_matches_reference_on_its_gpu_path) {
  * interpreter, rounds to nearest with ties away into a channels_last copy,
  * from NCHW, channels_last, 3-d and non-dense inputs. */
 MK_TEST(propose_e2e, tf32_rounding_helper_rounds_to_nearest) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -514,7 +505,7 @@ MK_TEST(propose_e2e, tf32_rounding_helper_rounds_to_nearest) {
 }
 
 MK_TEST(propose_e2e, norms_match_reference) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -525,7 +516,7 @@ MK_TEST(propose_e2e, norms_match_reference) {
 }
 
 MK_TEST(propose_e2e, pools_match_reference) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -533,7 +524,7 @@ MK_TEST(propose_e2e, pools_match_reference) {
 }
 
 MK_TEST(propose_e2e, whole_graph_prologues_match_reference) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -543,7 +534,7 @@ MK_TEST(propose_e2e, whole_graph_prologues_match_reference) {
 }
 
 MK_TEST(propose_e2e, kernel_families_on_channels_last_inputs) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }

@@ -7,21 +7,13 @@
 #include "mk_buf.h"
 #include "mk_session.h"
 #include "mk_test.h"
+#include "support.h"
 
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static bool python_ready(void) {
-  mk_buf cmd;
-  mk_buf_init(&cmd, 4096);
-  mk_buf_printf(&cmd, "'%s' -c 'import torch, triton' >/dev/null 2>&1", MK_DEFAULT_PYTHON);
-  int rc = system(mk_buf_cstr(&cmd));
-  mk_buf_free(&cmd);
-  return rc == 0;
-}
 
 typedef struct result {
   bool called;
@@ -79,7 +71,7 @@ static const char *TINY =
 static void closed(void *data) { *(bool *)data = true; }
 
 MK_TEST(session, unsaved_text_is_captured) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
@@ -284,7 +276,7 @@ static const char *CUDA_EDIT =
  * line, no worker); unknown subkernel, a path outside an edit folder, a
  * module changed on disk. */
 MK_TEST(session, edit_variant_and_verify_edit) {
-  if (!python_ready()) {
+  if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
