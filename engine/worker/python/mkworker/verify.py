@@ -1191,8 +1191,12 @@ def _retime(tim: dict[str, Any], ref_call: Callable[..., Any], cand_call: Callab
 def _finish(ref: Side, cand: Side, make: Callable[[int | None], Callable[[int], list[Any]]],
             spec: TrialSpec, settings: Settings, progress: Progress,
             ref_call: Callable[..., Any], cand_call: Callable[..., Any],
-            first_dim: int | None, ref_key: tuple[Any, ...] | None = None) -> dict[str, Any]:
-    """Trials, then timing and the suspicious-speedup re-check; the report."""
+            first_dim: int | None, ref_key: tuple[Any, ...] | None = None,
+            check_compile: bool = False) -> dict[str, Any]:
+    """Trials, then timing and the suspicious-speedup re-check; the report. With
+    check_compile (whole programs: what bench records), torch.compile's output is also
+    checked under the request's tolerance (compile_check); a subkernel's candidates,
+    timed many times a search, skip that."""
     device = settings.device
     timed = settings.timing and device.type == "cuda"
     try:
@@ -1215,7 +1219,7 @@ def _finish(ref: Side, cand: Side, make: Callable[[int | None], Callable[[int], 
         base = make(settings.batch)(settings.seed + 1)
         tim = _timing_block(ref_call, cand_call, base, device, out, progress, (0.6, 0.9),
                             ref_key, settings.compile_reference, settings.compile_modes,
-                            (settings.atol, settings.rtol))
+                            (settings.atol, settings.rtol) if check_compile else None)
         if out.status == "ok":
             reasons = _suspicion(tim["reference_eager"], tim["candidate"],
                                  tim.get("min_bytes", 0), device)
@@ -1363,7 +1367,7 @@ def _verify_composition(ref_mod: Candidate, ref_cls_name: str, new_mod: Candidat
     with KernelLaunches(new_mod.module) as launches:
         rep = _finish(ref, cand, make, spec, settings, progress,
                       ref_call=lambda *xs: model(*xs), cand_call=lambda *xs: new(*xs),
-                      first_dim=first_dim, ref_key=ref_key)
+                      first_dim=first_dim, ref_key=ref_key, check_compile=True)
     if rep.get("status") == "ok" and launches.note():
         notes.append(launches.note())
     if rep.get("status") == "ok" and rep.get("reference_tf32"):
