@@ -18,7 +18,6 @@
 #include "mk_buf.h"
 #include "mk_session.h"
 #include "mk_time.h"
-#include "mk_verify.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -141,9 +140,7 @@ static void print_table(const mk_session_module *m, mk_kernel_backend backend, F
     fprintf(out, "torch.compile max-autotune-no-cudagraphs %s ms, reduce-overhead %s ms (same run)\n",
             mx, ro);
   }
-  char cc[256];
-  if (m->timed && *mk_verify_compile_check_note(m->compile_check, m->compile_err, cc, sizeof cc))
-    fprintf(out, "%s\n", cc);
+  if (m->timed && m->compile_note && *m->compile_note) fprintf(out, "%s\n", m->compile_note);
   if (m->note && *m->note) fprintf(out, "note: %s\n", m->note);
   if (m->tokens_in + m->tokens_out > 0)
     fprintf(out, "tokens spent on the variants tried: %ld in, %ld out\n", m->tokens_in, m->tokens_out);

@@ -130,6 +130,9 @@ typedef struct mk_session_module {
    * 0 not checked (no GPU, compile not timed or failed) */
   int compile_check;
   double compile_err;
+  /* the sentence a report gives compile_check < 0 (mk_verify_compile_check_note), ""
+   * otherwise: the front ends print it as it is */
+  const char *compile_note;
   double gpu_fraction;     /* how close ours_ms is to the device's limit: the graph's FLOPs and
                               minimum bytes (mk_graph_cost) against the ceilings the verifier
                               measured (float32 matmul with TF32, copy bandwidth); < 0 unknown */

@@ -7,6 +7,7 @@
 #include "mk_compose.h"
 #include "mk_frontend.h"
 #include "mk_sha256.h"
+#include "mk_verify.h"
 #include "mk_worker.h"
 #include "session_internal.h"
 
@@ -384,6 +385,7 @@ void session_module_refresh_views(mk_session *s, module_state *m) {
       .compile_ro_ms = m->compile_ro_ms,
       .compile_check = m->compile_check,
       .compile_err = m->compile_err,
+      .compile_note = m->compile_note,
       .moves = m->moves,
       .ours_ms = m->ours_ms,
       .gpu_fraction = m->gpu_fraction,
@@ -800,6 +802,7 @@ static void adopt_result(module_state *m, mk_search_result *r) {
     m->compile_ro_ms = r->final.ref_compile_ro_ms > 0 ? r->final.ref_compile_ro_ms : -1;
     m->compile_check = r->final.compile_check;
     m->compile_err = r->final.compile_max_abs_err;
+    mk_verify_compile_check_note(m->compile_check, m->compile_err, m->compile_note, sizeof m->compile_note);
     m->gpu_fraction = roofline_fraction(m->g, r->final_report, r->final.time_ms);
     snprintf(m->gpu, sizeof m->gpu, "%s", r->final.gpu);
   }

@@ -41,6 +41,7 @@ typedef struct module_state {
   double compile_max_ms, compile_ro_ms; /* the other compile modes, < 0 unknown */
   int compile_check;        /* mk_session_module.compile_check */
   double compile_err;
+  char compile_note[256];   /* mk_session_module.compile_note */
   mk_session_moves moves;   /* the last evolve's merges/splits and CUDA-graph choice */
   double gpu_fraction;     /* roofline fraction of ours_ms, < 0 unknown */
   char gpu[64];             /* the GPU (CUDA_VISIBLE_DEVICES) that timed ours_ms, "" none */

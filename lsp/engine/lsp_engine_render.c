@@ -7,7 +7,6 @@
  * line map when the editor's text differs from what was analysed. Pure:
  * no I/O, no session calls. */
 #include "lsp_engine_internal.h"
-#include "mk_verify.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,9 +232,7 @@ void lsp_engine_report_markdown(const mk_session_module *m, mk_buf *out) {
     fmt_ms(out, m->compile_ms);
     mk_buf_puts(out, " ms)\n");
     /* a baseline that would fail the check ours passed is said, not hidden */
-    char cc[256];
-    if (*mk_verify_compile_check_note(m->compile_check, m->compile_err, cc, sizeof cc))
-      mk_buf_printf(out, "- %s\n", cc);
+    if (m->compile_note && *m->compile_note) mk_buf_printf(out, "- %s\n", m->compile_note);
   }
   if (m->tokens_in + m->tokens_out > 0)
     mk_buf_printf(out, "- LLM tokens: %ld in, %ld out\n", m->tokens_in, m->tokens_out);

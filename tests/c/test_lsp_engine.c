@@ -5,6 +5,7 @@
  * real session is exercised in test_lsp_server.c (engine_session_*). */
 #include "lsp_engine_internal.h"
 #include "mk_test.h"
+#include "mk_verify.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -284,7 +285,9 @@ MK_TEST(lsp_engine, report_markdown) {
   MK_CHECK(strstr(s, "`triton_tanh_bad`: max abs error 0.5 at [0, 3] (max abs error 0.5)") != NULL);
   MK_CHECK(strstr(s, "torch.compile's own output") == NULL); /* not checked */
   /* a torch.compile baseline that fails the comparison ours passed is said */
+  char note[256];
   f.m.compile_check = -1, f.m.compile_err = 2.5e-3;
+  f.m.compile_note = mk_verify_compile_check_note(f.m.compile_check, f.m.compile_err, note, sizeof note);
   mk_buf_reset(&b);
   lsp_engine_report_markdown(&f.m, &b);
   MK_CHECK(strstr(mk_buf_cstr(&b), "- torch.compile's own output fails the comparison ours passed "
