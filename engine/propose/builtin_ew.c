@@ -194,7 +194,8 @@ static void add_leaf(leaf *ls, int *nl, int vid, bi_ew_bind bind) {
   for (int i = 0; i < *nl; i++)
     if (ls[i].vid == vid) return;
   if (*nl >= MAX_LEAVES) return;
-  ls[*nl] = (leaf){.vid = vid, .bound = vid == bind.value, .bias = -1};
+  bool bound = vid == bind.value || (bind.applied.on && vid == bind.applied.value);
+  ls[*nl] = (leaf){.vid = vid, .bound = bound, .bias = -1};
   (*nl)++;
 }
 
@@ -254,11 +255,14 @@ static bool leaves_allow_cl(const bi_emit *e, int s, const leaf *ls, int nl) {
 
 static int stage_leaves(const bi_emit *e, int s, bi_ew_bind bind, leaf *ls, int *nl, mk_errmsg *err);
 
-bool bi_ew_tile_leaves_ok(const bi_emit *e, int s, int bound, char *why, size_t why_size) {
+bool bi_ew_tile_leaves_ok(const bi_emit *e, int s, int bound, int applied, char *why, size_t why_size) {
   leaf ls[MAX_LEAVES];
   int nl = 0;
   mk_errmsg err = {{0}};
   bi_ew_bind bind = {.value = bound, .var = "y", .cl_offs = "soffs"}; /* as the tile binds it */
+  bind.applied.on = applied >= 0;
+  bind.applied.value = applied;
+  bind.applied.var = "ya";
   if (stage_leaves(e, s, bind, ls, &nl, &err)) {
     snprintf(why, why_size, "its epilogue: %s", err.text);
     return false;
@@ -327,6 +331,7 @@ typedef struct ew_ctx {
 
 static int reg_name(const ew_ctx *c, int vid, mk_buf *out) {
   if (vid == c->bind.value) return mk_buf_puts(out, c->bind.var);
+  if (c->bind.applied.on && vid == c->bind.applied.value) return mk_buf_puts(out, c->bind.applied.var);
   if (produced_in(c->e->p, c->s, vid)) return mk_buf_printf(out, "v%d", vid);
   mk_buf_puts(out, c->pfx);
   return bi_run_name(c->e->p, vid, out);
@@ -1011,8 +1016,10 @@ int bi_ew_alloc_lines(bi_emit *e, int s, const char *shape_var, const char *like
   for (int i = 0; i < ns; i++) {
     const mk_value *v = &p->g->values[stored[i]];
     const mk_node *prod = &p->g->nodes[v->producer];
-    if (prod->nmutates > 0 && !produced_in(p, s, prod->mutates[0])) {
-      /* In place on a tensor from outside: same tensor, as in the reference. */
+    if (prod->nmutates > 0 && !produced_in(p, s, prod->mutates[0]) &&
+        !bi_plan_applied_value(p, prod->mutates[0])) {
+      /* In place on a tensor from outside: same tensor, as in the reference
+       * (a norm's value applied on load has no tensor: a fresh one, below). */
       mk_buf_indent(out, 4);
       bi_run_name(p, stored[i], out);
       mk_buf_puts(out, " = ");

@@ -94,8 +94,11 @@ typedef struct bi_stage {
    * reads, as its input: the norm's stage computes the statistics alone (a
    * scale and shift per sample and channel), and that anchor applies them
    * while it loads, so the full-size normalised tensor never reaches memory.
-   * apply_into (on the norm): that anchor; pro_norm (on it): the norm. -1: none. */
-  int apply_into, pro_norm;
+   * apply_into (on the norm): that anchor; pro_norm (on it): the norm. -1: none.
+   * A norm whose value (after its epilogue) only another norm's epilogue reads
+   * is applied there too (decide_norm_on_epilogue_load): apply_into names that
+   * epilogue's EW stage, and epi_norm (on the reading norm) the applied one. */
+  int apply_into, pro_norm, epi_norm;
   int rank;        /* EW: rank of the broadcast shape */
   int64_t shape[MK_IR_MAX_RANK]; /* EW: broadcast shape at capture */
 } bi_stage;
@@ -124,6 +127,10 @@ void bi_plan_free(bi_plan *p);
 void bi_plan_store_norms(bi_plan *p);
 /* True if the plan has a norm applied on load. */
 bool bi_plan_norm_on_load(const bi_plan *p);
+/* True if value v is the value of a norm (or of its epilogue) applied on load
+ * by another norm's epilogue (epi_norm): it is never stored, so an in-place op
+ * of that epilogue on it writes a fresh tensor, and only where it escapes. */
+bool bi_plan_applied_value(const bi_plan *p, int v);
 /* Gives back to their own stage the epilogues of norms that write in place
  * (`out += bn(...)`): only the channel-tiled norm stores into its in-place
  * target, so the other configurations are written from this plan. True if
@@ -266,6 +273,13 @@ typedef struct bi_ew_bind {
    * shape are passed dense in that layout (a no-op for them) and loaded
    * there, instead of through the stride of every dim. */
   const char *cl_offs;
+  /* A second value the enclosing kernel computes in registers: a norm's value
+   * applied while loading (epi_norm), which the stage reads as a leaf. */
+  struct {
+    bool on;
+    int value;
+    const char *var;
+  } applied;
 } bi_ew_bind;
 /* Appends to `sig` the kernel parameters the EW stage needs (leaf pointers,
  * output pointers, dims, strides, all prefixed by `pfx`) and to `call` the
@@ -281,9 +295,11 @@ int bi_ew_body(bi_emit *e, int s, const char *pfx, const char *offs, const char 
 /* True if the epilogue stage s, computed on [pixels x channels] tiles of the
  * value `bound` (builtin_norm.c's channel tiles), reads only numbers, 0-d or
  * per-channel ([C, 1, 1] / [1, C, 1, 1]) tensors and channels_last values
- * of this module with its shape, and writes in place into none of them;
- * else false with the reason in `why`. */
-bool bi_ew_tile_leaves_ok(const bi_emit *e, int s, int bound, char *why, size_t why_size);
+ * of this module with its shape, and writes in place into none of them
+ * (`applied`, a value the tile computes by applying a norm while loading, or
+ * -1, counts as computed: it may be written in place); else false with the
+ * reason in `why`. */
+bool bi_ew_tile_leaves_ok(const bi_emit *e, int s, int bound, int applied, char *why, size_t why_size);
 /* Launcher lines computing the EW stage's runtime shape into `shape_var`
  * (the bound value's shape given as the expression `bind_shape`). */
 int bi_ew_shape_lines(bi_emit *e, int s, const char *shape_var, bi_ew_bind bind,
@@ -418,6 +434,9 @@ bool bi_norm_state_output(const mk_node *n, int v);
  * affine map depends on the sample and channel alone (group, instance and
  * batch norms over spatial dims). */
 bool bi_norm_applies_on_load(const mk_graph *g, const mk_node *n);
+/* True if norm node n is a batch norm with batch statistics over a 4-d/5-d
+ * tensor: one the channel tiles can write (builtin_norm.c, "_ctile"). */
+bool bi_norm_on_channel_tiles(const mk_graph *g, const mk_node *n);
 /* Kernel parameters and loading lines of a norm applied while its reader
  * loads (stage `norm`, whose stage `reader` has pro_norm == norm): the norm's
  * input (or prologue), its scale and shift, its epilogue. Used through

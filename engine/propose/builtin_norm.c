@@ -577,6 +577,12 @@ bool bi_norm_applies_on_load(const mk_graph *g, const mk_node *n) {
   return (ni.kind == N_GROUP || ni.kind == N_INSTANCE || ni.kind == N_BATCH) && ni.rank >= 3;
 }
 
+bool bi_norm_on_channel_tiles(const mk_graph *g, const mk_node *n) {
+  norm_info ni;
+  if (parse(g, n, &ni, NULL)) return false;
+  return ni.kind == N_BATCH && ni.batch_stats && (ni.rank == 4 || ni.rank == 5);
+}
+
 /* The conv bias folded into the loads of a norm's input, when that norm is
  * applied on load and reads its input directly: the affine kernel adds it to
  * the shift ((x + b) * sc + sh = x * sc + (sh + b * sc)), so the applying
@@ -872,22 +878,51 @@ static void shuffle_channel_lines(const shuffle_fold *f, mk_buf *k) {
   mk_buf_puts(k, "\n");
 }
 
-/* True if stage s runs on channel tiles; else false, the reason in why. */
-static bool ctile_ok(bi_emit *e, int s, const norm_info *ni, char *why, size_t why_size) {
+/* True if stage s is a norm applied by another norm's epilogue (epi_norm). */
+static bool applied_by_epilogue(const bi_plan *p, int s) {
+  int a = p->st[s].apply_into;
+  return a >= 0 && p->st[a].kind == BI_EW;
+}
+
+/* The value of norm stage a (its epilogue's, if it has one): what the epilogue
+ * of the norm reading it (epi_norm) reads. */
+static int applied_value(const bi_plan *p, int a) {
+  return bi_stage_result(p, p->st[a].epi >= 0 ? p->st[a].epi : a);
+}
+
+static bool ctile_input_ok(bi_emit *e, int s, const norm_info *ni, char *why, size_t why_size) {
   const bi_stage *st = &e->p->st[s];
-  int res = e->p->g->nodes[st->nodes[0]].outputs[0];
   const char *r = NULL;
   if (ni->kind != N_BATCH || !ni->batch_stats) r = "not a batch norm with batch statistics";
   else if (ni->rank != 4 && ni->rank != 5) r = "not over a 4-d/5-d tensor";
   else if (st->pro >= 0 || st->pro_norm >= 0) r = "its input is computed by a fused prologue";
-  else if (st->apply_into >= 0) r = "its reader applies it while loading";
+  else if (st->apply_into >= 0 && !applied_by_epilogue(e->p, s)) r = "its reader applies it while loading";
   else if (!bi_is_cl_value(e, ni->in)) r = "its input is not a channels_last value of this module";
-  if (r) {
-    snprintf(why, why_size, "%s", r);
+  if (r) snprintf(why, why_size, "%s", r);
+  return r == NULL;
+}
+
+/* True if stage s runs on channel tiles; else false, the reason in why. A
+ * norm its epilogue applies (epi_norm) must run on them too, its input read
+ * at the tile's offsets without a folded bias, its epilogue's leaves as
+ * the tile allows. */
+static bool ctile_ok(bi_emit *e, int s, const norm_info *ni, char *why, size_t why_size) {
+  const bi_plan *p = e->p;
+  const bi_stage *st = &p->st[s];
+  int res = p->g->nodes[st->nodes[0]].outputs[0];
+  if (!ctile_input_ok(e, s, ni, why, why_size)) return false;
+  int a = st->epi_norm;
+  if (st->epi >= 0 && !bi_ew_tile_leaves_ok(e, st->epi, res, a >= 0 ? applied_value(p, a) : -1, why, why_size))
+    return false;
+  if (a < 0) return true;
+  const mk_node *an = &p->g->nodes[p->st[a].nodes[0]];
+  norm_info na;
+  if (parse(p->g, an, &na, NULL) || !ctile_input_ok(e, a, &na, why, why_size)) return false;
+  if (bi_folded_bias(e, na.in) >= 0) {
+    snprintf(why, why_size, "the norm its epilogue applies reads a convolution whose bias is folded");
     return false;
   }
-  if (st->epi >= 0 && !bi_ew_tile_leaves_ok(e, st->epi, res, why, why_size)) return false;
-  return true;
+  return p->st[a].epi < 0 || bi_ew_tile_leaves_ok(e, p->st[a].epi, an->outputs[0], -1, why, why_size);
 }
 
 /* True if every value the stage stores may leave in channels_last (with a
@@ -960,13 +995,72 @@ static void ctile_head(bi_emit *e, const norm_info *ni, const char *pid_name, mk
   mk_buf_free(&name);
 }
 
+/* Apply-kernel parameters of norm stage a, which the epilogue applies while
+ * loading (epi_norm): its input through its strides, its mean, scale and
+ * shift per channel (nm<a's value>, its finalize kernel's), its epilogue's. */
+static int applied_params(bi_emit *e, int a, mk_buf *sig, mk_buf *call, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  const mk_node *an = &p->g->nodes[p->st[a].nodes[0]];
+  norm_info na;
+  int rc = parse(p->g, an, &na, err);
+  int ra = an->outputs[0];
+  char shape[32];
+  snprintf(shape, sizeof shape, "in%d", ra);
+  if (!rc) rc = bi_pro_params(e, a, na.in, shape, sig, call, err);
+  if (rc) return rc;
+  mk_buf_puts(sig, "nma_ptr, ");
+  mk_buf_printf(call, "nm%d, ", ra);
+  if (p->st[a].epi < 0) return sig->err ? sig->err : call->err;
+  bi_ew_bind bind = {.value = ra, .var = "ya", .cl_offs = "soffs"};
+  return bi_ew_params(e, p->st[a].epi, "aepi_", shape, bind, sig, call, err);
+}
+
+/* Apply-kernel lines computing norm stage a's value (its epilogue's) at the
+ * tile's elements (nn, i<d>, cc: the same shape as the tile's input); its
+ * variable's name into var. */
+static int applied_lines(bi_emit *e, int a, mk_buf *k, char *var, size_t var_size, mk_errmsg *err) {
+  const bi_plan *p = e->p;
+  const mk_node *an = &p->g->nodes[p->st[a].nodes[0]];
+  norm_info na;
+  int rc = parse(p->g, an, &na, err);
+  if (rc) return rc;
+  mk_buf name;
+  mk_buf_init(&name, 64);
+  bi_run_name(p, na.in, &name);
+  const char *v = mk_buf_cstr(&name);
+  mk_buf_printf(k, "    # %s (line %d) applied while loading, for the epilogue that reads its value:\n"
+                   "    # its input through its strides, its mean, scale and shift per channel\n"
+                   "    xa = tl.load(%s_ptr + (nn * %s_S0",
+                kind_name(na.kind), an->span.line, v, v);
+  for (int d = 2; d < na.rank; d++) mk_buf_printf(k, " + i%d * %s_S%d", d, v, d);
+  mk_buf_printf(k, ")[:, None] + (cc * %s_S1)[None, :], mask=mask, other=0.0).to(tl.float32)\n", v);
+  mk_buf_printf(k, "    ya = (xa - tl.load(nma_ptr + cc, mask=c_ok, other=0.0)[None, :]) * "
+                   "tl.load(nma_ptr + %s_D1 + cc, mask=c_ok, other=0.0)[None, :]\n"
+                   "    ya = ya + tl.load(nma_ptr + 2 * %s_D1 + cc, mask=c_ok, other=0.0)[None, :]\n",
+                v, v);
+  mk_buf_free(&name);
+  snprintf(var, var_size, "ya");
+  if (p->st[a].epi < 0) return k->err;
+  mk_buf_puts(k, "    # its epilogue\n");
+  bi_ew_bind bind = {.value = an->outputs[0], .var = "ya", .cl_offs = "soffs"};
+  rc = bi_ew_body(e, p->st[a].epi, "aepi_", "offs", "mask", bind, false, 4, k, err);
+  snprintf(var, var_size, "v%d", applied_value(p, a));
+  return rc;
+}
+
+/* A batch norm on channel tiles: statistics, finalize, and the apply kernel
+ * (none for a norm another norm's epilogue applies: its statistics alone,
+ * nm<value> for that kernel). */
 static int emit_ctile_stage(bi_emit *e, int s, const norm_info *ni, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
   const mk_node *n = &p->g->nodes[st->nodes[0]];
   int res = n->outputs[0];
+  bool stats_only = applied_by_epilogue(p, s);
+  int applied = stats_only ? -1 : st->epi_norm; /* a norm this one's epilogue applies */
+  char applied_var[32] = "";
   shuffle_fold fold;
-  bool folded = st->epi < 0 && shuffle_after(p, s, res, &fold);
+  bool folded = !stats_only && st->epi < 0 && shuffle_after(p, s, res, &fold);
   bool cl_store = ctile_cl_store(e, s, folded ? &fold : NULL);
   char in_shape[32], out_shape[32], dev[48];
   snprintf(in_shape, sizeof in_shape, "in%d", res);
@@ -994,8 +1088,8 @@ static int emit_ctile_stage(bi_emit *e, int s, const norm_info *ni, mk_errmsg *e
   e->kcount++;
   bi_kernel_name(e, s, "norm_ctapply", &kap);
   int rc = bi_pro_params(e, s, ni->in, in_shape, &psig, &pcall, err);
-  if (!rc) rc = bi_pro_params(e, s, ni->in, in_shape, &asig, &acall, err);
-  if (!rc) {
+  if (!rc && !stats_only) rc = bi_pro_params(e, s, ni->in, in_shape, &asig, &acall, err);
+  if (!rc && !stats_only) {
     mk_buf_puts(&asig, "nm_ptr, ");
     mk_buf_printf(&acall, "nm%d, ", res);
     /* bi_epi_params with the epilogue's channels_last operands at soffs */
@@ -1005,8 +1099,14 @@ static int emit_ctile_stage(bi_emit *e, int s, const norm_info *ni, mk_errmsg *e
       bi_run_name(p, res, &acall);
       mk_buf_puts(&acall, ", ");
     }
-    if (st->epi >= 0) {
+    if (applied >= 0) rc = applied_params(e, applied, &asig, &acall, err);
+    if (!rc && st->epi >= 0) {
       bi_ew_bind bind = {.value = res, .var = "y", .cl_offs = "soffs"};
+      if (applied >= 0) {
+        bind.applied.on = true;
+        bind.applied.value = applied_value(p, applied);
+        bind.applied.var = "ya"; /* any name: params are the leaves' */
+      }
       rc = bi_ew_params(e, st->epi, "epi_", out_shape, bind, &asig, &acall, err);
     }
   }
@@ -1082,7 +1182,7 @@ static int emit_ctile_stage(bi_emit *e, int s, const norm_info *ni, mk_errmsg *e
                    "    tl.store(nm_ptr + 2 * C + cc, sh, mask=c_ok)\n");
   }
   /* 3. normalise, epilogue, store */
-  if (!rc) {
+  if (!rc && !stats_only) {
     mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%sP, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,\n"
                      "        IDX64: tl.constexpr):\n", mk_buf_cstr(&kap), mk_buf_cstr(&asig));
     bi_stage_comment(p, s, 4, k);
@@ -1120,21 +1220,31 @@ static int emit_ctile_stage(bi_emit *e, int s, const norm_info *ni, mk_errmsg *e
       bi_run_name(p, res, k);
       mk_buf_printf(k, "_ptr + %s, y, mask=mask)\n", so);
     }
-    if (st->epi >= 0) {
+    if (applied >= 0) rc = applied_lines(e, applied, k, applied_var, sizeof applied_var, err);
+    if (!rc && st->epi >= 0) {
       mk_buf_puts(k, "    # fused epilogue (channels_last operands at soffs, others at the NCHW offsets)\n");
       bi_ew_bind bind = {.value = res, .var = "y", .store_offs = cl_store ? "soffs" : NULL, .cl_offs = "soffs"};
+      if (applied >= 0) {
+        bind.applied.on = true;
+        bind.applied.value = applied_value(p, applied);
+        bind.applied.var = applied_var;
+      }
       rc = bi_ew_body(e, st->epi, "epi_", "offs", "mask", bind, true, 4, k, err);
     }
   }
   /* launcher */
   if (!rc) {
     char note[160];
-    snprintf(note, sizeof note, "    # on [pixels x channels] tiles of a channels_last input; stored %s\n",
-             cl_store ? "channels_last" : "in the default layout");
+    if (stats_only)
+      snprintf(note, sizeof note, "    # statistics only, on [pixels x channels] tiles: the kernel of line %d applies "
+               "the norm while it loads\n", p->g->nodes[p->st[st->apply_into].nodes[0]].span.line);
+    else
+      snprintf(note, sizeof note, "    # on [pixels x channels] tiles of a channels_last input; stored %s\n",
+               cl_store ? "channels_last" : "in the default layout");
     rc = launcher_head(e, s, ni, res, note, err);
   }
   mk_buf *b = e->body;
-  if (!rc) {
+  if (!rc && !stats_only) {
     mk_buf_printf(b, "    %s = tuple(%s)\n", out_shape, in_shape);
     e->alloc_cl = cl_store;
     rc = bi_epi_alloc(e, s, out_shape, dev, b, err);
@@ -1163,9 +1273,11 @@ static int emit_ctile_stage(bi_emit *e, int s, const norm_info *ni, mk_errmsg *e
     mk_buf_printf(b, "        %s[(ncb%d,)](\n", mk_buf_cstr(&kfin), r);
     mk_buf_printf(b, "            part%d, %snm%d, c%d, c%d * split%d, split%d, SB=32, BLOCK_C=bc%d)\n", r,
                   mk_buf_cstr(&fcall), r, r, r, r, r, r);
-    mk_buf_printf(b, "        %s[(triton.cdiv(p%d, bp%d), ncb%d)](\n", mk_buf_cstr(&kap), r, r, r);
-    mk_buf_printf(b, "            %sp%d, BLOCK_P=bp%d, BLOCK_C=bc%d, IDX64=idx64, num_warps=%d)\n",
-                  mk_buf_cstr(&acall), r, r, r, e->cfg->warps);
+    if (!stats_only) {
+      mk_buf_printf(b, "        %s[(triton.cdiv(p%d, bp%d), ncb%d)](\n", mk_buf_cstr(&kap), r, r, r);
+      mk_buf_printf(b, "            %sp%d, BLOCK_P=bp%d, BLOCK_C=bc%d, IDX64=idx64, num_warps=%d)\n",
+                    mk_buf_cstr(&acall), r, r, r, e->cfg->warps);
+    }
   }
   if (!rc && folded) {
     /* The stored tensor is the shuffled value: its views are not replayed. */
@@ -1177,7 +1289,7 @@ static int emit_ctile_stage(bi_emit *e, int s, const norm_info *ni, mk_errmsg *e
     e->chain_end = fold.last;
     if (cl_store) bi_add_cl_value(e, fold.value);
   }
-  if (!rc && cl_store) {
+  if (!rc && cl_store && !stats_only) {
     /* Later stages of the module read them in that memory order. */
     if (bi_value_escapes(p, s, res)) bi_add_cl_value(e, res);
     if (st->epi >= 0) {
@@ -1207,6 +1319,22 @@ int bi_emit_norm_stage(bi_emit *e, int s, mk_errmsg *err) {
   norm_info ni;
   int rc = parse(p->g, n, &ni, err);
   if (rc) return rc;
+  /* A norm another norm's epilogue applies, and that norm: channel tiles only. */
+  int tiled_pair = applied_by_epilogue(p, s) ? p->st[st->apply_into].fused_into : st->epi_norm;
+  if (tiled_pair >= 0) {
+    char why[200] = "not a configuration on channel tiles";
+    bool ok = e->cfg->norm_ctile &&
+              (applied_by_epilogue(p, s) ? ctile_input_ok(e, s, &ni, why, sizeof why)
+                                         : ctile_ok(e, s, &ni, why, sizeof why));
+    if (!ok)
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: a %s applied by another norm's epilogue (line %d) "
+                     "is written on channel tiles only: %s", n->span.line, kind_name(ni.kind),
+                     p->g->nodes[p->st[tiled_pair].nodes[0]].span.line, why);
+    rc = emit_ctile_stage(e, s, &ni, err);
+    if (!rc) rc = mk_pyemit_mutations(n, bi_graph_namer, (void *)p->g, 4, e->body);
+    if (!rc && (e->kernels->err || e->body->err)) rc = mk_errf(err, MK_ERANGE, "generated code too large");
+    return rc;
+  }
   if (st->apply_into >= 0) {
     rc = emit_stats_only(e, s, &ni, err);
     if (!rc) rc = mk_pyemit_mutations(n, bi_graph_namer, (void *)p->g, 4, e->body);

@@ -117,7 +117,7 @@ static int push_stage(bi_plan *p, bi_kind kind, const int *nodes, int nnodes) {
   p->st = ns;
   bi_stage *s = &p->st[p->nst];
   *s = (bi_stage){.kind = kind, .pro = -1, .epi = -1, .fused_into = -1, .apply_into = -1,
-                  .pro_norm = -1};
+                  .pro_norm = -1, .epi_norm = -1};
   s->nodes = malloc((size_t)nnodes * sizeof *s->nodes);
   if (s->nodes == NULL) return MK_ENOMEM;
   memcpy(s->nodes, nodes, (size_t)nnodes * sizeof *nodes);
@@ -209,11 +209,33 @@ int bi_stage_stored(const bi_plan *p, int s, int *out, int max) {
     const mk_node *node = &p->g->nodes[st->nodes[i]];
     for (int o = 0; o < node->noutputs; o++) {
       int v = node->outputs[o];
-      bool mut = st->kind == BI_EW && node->nmutates > 0;
+      /* In-place results are stored into their target, unless the target is
+       * a norm's value applied on load (never stored): then where they escape. */
+      bool mut = st->kind == BI_EW && node->nmutates > 0 && !bi_plan_applied_value(p, node->mutates[0]);
       if ((mut || bi_value_escapes(p, s, v)) && n < max) out[n++] = v;
     }
   }
   return n;
+}
+
+/* The norm stage whose value, or its epilogue's, stage t makes (v, its
+ * result), or -1. */
+static int norm_making(const bi_plan *p, int t, int v) {
+  const bi_stage *st = &p->st[t];
+  int ns = -1;
+  if (st->kind == BI_NORM && st->epi < 0) ns = t;
+  else if (st->kind == BI_EW && st->fused_into >= 0 && p->st[st->fused_into].kind == BI_NORM &&
+           p->st[st->fused_into].epi == t)
+    ns = st->fused_into;
+  return ns >= 0 && bi_stage_result(p, t) == v ? ns : -1;
+}
+
+bool bi_plan_applied_value(const bi_plan *p, int v) {
+  if (v < 0 || v >= p->g->nvalues) return false;
+  int prod = p->g->values[v].producer;
+  if (prod < 0 || prod >= p->g->nnodes || p->stage_of[prod] < 0) return false;
+  int ns = norm_making(p, p->stage_of[prod], v);
+  return ns >= 0 && p->st[ns].apply_into >= 0;
 }
 
 /* True if value v is made by a node of stage s. */
@@ -350,6 +372,68 @@ static void decide_norm_on_load(bi_plan *p) {
   }
 }
 
+/* The norm stage whose value (after its epilogue, if any) is the leaf v of
+ * norm stage b's epilogue, read nowhere else, of b's shape, a batch norm the
+ * channel tiles can write, or -1. Its input is read again by b's kernel, so
+ * nothing in the subkernel may write that input in place. */
+static int norm_of_epilogue_leaf(const bi_plan *p, int b, int v) {
+  int prod = p->g->values[v].producer;
+  if (prod < 0 || prod >= p->g->nnodes || p->stage_of[prod] < 0) return -1;
+  int t = p->stage_of[prod], ns = norm_making(p, t, v);
+  if (ns < 0 || ns >= b) return -1;
+  const bi_stage *a = &p->st[ns];
+  if (a->apply_into >= 0 || a->pro >= 0 || a->pro_norm >= 0 || a->epi_norm >= 0) return -1;
+  const mk_node *nn = &p->g->nodes[a->nodes[0]];
+  const mk_node *bn = &p->g->nodes[p->st[b].nodes[0]];
+  if (!bi_norm_on_channel_tiles(p->g, nn)) return -1;
+  const mk_value *val = &p->g->values[v], *bo = &p->g->values[bn->outputs[0]];
+  if (!bi_same_shape(val->rank, val->shape, bo->rank, bo->shape)) return -1;
+  int e = p->st[b].epi, epi = a->epi;
+  if (!read_only_by(p, nn->outputs[0], -1, epi < 0 ? e : epi)) return -1;
+  for (int i = 0; epi >= 0 && i < p->st[epi].nnodes; i++) {
+    const mk_node *en = &p->g->nodes[p->st[epi].nodes[i]];
+    for (int o = 0; o < en->noutputs; o++)
+      if (!read_only_by(p, en->outputs[o], -1, en->outputs[o] == v ? e : epi)) return -1;
+  }
+  int in = anchor_input(p, ns);
+  if (in < 0 || in == anchor_input(p, b)) return -1; /* one input read twice: one norm */
+  for (int i = 0; i < p->sk->nnodes; i++) {
+    const mk_node *n = &p->g->nodes[p->sk->nodes[i]];
+    for (int m = 0; m < n->nmutates; m++)
+      if (n->mutates[m] == in) return -1;
+  }
+  return ns;
+}
+
+/* A batch norm whose value only another batch norm's epilogue reads (ResNet's
+ * and ShuffleNet's `out = relu(bn3(conv3(..))); out += bn(conv(x))`): that
+ * epilogue applies it while loading (its statistics computed first), so its
+ * full-size value is never written and read back (torch.compile's last
+ * kernel of ShuffleNetUnit does the same: docs/bench/profiles-h100). Only
+ * the channel tiles write it (builtin_norm.c); the proposer keeps the stored
+ * plan as a twin (bi_plan_store_norms). */
+static void decide_norm_on_epilogue_load(bi_plan *p) {
+  for (int b = 0; b < p->nst; b++) {
+    bi_stage *st = &p->st[b];
+    if (st->kind != BI_NORM || st->epi < 0 || st->apply_into >= 0 || st->pro >= 0 || st->pro_norm >= 0 ||
+        !bi_norm_on_channel_tiles(p->g, &p->g->nodes[st->nodes[0]]))
+      continue;
+    const bi_stage *e = &p->st[st->epi];
+    int res = p->g->nodes[st->nodes[0]].outputs[0];
+    for (int i = 0; i < e->nnodes && st->epi_norm < 0; i++) {
+      const mk_node *en = &p->g->nodes[e->nodes[i]];
+      for (int k = 0; k < en->ninputs && st->epi_norm < 0; k++) {
+        int v = en->inputs[k];
+        if (v < 0 || v >= p->g->nvalues || v == res || produced_in_stage(p, st->epi, v)) continue;
+        int a = norm_of_epilogue_leaf(p, b, v);
+        if (a < 0) continue;
+        p->st[a].apply_into = st->epi;
+        st->epi_norm = a;
+      }
+    }
+  }
+}
+
 /* True for a view of values made outside the subkernel (a slice of a buffer:
  * attention's `self.bias[:, :, :T, :T]`): it depends on nothing the subkernel
  * computes, so its stage comes first (a line of the launcher) instead of
@@ -433,11 +517,12 @@ int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_er
   }
   decide_fusion(out);
   decide_norm_on_load(out);
+  decide_norm_on_epilogue_load(out);
   return 0;
 }
 
 void bi_plan_store_norms(bi_plan *p) {
-  for (int s = 0; s < p->nst; s++) p->st[s].apply_into = p->st[s].pro_norm = -1;
+  for (int s = 0; s < p->nst; s++) p->st[s].apply_into = p->st[s].pro_norm = p->st[s].epi_norm = -1;
 }
 
 bool bi_plan_norm_on_load(const bi_plan *p) {
@@ -458,6 +543,8 @@ bool bi_plan_unfuse_inplace_epilogues(bi_plan *p) {
   for (int s = 0; s < p->nst; s++) {
     int e = p->st[s].epi;
     if (p->st[s].kind != BI_NORM || e < 0 || !writes_in_place(p, e)) continue;
+    if (p->st[s].epi_norm >= 0) p->st[p->st[s].epi_norm].apply_into = -1; /* its reader is gone */
+    p->st[s].epi_norm = -1;
     p->st[s].epi = -1;
     p->st[e].fused_into = -1;
     any = true;

@@ -575,6 +575,17 @@ static bool ends_in_norm_applied_by_pool(const bi_plan *p) {
   return last >= 0 && norms == 1 && pools == 1 && p->st[last].pro_norm >= 0;
 }
 
+/* True if the plan ends in a norm whose epilogue applies the plan's only
+ * other norm while loading (decide_norm_on_epilogue_load): ShuffleNet's
+ * bn3 and shortcut norm with `out += shortcut`. One such pair per subkernel,
+ * as for a norm applied by its pool, so premerging stops there. */
+static bool ends_in_norm_applied_by_epilogue(const bi_plan *p) {
+  int norms = 0, last = p->nst - 1;
+  while (last >= 0 && (p->st[last].kind == BI_VIEW || p->st[last].fused_into >= 0)) last--;
+  for (int s = 0; s < p->nst; s++) norms += p->st[s].kind == BI_NORM;
+  return last >= 0 && norms == 2 && p->st[last].kind == BI_NORM && p->st[last].epi_norm >= 0;
+}
+
 /* One GEMM whose epilogue carries every other stage that computes (views are
  * free): the product and what follows it in one kernel, as after attention's
  * q @ k^T (scale, causal mask, activation), so the product is not written
@@ -597,7 +608,7 @@ bool mk_builtin_fuses(const mk_graph *g, const mk_subkernel *sk) {
   mk_errmsg ignored = {{0}};
   if (g == NULL || sk == NULL || bi_plan_build(g, sk, &p, &ignored)) return false;
   bool fused = p.nst >= 2 && (bi_conv_chain_covers(&p, 0) || ends_in_norm_applied_by_pool(&p) ||
-                              gemm_epilogue_covers(&p));
+                              ends_in_norm_applied_by_epilogue(&p) || gemm_epilogue_covers(&p));
   bi_plan_free(&p);
   return fused;
 }
@@ -738,7 +749,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
     char *src = NULL;
     rc = emit_module(cfg.norm_stored ? &stored_plan : &p, &cfg, mk_buf_cstr(&name), &src, ctile_why,
                      sizeof ctile_why, err);
-    if ((rc == MK_EUNSUPPORTED || rc == CTILE_DECLINED) && apart && !cfg.norm_stored)
+    if ((rc == MK_EUNSUPPORTED || rc == CTILE_DECLINED) && apart)
       rc = emit_module(&apart_plan, &cfg, mk_buf_cstr(&name), &src, ctile_why, sizeof ctile_why, err);
     if (rc == CTILE_DECLINED) {
       rc = 0;

@@ -111,8 +111,10 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
  * stages, a group or batch norm, a channel reduction or pool, and what
  * follows that on the tile); or a subkernel ending in a pool that applies
  * the one norm before it while loading (the normalised tensor never stored),
- * with no other norm or pool; or one GEMM whose epilogue carries every other
- * stage that computes (attention's scale, mask and activation after q @ k^T). */
+ * with no other norm or pool; or one ending in a batch norm whose epilogue
+ * applies the one other norm while loading (ShuffleNet's `out += shortcut`);
+ * or one GEMM whose epilogue carries every other stage that computes
+ * (attention's scale, mask and activation after q @ k^T). */
 bool mk_builtin_fuses(const mk_graph *g, const mk_subkernel *sk);
 
 /* Builtin CUDA C++ generator (engine/propose/builtin_cuda_*.c): the same

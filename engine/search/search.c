@@ -1615,8 +1615,29 @@ static bool prior_is_bare(const mk_search_config *cfg, int orig) {
  * H100: its convolution's beam took the whole budget and no merge was tried).
  * The merged subkernel still gets the unfused variants (cuDNN, then a kernel
  * per stage) from the proposer, so nothing is lost, and a split may undo it.
- * Subkernels with prior variants of their own (a user's earlier evolve) stay.
- * orig[i]: subkernel i's index in the caller's partition, -1 when merged. */
+ * Where a subkernel and its neighbour do not fuse, the next PREMERGE_SPAN - 1
+ * are tried with them: ShuffleNet's bn3 and the shortcut norm whose epilogue
+ * applies it have the shortcut's convolution and the norm's counter update
+ * between them. Subkernels with prior variants of their own (a user's
+ * earlier evolve) stay. orig[i]: subkernel i's index in the caller's
+ * partition, -1 when merged. */
+#define PREMERGE_SPAN 3
+
+/* The partition with subkernels [i, i + span] of s->part merged into i, in
+ * *trial, if the proposer fuses their union and none has prior variants. */
+static bool premerge_trial(mk_search *s, const mk_search_config *cfg, const int *orig, int i, int span,
+                           mk_partition *trial) {
+  for (int k = 0; k <= span; k++)
+    if (!prior_is_bare(cfg, orig[i + k])) return false;
+  *trial = (mk_partition){0};
+  if (mk_partition_copy(&s->part, trial)) return false;
+  bool ok = true;
+  for (int k = 0; k < span && ok; k++) ok = mk_partition_merge(s->g, trial, i, NULL) == 0;
+  ok = ok && s->prop.fuses(s->prop.self, s->g, &trial->subkernels[i], cfg->backend);
+  if (!ok) mk_partition_free(trial);
+  return ok;
+}
+
 static int premerge_fused(mk_search *s, const mk_search_config *cfg, int *orig) {
   int merged = 0;
   for (int i = 0; i < s->part.nsubkernels; i++) orig[i] = i;
@@ -1625,24 +1646,24 @@ static int premerge_fused(mk_search *s, const mk_search_config *cfg, int *orig) 
   if (s->prop.fuses == NULL || !cfg->try_merge || cfg->only_subkernel >= 0 || !s->ev.timed) return 0;
   for (int i = 0; i + 1 < s->part.nsubkernels;) {
     mk_partition trial = {0};
-    bool ok = prior_is_bare(cfg, orig[i]) && prior_is_bare(cfg, orig[i + 1]) &&
-              mk_partition_copy(&s->part, &trial) == 0 && mk_partition_merge(s->g, &trial, i, NULL) == 0 &&
-              s->prop.fuses(s->prop.self, s->g, &trial.subkernels[i], cfg->backend);
-    if (!ok) {
-      mk_partition_free(&trial);
+    int span = 0;
+    for (int k = 1; k <= PREMERGE_SPAN && i + k < s->part.nsubkernels && span == 0; k++)
+      if (premerge_trial(s, cfg, orig, i, k, &trial)) span = k;
+    if (span == 0) {
       i++;
       continue;
     }
     cJSON *f = cJSON_CreateObject();
     cJSON_AddStringToObject(f, "first", s->part.subkernels[i].name);
-    cJSON_AddStringToObject(f, "second", s->part.subkernels[i + 1].name);
+    cJSON_AddStringToObject(f, "second", s->part.subkernels[i + span].name);
+    cJSON_AddNumberToObject(f, "between", span - 1);
     cJSON_AddStringToObject(f, "merged", trial.subkernels[i].name);
     log_event(s, "fused", f);
     mk_partition_free(&s->part);
     s->part = trial;
     orig[i] = -1;
-    for (int k = i + 1; k < s->part.nsubkernels; k++) orig[k] = orig[k + 1];
-    merged++; /* and try the next neighbour onto the same subkernel */
+    for (int k = i + 1; k < s->part.nsubkernels; k++) orig[k] = orig[k + span];
+    merged += span; /* and try the next neighbour onto the same subkernel */
   }
   return merged;
 }

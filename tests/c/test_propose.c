@@ -1223,6 +1223,50 @@ MK_TEST(propose, residual_added_in_place_is_the_tiled_norms_epilogue) {
   mk_graph_free(g);
 }
 
+/* ShuffleNet's tail (residual_shortcut: bn3 + relu, the shortcut's conv and
+ * norm, `out += shortcut`, out returned): the first candidate, on channel
+ * tiles, computes bn3's statistics alone and the shortcut norm's epilogue
+ * applies bn3 and its relu while loading, so `out` is never stored; the sum,
+ * written in place in the model, goes to a fresh channels_last tensor. Its
+ * twin stores bn3 and writes the sum into it; configurations off the tiles
+ * never apply a norm in an epilogue. */
+MK_TEST(propose, norm_read_only_by_another_norms_epilogue_is_applied_there) {
+  mk_graph *g = load("propose", "residual_shortcut.json");
+  MK_REQUIRE(g != NULL);
+  mk_subkernel sk;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){2, 3, 4, 5, 6, 7}, 6, &sk, &err) == 0);
+  mk_candidate_list l = {0};
+  mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
+  MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
+  MK_REQUIRE(l.n > 2);
+  const char *ct = l.items[0].source;
+  MK_CHECK(strstr(l.items[0].name, "_ctile_") != NULL && strstr(l.items[0].name, "_normst") == NULL);
+  MK_CHECK(strstr(ct, "statistics only, on [pixels x channels] tiles: the kernel of line 20") != NULL);
+  MK_CHECK(strstr(ct, "    ya = (xa - tl.load(nma_ptr + cc, mask=c_ok, other=0.0)[None, :]) * ") != NULL);
+  MK_CHECK(strstr(ct, "    v18 = tl.where(ya > 0, ya, 0.0)  # relu (line 19)\n") != NULL);
+  MK_CHECK(strstr(ct, "    v24 = v18 + y  # add (line 20)\n") != NULL);
+  MK_CHECK(strstr(ct, "    tl.store(epi_v24_ptr + soffs, v24, mask=mask)\n") != NULL);
+  MK_CHECK(strstr(ct, "    v24 = torch.empty(out21, device=in21_device, dtype=torch.float32, "
+                      "memory_format=torch.channels_last)\n") != NULL);
+  MK_CHECK(strstr(ct, "v18 = torch.empty") == NULL); /* bn3's value is never stored */
+  MK_CHECK(strstr(ct, "v24 = v18\n") == NULL);
+  int ctapply = 0;
+  for (const char *q = ct; (q = strstr(q, "def _norm_ctapply")) != NULL; q++) ctapply++;
+  MK_CHECK_INT(ctapply, ==, 1);
+  bool twin = false;
+  for (int i = 1; i < l.n; i++) {
+    const char *src = l.items[i].source;
+    if (strstr(l.items[i].name, "_ctile_normst"))
+      twin |= strstr(src, "    v24 = v18\n") != NULL && strstr(src, "nma_ptr") == NULL;
+    if (strstr(l.items[i].name, "_ctile") == NULL) MK_CHECK(strstr(src, "nma_ptr") == NULL);
+  }
+  MK_CHECK(twin);
+  mk_candidate_list_free(&l);
+  mk_subkernel_free(&sk);
+  mk_graph_free(g);
+}
+
 /* A tensor made from constants inside a candidate's run (replayed_data:
  * `torch.tensor(1. / 0.01, device=t.device)`, node 10, kept to the run) is
  * made once per device, as the composed forward does (the module defines

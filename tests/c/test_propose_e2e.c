@@ -347,7 +347,7 @@ MK_TEST(propose_e2e, batch_norms_on_channel_tiles_match_reference) {
  * tiled apply stores `out + bn(...)` into `out` (its epilogue writes its
  * in-place target at the offsets it read it from). Every candidate of every
  * subkernel, the in-place target compared after the call, and the whole
- * graph. */
+ * graph, where the other norm is applied by that epilogue while it loads. */
 MK_TEST(propose_e2e, residual_added_in_place_after_a_batch_norm_matches_reference) {
   if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
@@ -356,6 +356,11 @@ MK_TEST(propose_e2e, residual_added_in_place_after_a_batch_norm_matches_referenc
   harness_env = "MK_HARNESS_CTILE_CL=1";
   run_fixture("residual_inplace.json", 0);
   run_fixture_as("residual_inplace.json", 4, true);
+  /* ShuffleNet's tail whole: the shortcut norm's epilogue applies bn3 while
+   * loading and writes the in-place sum, the program's output, to a fresh
+   * tensor (and its twin with bn3 stored, the sum in place). */
+  run_fixture("residual_shortcut.json", 0);
+  run_fixture_as("residual_shortcut.json", 4, true);
   harness_env = "";
 }
 

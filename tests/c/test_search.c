@@ -51,6 +51,7 @@ typedef struct fake_prop {
   bool fresh; /* every request (OPTIMISE too) gets new candidates */
   bool fuse;     /* give mk_proposer.fuses: yes to subkernels holding fuse_node and another */
   int fuse_node;
+  int fuse_nodes; /* > 0: ... and exactly this many nodes */
   int fuses_asked;
 } fake_prop;
 
@@ -60,7 +61,7 @@ static bool fake_fuses(void *self, const mk_graph *g, const mk_subkernel *sk, mk
   fake_prop *fp = self;
   fp->fuses_asked++;
   for (int i = 0; i < sk->nnodes; i++)
-    if (sk->nodes[i] == fp->fuse_node) return sk->nnodes > 1;
+    if (sk->nodes[i] == fp->fuse_node) return sk->nnodes > 1 && (fp->fuse_nodes <= 0 || sk->nnodes == fp->fuse_nodes);
   return false;
 }
 
@@ -156,8 +157,9 @@ static void on_done(void *data, int status, mk_search_result *res, const char *e
   o->res = res;
 }
 
-static int run_search(fake_prop *fp, fake_eval *fe, mk_search_config *cfg, outcome *o,
-                      mk_graph **gout) {
+/* One subkernel per node (relu | linear | mul | sum) when `per_node`. */
+static int run_search_in(fake_prop *fp, fake_eval *fe, mk_search_config *cfg, outcome *o,
+                         mk_graph **gout, bool per_node) {
   mk_errmsg err = {{0}};
   mk_graph *g = NULL;
   if (mk_graph_from_json(GRAPH_JSON, strlen(GRAPH_JSON), &g, &err)) {
@@ -165,7 +167,10 @@ static int run_search(fake_prop *fp, fake_eval *fe, mk_search_config *cfg, outco
     return -1;
   }
   mk_partition p = {0};
-  if (mk_decompose_initial(g, &p, &err)) {
+  if (mk_decompose_initial(g, &p, &err) ||
+      (per_node && (mk_partition_split(g, &p, 1, 2, &err) || mk_partition_split(g, &p, 2, 3, &err)))) {
+    fprintf(stderr, "partition: %s\n", err.text);
+    mk_partition_free(&p);
     mk_graph_free(g);
     return -1;
   }
@@ -178,6 +183,11 @@ static int run_search(fake_prop *fp, fake_eval *fe, mk_search_config *cfg, outco
   mk_partition_free(&p);
   *gout = g;
   return rc;
+}
+
+static int run_search(fake_prop *fp, fake_eval *fe, mk_search_config *cfg, outcome *o,
+                      mk_graph **gout) {
+  return run_search_in(fp, fe, cfg, o, gout, false);
 }
 
 static void config(mk_search_config *cfg) {
@@ -1252,6 +1262,40 @@ MK_TEST(search, fused_neighbours_merge_before_the_beams) {
     mk_search_result_free(o.res);
     mk_graph_free(g);
   }
+}
+
+/* A subkernel and its neighbour that do not fuse are tried with the next
+ * ones too (ShuffleNet: a convolution and a counter update between two norms
+ * whose pair fuses): relu, linear and mul fuse only together, so the first
+ * merge takes three subkernels, and the sum stays apart. */
+MK_TEST(search, premerge_reaches_past_neighbours_that_do_not_fuse_alone) {
+  const char *names[] = {"ok_1.0"};
+  fake_prop fp = {.names = names, .nnames = 1, .fuse = true, .fuse_node = 0, .fuse_nodes = 3};
+  fake_eval fe = {.ref_ms = 4.0, .timed = true};
+  mk_search_config cfg;
+  config(&cfg);
+  cfg.try_merge = true;
+  char path[] = "/tmp/mk_search_plog_XXXXXX";
+  int fd = mkstemp(path);
+  MK_REQUIRE(fd >= 0);
+  close(fd);
+  cfg.log = fopen(path, "w");
+  outcome o = {0};
+  mk_graph *g = NULL;
+  MK_REQUIRE(run_search_in(&fp, &fe, &cfg, &o, &g, true) == 0);
+  fclose(cfg.log);
+  MK_REQUIRE(o.res != NULL);
+  MK_CHECK_INT(o.res->fused, ==, 2);
+  char *log = NULL;
+  size_t n = 0;
+  MK_REQUIRE(mk_read_file(path, 1 << 20, &log, &n) == 0);
+  const char *ev = strstr(log, "\"event\":\"fused\"");
+  MK_CHECK(ev != NULL && strstr(ev + 1, "\"event\":\"fused\"") == NULL); /* one premerge */
+  MK_CHECK(strstr(log, "\"between\":1") != NULL);                     /* past the linear */
+  free(log);
+  remove(path);
+  mk_search_result_free(o.res);
+  mk_graph_free(g);
 }
 
 /* On a GPU an unset --time-budget is the device's budget (gpu_seconds): past it no
