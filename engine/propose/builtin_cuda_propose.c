@@ -232,7 +232,7 @@ static void unfuse(bi_plan *p) {
     bool gemm_epi = st->kind == BI_GEMM && st->epi >= 0;
     bool epi_of_gemm = st->kind == BI_EW && st->fused_into >= 0 && p->st[st->fused_into].kind == BI_GEMM &&
                        p->st[st->fused_into].epi == s;
-    st->pro = st->apply_into = st->pro_norm = -1;
+    st->pro = st->apply_into = st->pro_norm = st->epi_norm = -1;
     if (!gemm_epi) st->epi = -1;
     if (!epi_of_gemm) st->fused_into = -1;
   }
