@@ -539,30 +539,52 @@ MK_TEST(propose, channels_last_tail_runs_in_memory_order) {
   mk_graph_free(g);
 }
 
-/* The first candidate of the subkernel made of `nodes` (an implicit-GEMM
- * convolution where the subkernel has one), or NULL. Caller frees. */
-/* The first GPU candidate of the subkernel made of `nodes` that is not a
- * few-channel stem loop (those come first for few channels and have their own
- * tests: few_channel_convolutions_try_3xtf32_early, propose_e2e's stems). */
+/* The subkernel's "tf32p" implicit GEMM where it has one (the first over 8
+ * or more input channels; over fewer the 3xTF32 ones and cuDNN's variants
+ * come before it: few_channel_convolutions_try_3xtf32_early), else its
+ * first GPU candidate that is not a few-channel stem loop (those have their
+ * own tests). Caller frees. */
 static char *first_candidate(const mk_graph *g, const int *nodes, int nnodes, char **name) {
   mk_subkernel sk;
   mk_errmsg err = {{0}};
   if (mk_subkernel_from_nodes(g, nodes, nnodes, &sk, &err)) return NULL;
   mk_candidate_list l = {0};
-  mk_propose_request req = {.graph = g, .subkernel = &sk, .max_candidates = 8, .device = "cuda"};
+  mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
   char *src = NULL;
   if (mk_builtin_propose(&req, &l, &err) == 0) {
-    for (int i = 0; i < l.n && src == NULL; i++) {
-      if (strstr(l.items[i].name, "_stem")) continue;
-      src = l.items[i].source;
-      *name = l.items[i].name;
-      l.items[i].source = NULL;
-      l.items[i].name = NULL;
+    int pick = -1;
+    for (int i = 0; i < l.n && pick < 0; i++)
+      if (strncmp(l.items[i].name, "triton_igemm", 12) == 0 && strstr(l.items[i].name, "_tf32p_")) pick = i;
+    for (int i = 0; i < l.n && pick < 0; i++)
+      if (strstr(l.items[i].name, "_stem") == NULL) pick = i;
+    if (pick >= 0) {
+      src = l.items[pick].source;
+      *name = l.items[pick].name;
+      l.items[pick].source = NULL;
+      l.items[pick].name = NULL;
     }
   }
   mk_candidate_list_free(&l);
   mk_subkernel_free(&sk);
   return src;
+}
+
+/* The name of the first candidate the proposer lists for the subkernel made
+ * of `nodes`, or NULL. Caller frees. */
+static char *first_listed(const mk_graph *g, const int *nodes, int nnodes) {
+  mk_subkernel sk;
+  mk_errmsg err = {{0}};
+  if (mk_subkernel_from_nodes(g, nodes, nnodes, &sk, &err)) return NULL;
+  mk_candidate_list l = {0};
+  mk_propose_request req = {.graph = g, .subkernel = &sk, .max_candidates = 1, .device = "cuda"};
+  char *name = NULL;
+  if (mk_builtin_propose(&req, &l, &err) == 0 && l.n > 0) {
+    name = l.items[0].name;
+    l.items[0].name = NULL;
+  }
+  mk_candidate_list_free(&l);
+  mk_subkernel_free(&sk);
+  return name;
 }
 
 static int count_of(const char *hay, const char *needle) {
@@ -778,15 +800,16 @@ MK_TEST(propose, implicit_gemm_conv_carries_a_batch_norm) {
 }
 
 /* Over few input channels (6 here) cuDNN's reference convolution is float32,
- * not TF32: the stem loops (TF32, 3xTF32, TF32 on a 128-wide channel tile)
- * come first, then the 3xTF32
- * implicit GEMMs (split before the loop, then inside it) right after the
- * first gathering one, where over more channels (conv_chain's 9) there is no
- * stem and they come after the other TF32 tiles. */
+ * not TF32: the 3xTF32 stem loop comes first, then the 3xTF32 implicit GEMMs
+ * (split before the loop, then inside it), then cuDNN's NCHW variant, its
+ * channels_last one, and only then the TF32 implicit GEMMs (they cannot
+ * pass there); over more channels (conv_chain's 9) there is no stem, the
+ * first implicit GEMM is tf32p and the 3xTF32 ones come after the other
+ * TF32 tiles. */
 MK_TEST(propose, few_channel_convolutions_try_3xtf32_early) {
-  const struct { const char *fixture; int nodes[5], n, x3p_at, x3_at, stems; } cases[] = {
-      {"conv_norm_tails.json", {0, 1, 2, 3, 4}, 5, 1, 2, 3},
-      {"conv_chain.json", {0}, 1, 6, 7, 0},  /* after 64x128, 128x128, tf32r, packed, 64-wide */
+  const struct { const char *fixture; int nodes[5], n, x3p_at, x3_at, stems, conv_at, convcl_at; } cases[] = {
+      {"conv_norm_tails.json", {0, 1, 2, 3, 4}, 5, 0, 1, 1, 3, 6}, /* conv's three norm layouts */
+      {"conv_chain.json", {0}, 1, 6, 7, 0, -2, -2}, /* after 64x128, 128x128, tf32r, packed, 64-wide */
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     mk_graph *g = load("propose", cases[c].fixture);
@@ -797,20 +820,21 @@ MK_TEST(propose, few_channel_convolutions_try_3xtf32_early) {
     mk_candidate_list l = {0};
     mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
     MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
-    int igemm = 0, x3p_at = -1, x3_at = -1, stems = 0;
+    int igemm = 0, x3p_at = -1, x3_at = -1, stems = 0, conv_at = -1, convcl_at = -1;
     for (int i = 0; i < l.n; i++) {
-      if (strncmp(l.items[i].name, "triton_igemm", 12) != 0) continue;
-      if (strstr(l.items[i].name, "_stem")) { /* first: TF32, 3xTF32, TF32 on 128 channels */
-        static const char *const order[] = {"128x64x64_w4_s3_tf32_stem", "128x64x64_w4_s3_tf32x3_stem",
-                                            "128x128x64_w8_s3_tf32_stem"};
-        MK_CHECK_INT(igemm, ==, 0);
-        MK_CHECK(stems < 3 && strstr(l.items[i].name, order[stems]) != NULL);
+      const char *name = l.items[i].name;
+      if (conv_at < 0 && strncmp(name, "triton_conv_", 12) == 0) conv_at = i;
+      if (convcl_at < 0 && strncmp(name, "triton_convcl_", 14) == 0) convcl_at = i;
+      if (strncmp(name, "triton_igemm", 12) != 0) continue;
+      if (strstr(name, "_stem")) { /* 3xTF32 only, first */
+        MK_CHECK_INT(i, ==, 0);
+        MK_CHECK(strstr(name, "128x64x64_w4_s3_tf32x3_stem") != NULL);
         stems++;
         continue;
       }
-      if (igemm == 0) MK_CHECK(strstr(l.items[i].name, "_tf32p") != NULL);
-      if (strstr(l.items[i].name, "_tf32x3p")) x3p_at = igemm;
-      else if (strstr(l.items[i].name, "_tf32x3")) x3_at = igemm;
+      if (igemm == 0 && !cases[c].stems) MK_CHECK(strstr(name, "_tf32p") != NULL);
+      if (strstr(name, "_tf32x3p")) x3p_at = igemm;
+      else if (strstr(name, "_tf32x3")) x3_at = igemm;
       igemm++;
     }
     if (x3_at != cases[c].x3_at || x3p_at != cases[c].x3p_at)
@@ -818,6 +842,10 @@ MK_TEST(propose, few_channel_convolutions_try_3xtf32_early) {
     MK_CHECK_INT(x3p_at, ==, cases[c].x3p_at);
     MK_CHECK_INT(x3_at, ==, cases[c].x3_at);
     MK_CHECK_INT(stems, ==, cases[c].stems);
+    if (cases[c].conv_at >= 0) { /* over few channels, cuDNN's NCHW variant before channels_last */
+      MK_CHECK_INT(conv_at, ==, cases[c].conv_at);
+      MK_CHECK_INT(convcl_at, ==, cases[c].convcl_at);
+    }
     mk_candidate_list_free(&l);
     mk_subkernel_free(&sk);
     mk_graph_free(g);
@@ -875,16 +903,13 @@ MK_TEST(propose, strided_transposed_conv_runs_by_phases) {
 MK_TEST(propose, implicit_gemm_first_only_where_it_is_likely_to_win) {
   mk_graph *g = load("propose", "conv_wide.json");
   MK_REQUIRE(g != NULL);
-  char *name = NULL;
-  char *src = first_candidate(g, (int[]){0, 1}, 2, &name);
-  MK_REQUIRE(src != NULL);
+  char *name = first_listed(g, (int[]){0, 1}, 2);
+  MK_REQUIRE(name != NULL);
   MK_CHECK(strncmp(name, "triton_convcl", 13) == 0);
-  free(src);
   free(name);
-  src = first_candidate(g, (int[]){2, 3}, 2, &name);
-  MK_REQUIRE(src != NULL);
+  name = first_listed(g, (int[]){2, 3}, 2);
+  MK_REQUIRE(name != NULL);
   MK_CHECK(strncmp(name, "triton_igemm", 12) == 0);
-  free(src);
   free(name);
   mk_graph_free(g);
 }

@@ -104,6 +104,11 @@ def _import(path: Path, tag: str) -> object:
 def test_modelnew_builds_and_matches_model(composed: Path, name: str,
                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    # Both sides' convolutions are cuDNN's, Model's NCHW and ModelNew's channels_last (the
+    # layout plan): with TF32 allowed (PyTorch's default for cuDNN) their algorithms round
+    # differently (3.7e-5 on an H200), which says nothing about our kernels; in float32
+    # they agree to rounding.
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     mod = _import(composed / name, name.removesuffix(".py"))
     torch.manual_seed(0)
     model = mod.Model().cuda()
