@@ -72,18 +72,27 @@ typedef struct igemm_cfg {
  * Few-channel stems gathered tap by tap ran far from the tensor cores (H100,
  * AlexNet's conv1, 216 GFLOP: tf32p 15.4-18.8 ms, 3xTF32 30.7-58.3 ms, against
  * cuDNN's float32 8.7 ms), so the "_stem" loop (one contiguous kernel row per
- * K block from a padded copy) is listed for them, in 3xTF32 only: on an H200
- * (scripts/device/stem_probe.py, AlexNet's conv1 at batch 1024) its TF32 form
- * ran 7.65 ms but 2.2e-3 from the float32 reference (every TF32 product
- * fails over few channels), its 3xTF32 form 18.3 ms, cuDNN 9.0 ms in NCHW and
- * 7.05 in channels_last; on problem 85 (8 channels) the 3xTF32 stem ran 1.90
- * ms, the fastest implicit GEMM there, with cuDNN's NCHW variant faster still
- * (1.48 ms on an H100). Over few channels the TF32 configurations come after
- * cuDNN's variants (they cannot pass), and cuDNN's NCHW variant before its
- * channels_last one (the layout plan keeps such convolutions NCHW): on the
- * H200 the three TF32 stems, listed first, pushed problem 85's winning NCHW
- * variant out of the first proposals (0.64x of compile, 1.26x on the H100). */
-static const igemm_cfg igemm_gpu[] = {{128, 64, 64, 4, 3, "tf32x3", 0, 0, false, true},
+ * K block from a padded copy) is listed for them, at the table's head. On an
+ * H200 (scripts/device/stem_probe.py, AlexNet's conv1 at batch 1024) its TF32
+ * form ran 7.65 ms but 2.2e-3 from the float32 reference, its 3xTF32 form 18.3
+ * ms, cuDNN 9.0 ms in NCHW and 7.05 in channels_last; on problem 65 (3
+ * channels, an average pool and a sum after it) the TF32 stem passed and won
+ * (4.80 ms, cuDNN channels_last 5.36), on problem 85 (8 channels, a group
+ * norm after it) no TF32 product passed and the 3xTF32 stem ran 1.90 ms, the
+ * fastest implicit GEMM there, with cuDNN's NCHW variant faster still (1.48 ms
+ * on an H100). Over few channels the TF32 configurations therefore come one
+ * step after the 3xTF32 ones and cuDNN's NCHW variant, beside cuDNN's
+ * channels_last one (the layout plan keeps such convolutions NCHW): listed
+ * first, the three stems had pushed problem 85's NCHW variant out of the
+ * first proposals on the H200 (0.64x of compile, 1.26x on the H100). The
+ * 128-wide channel tile reads each input row once for up to 128 output
+ * channels (AlexNet's 96), where the 64-wide one reads it twice. The stems'
+ * TF32 products truncate (ROUND 0): over few channels the reference is float32,
+ * not cuDNN's TF32, so rounding as it rounds buys nothing, and a rounding pass
+ * would read and write the input once more before the padded copy. */
+static const igemm_cfg igemm_gpu[] = {{128, 64, 64, 4, 3, "tf32", 0, 0, false, true},
+                                      {128, 64, 64, 4, 3, "tf32x3", 0, 0, false, true},
+                                      {128, 128, 64, 8, 3, "tf32", 0, 0, false, true},
                                       {128, 64, 32, 4, 3, "tf32", 3, 0, false, false},
                                       {64, 128, 32, 4, 4, "tf32", 3, 1, false, false},
                                       {128, 128, 32, 8, 3, "tf32", 3, 1, false, false},
@@ -713,15 +722,15 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
            * the CPU try them after the other layouts. */
           int sd = tb.ew == ew_cpu && norm_splits[sp] > 0 ? 1 : 0;
           /* Where cuDNN is likely faster, the implicit GEMMs come after its variants;
-           * over few channels the TF32 ones after them anyway (they cannot pass),
-           * and cuDNN's channels_last variant after its NCHW one. */
+           * over few channels the TF32 ones a step after the 3xTF32 ones and cuDNN's
+           * NCHW variant (they seldom pass there), beside its channels_last one. */
           int cd = few_channels && c == 1 ? 1 : 0;
           if (c >= 2 && tb.igemm[c - 2].pack && !narrow) continue; /* packs nothing */
           if (c >= 2 && tb.igemm[c - 2].stem && !stem) continue;   /* no stem in it */
           if (c >= 2) {
             const igemm_cfg *ic = &tb.igemm[c - 2];
             bool exact = few_channels && (strcmp(ic->prec, "tf32x3") == 0 || ic->round == 4);
-            cd = (exact ? 0 : ic->dist + (few_channels ? 3 : 0)) + (igemm_first ? 0 : 2);
+            cd = (exact ? 0 : ic->dist + (few_channels ? 1 : 0)) + (igemm_first ? 0 : 2);
           }
           for (int ns = 0; ns < nsv; ns++)
             vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .normst = ns,

@@ -406,7 +406,7 @@ MK_TEST(propose_e2e, pools_applying_norms_match_reference) {
  * row per K block): AlexNet's 11x11 stride-4 stem, a rectangular kernel with
  * a stride per dim over one channel, a 7x7 stem over 8 channels into a batch
  * norm. The first 8 configurations of every subkernel and of the whole graph,
- * the 3xTF32 stem among them (it comes first for few channels). */
+ * stems among them (the 3xTF32 one comes first for few channels). */
 MK_TEST(propose_e2e, few_channel_stems_match_reference) {
   if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
@@ -433,7 +433,7 @@ MK_TEST(propose_e2e, few_channel_stems_match_reference) {
     mk_candidate_list_free(&list);
   }
   MK_CHECK_INT(convs, ==, 3);
-  MK_CHECK_INT(stems, ==, 3); /* the 3xTF32 stem of each convolution, among its first 8 */
+  MK_CHECK_INT(stems, >=, 6); /* each convolution's 3xTF32 stem and a TF32 one, among its first 8 */
   mk_partition_free(&p);
   mk_graph_free(g);
   run_fixture("conv_stems.json", 8);
