@@ -474,6 +474,25 @@ static void add_if_unrecorded(void *data, const char *path) {
   mk_bench_results_add(&b->results, &rec);
 }
 
+/* The `started` of DIR/results.json from the run that wrote it (the
+ * sweep's start, which the rewritten reports keep), or NULL. Caller frees. */
+static char *previous_started(const char *outdir) {
+  mk_buf path;
+  mk_buf_init(&path, 8192);
+  mk_buf_printf(&path, "%s/results.json", outdir);
+  char *text = NULL, *started = NULL;
+  size_t len = 0;
+  if (!path.err && mk_read_file(mk_buf_cstr(&path), 64 << 20, &text, &len) == 0) {
+    cJSON *j = cJSON_Parse(text);
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "started");
+    if (cJSON_IsString(s) && s->valuestring[0]) started = mk_strdup(s->valuestring);
+    cJSON_Delete(j);
+  }
+  free(text);
+  mk_buf_free(&path);
+  return started;
+}
+
 /* --report-only (and the end of --slurm --wait): the reports from the
  * records in DIR/problems, the problems of a Slurm sweep without one, and
  * the tasks' caches merged into this machine's. */
@@ -492,6 +511,7 @@ static int report_from_records(bench_cli *b, const mk_session_config *cfg, const
   b->results.device = mk_strdup(device ? device : "unknown");
   b->results.proposer = mk_strdup(cfg->proposer);
   b->results.note = note ? mk_strdup(note) : NULL;
+  if (b->results.started == NULL) b->results.started = previous_started(b->outdir);
   if (!rc) rc = write_reports(b);
   mk_bench_results_free(&b->results);
   free_problems(b); /* the listed ones */

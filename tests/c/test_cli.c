@@ -604,6 +604,42 @@ MK_TEST(cli, help_for_every_command) {
   run_free(&r);
 }
 
+/* `bench --report-only` rewrites the reports from the records and keeps the
+ * sweep's start from the results.json it replaces (the issue's done-when reads
+ * it); with no earlier results.json it has none to keep. */
+MK_TEST(cli, report_only_keeps_the_sweeps_start) {
+  const char *env[] = {"MKEVOLVE_PYTHON=/nonexistent/python", "MKEVOLVE_NO_CACHE=1", NULL};
+  (void)tmp_file("placeholder.py", good_module); /* creates tmpdir */
+  char dir[512], cmd[2048];
+  snprintf(dir, sizeof dir, "%s/sweep", tmpdir);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && cp -r '%s/tests/fixtures/bench/gpu/problems' '%s/'",
+           dir, dir, mk_test_repo_dir(), dir);
+  MK_REQUIRE(system(cmd) == 0);
+  const char *a[] = {"bench", "--report-only", "-o", dir, NULL};
+  run_out r;
+  run(a, env, 30, &r);
+  MK_CHECK_INT(r.status, ==, 0);
+  run_free(&r);
+  char path[600], *text = NULL;
+  size_t n = 0;
+  snprintf(path, sizeof path, "%s/results.json", dir);
+  MK_REQUIRE(mk_read_file(path, 1 << 24, &text, &n) == 0);
+  MK_CHECK(strstr(text, "\"started\":\tnull") != NULL); /* nothing to keep */
+  free(text);
+  snprintf(cmd, sizeof cmd, "printf '{\"schema\": 1, \"started\": \"2026-12-07T04:16:00Z\"}' > '%s'", path);
+  MK_REQUIRE(system(cmd) == 0);
+  run(a, env, 30, &r);
+  MK_CHECK_INT(r.status, ==, 0);
+  run_free(&r);
+  MK_REQUIRE(mk_read_file(path, 1 << 24, &text, &n) == 0);
+  MK_CHECK(strstr(text, "2026-12-07T04:16:00Z") != NULL);
+  free(text);
+  snprintf(path, sizeof path, "%s/summary.md", dir);
+  MK_REQUIRE(mk_read_file(path, 1 << 24, &text, &n) == 0);
+  MK_CHECK(strstr(text, "Started: 2026-12-07T04:16:00Z") != NULL);
+  free(text);
+}
+
 MK_TEST(cli, directories_and_evolve_static_errors) {
   /* No Python at all: these must be answered before any worker starts. */
   const char *env[] = {"MKEVOLVE_PYTHON=/nonexistent/python", "MKEVOLVE_NO_CACHE=1", NULL};
