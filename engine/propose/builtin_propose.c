@@ -84,7 +84,7 @@ typedef struct igemm_cfg {
  * step after the 3xTF32 ones and cuDNN's NCHW variant, beside cuDNN's
  * channels_last one (the layout plan keeps such convolutions NCHW): listed
  * first, the three stems had pushed problem 85's NCHW variant out of the
- * first proposals on the H200 (0.64x of compile, 1.26x on the H100). The
+ * first proposals on the H200 (0.64x of compile, 0.97x on the H100). The
  * 128-wide channel tile reads each input row once for up to 128 output
  * channels (AlexNet's 96), where the 64-wide one reads it twice. The stems'
  * TF32 products truncate (ROUND 0): over few channels the reference is float32,
