@@ -261,7 +261,7 @@ void mk_cli_print_session_options(FILE *out) {
         "  --monolithic               the whole forward as one subkernel (direct synthesis)\n"
         "  --python PATH              the workers' Python (default $MKEVOLVE_PYTHON or .venv)\n"
         "  --native-worker            on a GPU, verify builtin CUDA candidates in mkworker-native\n"
-        "                             (off by default until its GPU test has passed; --no-native-worker)\n"
+        "                             (the default; --no-native-worker: in the Python worker)\n"
         "  --cache-dir DIR            the verdict cache (default $MKEVOLVE_CACHE_DIR or\n"
         "                             ~/.cache/mkevolve)\n"
         "  --workdir DIR              run files, DIR/<file stem>/run.jsonl (default ./" MK_CLI_WORKDIR ")\n"

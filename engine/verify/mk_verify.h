@@ -54,8 +54,8 @@ typedef struct mk_verify_options {
                                    graph check sets it) */
   bool native;             /* CUDA candidates with a launch plan go to the native worker
                               when the verifier has one (mk_verify_set_native_pool) and
-                              the job runs on a GPU; default false until its GPU test has
-                              passed, --native-worker (docs/native-worker.md) */
+                              the job runs on a GPU; default true (its GPU test passed),
+                              --no-native-worker turns it off (docs/native-worker.md) */
 } mk_verify_options;
 
 void mk_verify_options_init(mk_verify_options *o);

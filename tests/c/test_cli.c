@@ -942,15 +942,15 @@ MK_TEST(cli, export_refusals) {
   rmdir(dir);
 }
 
-/* --native-worker turns the verifier's routing to mkworker-native on and
- * --no-native-worker off; the default (mk_verify_options_init) has it off
- * until the native verifier's GPU test has passed. */
+/* --no-native-worker turns the verifier's routing to mkworker-native off and
+ * --native-worker on again; the default (mk_verify_options_init) has it on
+ * since the native verifier's GPU test passed. */
 MK_TEST(cli, native_worker_option) {
   mk_session_config cfg;
   mk_session_config_defaults(&cfg);
-  MK_CHECK(!cfg.verify.native);
-  MK_CHECK_INT(mk_cli_session_option(&cfg, "--native-worker", NULL), ==, 1);
   MK_CHECK(cfg.verify.native);
   MK_CHECK_INT(mk_cli_session_option(&cfg, "--no-native-worker", NULL), ==, 1);
   MK_CHECK(!cfg.verify.native);
+  MK_CHECK_INT(mk_cli_session_option(&cfg, "--native-worker", NULL), ==, 1);
+  MK_CHECK(cfg.verify.native);
 }

@@ -752,7 +752,7 @@ static void native_sub(env *e, mk_graph *g, mk_subkernel *sk, const char *src, b
   mk_candidate_src c = {.source = src, .name = "k", .origin = "builtin"};
   mk_verify_options opt;
   mk_verify_options_init(&opt);
-  MK_CHECK(!opt.native); /* the default: opt-in until its GPU test has passed */
+  MK_CHECK(opt.native); /* the default since its GPU test passed */
   opt.native = native;
   opt.trials = 3;
   opt.device = gpu ? MK_VERIFY_DEVICE_CUDA : MK_VERIFY_DEVICE_CPU;
