@@ -6,6 +6,7 @@
 # records in .kb/bench-l2d/problems (carried back from an earlier call) are
 # kept, except those of BENCH_RERUN. First the GPU-marked precision tests (the TF32-aware comparison on a
 # real channels_last convolution). Everything comes back under $OUT.
+# BACKEND=auto|cuda: the same sweep for issue #18 (below).
 #   carry: .devkit .kb .whl (scripts/devkit.sh, scripts/device/prepare-kb.sh)
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
@@ -20,6 +21,14 @@ if [ "${SKIP_PYTEST:-0}" != 1 ]; then
 fi
 level=${LEVEL:-2}
 name=bench-l${level}d
+# BACKEND=auto (issue #18): Triton and CUDA C++ candidates in one beam, CUDA ones verified in
+# the native worker built here; its sweep resumes from its own records (bench-l<N>d-auto).
+backend=${BACKEND:-triton}
+if [ "$backend" != triton ]; then
+  name=$name-$backend
+  source "$(dirname "$0")/cuda-env.sh"
+  source "$(dirname "$0")/build-native.sh"
+fi
 out=/tmp/$name
 mkdir -p "$out/problems"
 cp "$KB"/$name/problems/*.json "$out/problems/" 2>/dev/null
@@ -62,7 +71,7 @@ start=$(date +%s)
 ( while sleep 20; do tar czf "$OUT/.$name.tgz" -C /tmp "$name" 2>/dev/null && mv "$OUT/.$name.tgz" "$OUT/$name.tgz"; done ) &
 snap=$!
 # The run logs (run.jsonl: every evaluation with its time and reason) come back too.
-timeout "${BENCH_SECONDS:-500}" "$MK" bench "${probs[@]}" -o "$out" --gpus 1 --workdir "$out/work" \
+timeout "${BENCH_SECONDS:-500}" "$MK" bench "${probs[@]}" -o "$out" --gpus 1 --workdir "$out/work" --backend "$backend" \
   --kb-root "$KB/kbeval" 2>&1 | tail -45 | tee "$OUT/bench-tail.txt"
 echo "wall_s=$(( $(date +%s) - start ))" | tee -a "$OUT/bench-tail.txt"
 kill "$snap" 2>/dev/null

@@ -10,21 +10,8 @@
 # Run from the repository root after scripts/devkit.sh; carry: .devkit
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
-T=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
-abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
-bin=/tmp/mkworker-native
-start=$(date +%s)
-# one object per source, in parallel (libtorch's headers make each a slow compile)
-mkdir -p /tmp/mkworker-native.o
-ls "$root"/engine/worker/native/*.cpp | xargs -P "$(nproc)" -I{} sh -c \
-  'g++ -std=c++17 -O2 -D_GLIBCXX_USE_CXX11_ABI='"$abi"' -c "{}" -o /tmp/mkworker-native.o/$(basename "{}" .cpp).o \
-   -isystem '"$T/include"' -isystem '"$T/include/torch/csrc/api/include"' -I'"$root/.devkit/include"'' \
-  2>&1 | tail -20 | tee "$OUT/native-build.txt"
-g++ /tmp/mkworker-native.o/*.o -o "$bin" \
-  -L"$T/lib" -Wl,--no-as-needed -ltorch -ltorch_cuda -ltorch_cpu -lc10 -Wl,--as-needed \
-  "$root/.devkit/lib/libcjson.so.1" -ldl -Wl,-rpath,"$T/lib" -Wl,-rpath,"$root/.devkit/lib" \
-  2>&1 | tail -20 | tee -a "$OUT/native-build.txt"
-echo "build: $(( $(date +%s) - start )) s, $(ls -la "$bin" 2>&1)" | tee -a "$OUT/native-build.txt"
+source "$(dirname "$0")/build-native.sh"
+bin=$NATIVE_BIN
 for i in 1 2 3; do # start-up: spawn to the hello answer, a warm page cache after the first
   python3 - "$bin" <<'PY' 2>&1 | tee -a "$OUT/native-start.txt"
 import subprocess, sys, time
