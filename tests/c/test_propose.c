@@ -1289,6 +1289,15 @@ MK_TEST(propose, norm_read_only_by_another_norms_epilogue_is_applied_there) {
   }
   MK_CHECK(twin);
   mk_candidate_list_free(&l);
+  /* the proposer's fusion hint: yes to the pair (and what lies between them),
+   * not to the shortcut's norm alone nor to bn3 without the norm that applies it */
+  MK_CHECK(mk_builtin_fuses(g, &sk));
+  mk_subkernel_free(&sk);
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){4, 5, 6, 7}, 4, &sk, &err) == 0);
+  MK_CHECK(!mk_builtin_fuses(g, &sk));
+  mk_subkernel_free(&sk);
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){2, 3, 4, 5}, 4, &sk, &err) == 0);
+  MK_CHECK(!mk_builtin_fuses(g, &sk));
   mk_subkernel_free(&sk);
   mk_graph_free(g);
 }
