@@ -3,8 +3,8 @@
 # --budget/--depth overrides) on one GPU through `--gpus 1`, cross-checked by
 # KernelBench's own eval (.kb/kbeval, with stand-ins for its LLM imports and
 # pydantic carried as wheels in .whl). Conv-led problems first. Resumable:
-# records in .kb/bench-l2d/problems (carried back from an earlier call) are
-# kept, except those of BENCH_RERUN. First the GPU-marked precision tests (the TF32-aware comparison on a
+# records in .kb/bench-l2d/problems (carried back from an earlier call:
+# scripts/device/resume.sh FILES_AT unpacks them there) are kept, except those of BENCH_RERUN. First the GPU-marked precision tests (the TF32-aware comparison on a
 # real channels_last convolution). Everything comes back under $OUT.
 # BACKEND=auto|cuda: the same sweep for issue #18 (below).
 #   carry: .devkit .kb .whl (scripts/devkit.sh, scripts/device/prepare-kb.sh)
