@@ -482,11 +482,12 @@ static char *previous_started(const char *outdir) {
   mk_buf_printf(&path, "%s/results.json", outdir);
   char *text = NULL, *started = NULL;
   size_t len = 0;
-  if (!path.err && mk_read_file(mk_buf_cstr(&path), 64 << 20, &text, &len) == 0) {
-    cJSON *j = cJSON_Parse(text);
-    const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "started");
-    if (cJSON_IsString(s) && s->valuestring[0]) started = mk_strdup(s->valuestring);
-    cJSON_Delete(j);
+  mk_bench_results prev;
+  if (!path.err && mk_read_file(mk_buf_cstr(&path), 64 << 20, &text, &len) == 0 &&
+      mk_bench_read_json(text, &prev, NULL) == 0) {
+    started = prev.started;
+    prev.started = NULL;
+    mk_bench_results_free(&prev);
   }
   free(text);
   mk_buf_free(&path);
