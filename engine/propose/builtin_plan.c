@@ -322,6 +322,25 @@ static bool read_only_by(const bi_plan *p, int v, int only, int within) {
   return true;
 }
 
+/* True if norm stage ns's value v (its epilogue's result, or its own without
+ * one) reaches only its reader, node `node` or the nodes of stage `stage`
+ * (-1: none): the normalised value feeds its epilogue alone (or, without one,
+ * the reader), and each value the epilogue makes feeds the epilogue, v the
+ * reader alone. Such a norm can be applied by that reader while it loads. */
+static bool norm_value_read_only_by(const bi_plan *p, int ns, int v, int node, int stage) {
+  const mk_node *nn = &p->g->nodes[p->st[ns].nodes[0]];
+  int epi = p->st[ns].epi;
+  if (!read_only_by(p, nn->outputs[0], epi < 0 ? node : -1, epi < 0 ? stage : epi)) return false;
+  for (int i = 0; epi >= 0 && i < p->st[epi].nnodes; i++) {
+    const mk_node *en = &p->g->nodes[p->st[epi].nodes[i]];
+    for (int o = 0; o < en->noutputs; o++)
+      if (!read_only_by(p, en->outputs[o], en->outputs[o] == v ? node : -1,
+                        en->outputs[o] == v ? stage : epi))
+        return false;
+  }
+  return true;
+}
+
 /* The norm stage whose normalised value (after its epilogue, if any) is
  * exactly the input of pool stage s and read nowhere else, or -1. */
 static int norm_feeding(const bi_plan *p, int s) {
@@ -337,26 +356,9 @@ static int norm_feeding(const bi_plan *p, int s) {
   int uses = 0;
   for (int k = 0; k < an->ninputs; k++) uses += an->inputs[k] == in;
   if (in < 0 || uses != 1) return -1;
-  int t = s - 1, ns = -1;
-  if (p->st[t].kind == BI_NORM && p->st[t].epi < 0) ns = t;
-  else if (p->st[t].kind == BI_EW && p->st[t].fused_into >= 0 &&
-           p->st[p->st[t].fused_into].kind == BI_NORM && p->st[p->st[t].fused_into].epi == t)
-    ns = p->st[t].fused_into;
-  if (ns < 0 || bi_stage_result(p, t) != in) return -1;
-  const mk_node *nn = &p->g->nodes[p->st[ns].nodes[0]];
-  if (!bi_norm_applies_on_load(p->g, nn)) return -1;
-  int an_id = a->nodes[0], epi = p->st[ns].epi;
-  /* The normalised value feeds its epilogue (or the pool) alone; each value
-   * the epilogue makes feeds the epilogue, and its result the pool alone. */
-  if (!read_only_by(p, nn->outputs[0], epi < 0 ? an_id : -1, epi)) return -1;
-  for (int i = 0; epi >= 0 && i < p->st[epi].nnodes; i++) {
-    const mk_node *en = &p->g->nodes[p->st[epi].nodes[i]];
-    for (int o = 0; o < en->noutputs; o++)
-      if (!read_only_by(p, en->outputs[o], en->outputs[o] == in ? an_id : -1,
-                        en->outputs[o] == in ? -1 : epi))
-        return -1;
-  }
-  return ns;
+  int ns = norm_making(p, s - 1, in);
+  if (ns < 0 || !bi_norm_applies_on_load(p->g, &p->g->nodes[p->st[ns].nodes[0]])) return -1;
+  return norm_value_read_only_by(p, ns, in, a->nodes[0], -1) ? ns : -1;
 }
 
 /* A norm followed by a pool of its normalised value: the pool applies the
@@ -388,13 +390,7 @@ static int norm_of_epilogue_leaf(const bi_plan *p, int b, int v) {
   if (!bi_norm_on_channel_tiles(p->g, nn)) return -1;
   const mk_value *val = &p->g->values[v], *bo = &p->g->values[bn->outputs[0]];
   if (!bi_same_shape(val->rank, val->shape, bo->rank, bo->shape)) return -1;
-  int e = p->st[b].epi, epi = a->epi;
-  if (!read_only_by(p, nn->outputs[0], -1, epi < 0 ? e : epi)) return -1;
-  for (int i = 0; epi >= 0 && i < p->st[epi].nnodes; i++) {
-    const mk_node *en = &p->g->nodes[p->st[epi].nodes[i]];
-    for (int o = 0; o < en->noutputs; o++)
-      if (!read_only_by(p, en->outputs[o], -1, en->outputs[o] == v ? e : epi)) return -1;
-  }
+  if (!norm_value_read_only_by(p, ns, v, -1, p->st[b].epi)) return -1;
   int in = anchor_input(p, ns);
   if (in < 0 || in == anchor_input(p, b)) return -1; /* one input read twice: one norm */
   for (int i = 0; i < p->sk->nnodes; i++) {
