@@ -1062,6 +1062,14 @@ static int emit_ctile_stage(bi_emit *e, int s, const norm_info *ni, mk_errmsg *e
   shuffle_fold fold;
   bool folded = !stats_only && st->epi < 0 && shuffle_after(p, s, res, &fold);
   bool cl_store = ctile_cl_store(e, s, folded ? &fold : NULL);
+  /* The epilogue's binding: the norm's value y, and the applied norm's value
+   * (applied_lines names its variable before the body is written). */
+  bi_ew_bind epi_bind = {.value = res, .var = "y", .store_offs = cl_store ? "soffs" : NULL, .cl_offs = "soffs"};
+  if (applied >= 0) {
+    epi_bind.applied.on = true;
+    epi_bind.applied.value = applied_value(p, applied);
+    epi_bind.applied.var = applied_var;
+  }
   char in_shape[32], out_shape[32], dev[48];
   snprintf(in_shape, sizeof in_shape, "in%d", res);
   snprintf(out_shape, sizeof out_shape, "out%d", res);
@@ -1100,15 +1108,7 @@ static int emit_ctile_stage(bi_emit *e, int s, const norm_info *ni, mk_errmsg *e
       mk_buf_puts(&acall, ", ");
     }
     if (applied >= 0) rc = applied_params(e, applied, &asig, &acall, err);
-    if (!rc && st->epi >= 0) {
-      bi_ew_bind bind = {.value = res, .var = "y", .cl_offs = "soffs"};
-      if (applied >= 0) {
-        bind.applied.on = true;
-        bind.applied.value = applied_value(p, applied);
-        bind.applied.var = "ya"; /* any name: params are the leaves' */
-      }
-      rc = bi_ew_params(e, st->epi, "epi_", out_shape, bind, &asig, &acall, err);
-    }
+    if (!rc && st->epi >= 0) rc = bi_ew_params(e, st->epi, "epi_", out_shape, epi_bind, &asig, &acall, err);
   }
   /* 1. partial statistics */
   if (!rc) {
@@ -1223,13 +1223,7 @@ static int emit_ctile_stage(bi_emit *e, int s, const norm_info *ni, mk_errmsg *e
     if (applied >= 0) rc = applied_lines(e, applied, k, applied_var, sizeof applied_var, err);
     if (!rc && st->epi >= 0) {
       mk_buf_puts(k, "    # fused epilogue (channels_last operands at soffs, others at the NCHW offsets)\n");
-      bi_ew_bind bind = {.value = res, .var = "y", .store_offs = cl_store ? "soffs" : NULL, .cl_offs = "soffs"};
-      if (applied >= 0) {
-        bind.applied.on = true;
-        bind.applied.value = applied_value(p, applied);
-        bind.applied.var = applied_var;
-      }
-      rc = bi_ew_body(e, st->epi, "epi_", "offs", "mask", bind, true, 4, k, err);
+      rc = bi_ew_body(e, st->epi, "epi_", "offs", "mask", epi_bind, true, 4, k, err);
     }
   }
   /* launcher */
