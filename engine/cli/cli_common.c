@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* LLM options: --llm-config gives the base object, --model / --provider /
@@ -278,6 +279,25 @@ int mk_cli_default_workdir(mk_session_config *cfg, char *buf, size_t size) {
   int n = snprintf(buf, size, "%s/%s", cwd, MK_CLI_WORKDIR);
   if (n < 0 || (size_t)n >= size) return MK_ERANGE;
   cfg->workdir = buf;
+  return 0;
+}
+
+int mk_cli_check_output_file(const char *path, mk_errmsg *err) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  size_t n = slash == NULL ? 1 : slash == path ? 1 : (size_t)(slash - path);
+  if (n >= sizeof dir) return mk_errf(err, MK_ERANGE, "cannot write %s: path too long", path);
+  memcpy(dir, slash == NULL ? "." : slash == path ? "/" : path, n);
+  dir[n] = '\0';
+  struct stat sb;
+  if (stat(dir, &sb) != 0)
+    return mk_errf(err, MK_ENOENT, "cannot write %s: the folder %s does not exist", path, dir);
+  if (!S_ISDIR(sb.st_mode))
+    return mk_errf(err, MK_EINVAL, "cannot write %s: %s is not a folder", path, dir);
+  if (access(dir, W_OK) != 0)
+    return mk_errf(err, MK_EIO, "cannot write %s: the folder %s is not writable", path, dir);
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+    return mk_errf(err, MK_EINVAL, "cannot write %s: it is a folder", path);
   return 0;
 }
 

@@ -34,6 +34,12 @@ bool mk_cli_is_help(const char *arg);
  * MK_EIO / MK_ERANGE. */
 int mk_cli_default_workdir(mk_session_config *cfg, char *buf, size_t size);
 
+/* Checks before minutes of search that the file `path` can be written where
+ * it is named: its folder exists, is a folder and is writable. 0, or a
+ * negative MK_E* code with the reason in `err` ("the folder out does not
+ * exist"). Nothing is created. */
+int mk_cli_check_output_file(const char *path, mk_errmsg *err);
+
 /* With --proposer llm: checks the merged LLM configuration the way the
  * session will use it (model present, key in the environment for vendor
  * endpoints, a price for a money budget) so mistakes show at once.

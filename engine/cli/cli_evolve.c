@@ -353,6 +353,13 @@ int mk_cli_evolve(int argc, char **argv) {
     mk_cli_options_free();
     return 1;
   }
+  mk_errmsg err = {{0}};
+  /* A wrong -o shows now, not after the search. */
+  if (c.out && mk_cli_check_output_file(c.out, &err)) {
+    fprintf(stderr, "mkevolve evolve: %s\n", err.text);
+    mk_cli_options_free();
+    return 1;
+  }
   char workdir[4096];
   if (mk_cli_default_workdir(&cfg, workdir, sizeof workdir)) {
     fprintf(stderr, "mkevolve evolve: cannot name the work directory (./%s); give --workdir DIR\n",
@@ -362,7 +369,6 @@ int mk_cli_evolve(int argc, char **argv) {
   }
   c.monolithic = cfg.monolithic;
   c.backend = cfg.search.backend;
-  mk_errmsg err = {{0}};
   if (mk_cli_llm_check(&cfg, &err)) {
     fprintf(stderr, "mkevolve evolve: %s\n", err.text);
     mk_cli_options_free();

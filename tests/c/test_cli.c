@@ -671,6 +671,23 @@ MK_TEST(cli, directories_and_evolve_static_errors) {
   MK_CHECK_INT(r.status, ==, 1);
   MK_CHECK(strstr(r.err, "no such file") != NULL);
   run_free(&r);
+  /* An -o that cannot be written is refused before the search, not after it. */
+  const char *good = tmp_file("evolve_good.py", good_module);
+  char missing[600], taken[600];
+  snprintf(missing, sizeof missing, "%s/no_such_folder/ModelNew.py", tmpdir);
+  snprintf(taken, sizeof taken, "%s/evolve_good.py/ModelNew.py", tmpdir);
+  const char *outs[] = {missing, taken, tmpdir};
+  const char *why[] = {"no_such_folder does not exist", "evolve_good.py is not a folder", "it is a folder"};
+  for (int i = 0; i < 3; i++) {
+    const char *a3[] = {"evolve", good, "-o", outs[i], "--workdir", tmpdir, NULL};
+    run(a3, env, 10, &r);
+    MK_CHECK_INT(r.status, ==, 1);
+    MK_CHECK(strstr(r.err, "cannot write") != NULL);
+    MK_CHECK(strstr(r.err, why[i]) != NULL);
+    MK_CHECK(strstr(r.err, "nonexistent") == NULL); /* no worker was started */
+    MK_CHECK(r.seconds < 2);
+    run_free(&r);
+  }
 }
 
 MK_TEST(cli, traceback_shows_the_users_frames) {
