@@ -428,6 +428,11 @@ int bi_gemm_parse(const mk_graph *g, const mk_node *n, bi_gemm_info *gi, mk_errm
  * prologue: whether its input is a channels_last value is known only while
  * a configuration is written, which declines the layout otherwise). */
 int bi_norm_modes(const bi_plan *p);
+/* True if every norm stage of the plan has rows short enough at capture
+ * (<= 256 elements) that the rows-in-registers layout should be tried
+ * before the row loop, whose one program per row would leave most of its
+ * block's lanes idle (a LayerNorm over a conv output's last dim). */
+bool bi_norm_short_rows(const bi_plan *p);
 /* True if v is a fresh version of a running statistic output by norm node n. */
 bool bi_norm_state_output(const mk_node *n, int v);
 /* True if norm node n can be applied by another kernel while it loads: its

@@ -254,6 +254,24 @@ int bi_norm_modes(const bi_plan *p) {
   return modes;
 }
 
+/* Longest row for which the rows-in-registers layout comes first: a quarter
+ * of the default elementwise block (1024 lanes on a GPU), so the row loop's
+ * one program per row would leave three quarters of its lanes idle. */
+#define BI_NORM_SHORT_ROW 256
+
+bool bi_norm_short_rows(const bi_plan *p) {
+  int norms = 0;
+  for (int s = 0; s < p->nst; s++) {
+    if (p->st[s].kind != BI_NORM) continue;
+    norm_info ni;
+    if (parse(p->g, &p->g->nodes[p->st[s].nodes[0]], &ni, NULL) || !regs_ok(p->g, &ni) ||
+        captured_m(p->g, &ni) > BI_NORM_SHORT_ROW)
+      return false;
+    norms++;
+  }
+  return norms > 0;
+}
+
 /* ---- kernel text ---------------------------------------------------------- */
 
 /* Element address of lane `r` in row `row`, and the channel of the affine

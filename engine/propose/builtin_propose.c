@@ -702,6 +702,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
                bi_plan_unfuse_inplace_epilogues(&apart_plan);
   int nv = nb * ng * nc * nn * nsv; /* an upper bound: the loops below skip some */
   int modes = has_norm ? bi_norm_modes(&p) : 1;
+  bool short_rows = has_norm && (modes & 4) && bi_norm_short_rows(&p);
   variant *vs = calloc((size_t)nv, sizeof *vs);
   if (vs == NULL) {
     bi_plan_free(&p);
@@ -721,6 +722,9 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
           /* The interpreter runs split norms' many small programs slowly: on
            * the CPU try them after the other layouts. */
           int sd = tb.ew == ew_cpu && norm_splits[sp] > 0 ? 1 : 0;
+          /* Short rows (bi_norm_short_rows): the row loop a step after the
+           * rows in registers, on either device. */
+          if (short_rows && norm_splits[sp] == 0) sd = 1;
           /* Where cuDNN is likely faster, the implicit GEMMs come after its variants;
            * over few channels the TF32 ones a step after the 3xTF32 ones and cuDNN's
            * NCHW variant (they seldom pass there), beside its channels_last one. */

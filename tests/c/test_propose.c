@@ -158,6 +158,49 @@ MK_TEST(propose, split_norms_only_for_long_rows) {
   mk_graph_free(g);
 }
 
+/* Short rows (<= 256 at capture, bi_norm_short_rows): the rows-in-registers
+ * layout comes first, where the row loop's one program per row would leave
+ * most lanes idle (and the interpreter runs one program per row slowly);
+ * long rows keep the row loop first. The fixture's norms over 7 and 42
+ * elements are short, the layer norm over (32, 128) is not. */
+MK_TEST(propose, short_norm_rows_try_registers_first) {
+  mk_graph *g = load("propose", "norms.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  const char *devices[] = {"cuda", "cpu"};
+  for (int d = 0; d < 2; d++) {
+    int short_first = 0, long_loop_first = 0;
+    for (int i = 0; i < p.nsubkernels; i++) {
+      const mk_subkernel *sk = &p.subkernels[i];
+      bool layer = false, big = false;
+      for (int k = 0; k < sk->nnodes; k++) {
+        const mk_node *n = &g->nodes[sk->nodes[k]];
+        if (strstr(n->op, "layer_norm") == NULL) continue;
+        layer = true;
+        big |= g->values[n->outputs[0]].rank == 4 && g->values[n->outputs[0]].shape[3] == 128;
+      }
+      if (!layer) continue;
+      mk_candidate_list l = {0};
+      mk_propose_request req = {.graph = g, .subkernel = sk, .device = devices[d]};
+      MK_CHECK_INT(mk_builtin_propose(&req, &l, &err), ==, 0);
+      MK_REQUIRE(l.n > 0);
+      bool rows_first = strstr(l.items[0].name, "_rows") != NULL;
+      bool loop_later = false;
+      for (int c = 1; c < l.n; c++)
+        loop_later |= strstr(l.items[c].name, "_rows") == NULL && strstr(l.items[c].name, "_split") == NULL;
+      if (big) long_loop_first += !rows_first;
+      else short_first += rows_first && loop_later;
+      mk_candidate_list_free(&l);
+    }
+    MK_CHECK_INT(short_first, ==, 2); /* ln over 7, ln2 over (6, 7) */
+    MK_CHECK_INT(long_loop_first, ==, 1);
+  }
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
 MK_TEST(propose, unsupported_says_why) {
   mk_graph *g = load("ir", "gemm_groupnorm_hardtanh.json");
   MK_REQUIRE(g != NULL);
@@ -808,7 +851,7 @@ MK_TEST(propose, implicit_gemm_conv_carries_a_batch_norm) {
  * other TF32 tiles. */
 MK_TEST(propose, few_channel_convolutions_try_3xtf32_early) {
   const struct { const char *fixture; int nodes[5], n, x3p_at, x3_at, stems, conv_at, convcl_at; } cases[] = {
-      {"conv_norm_tails.json", {0, 1, 2, 3, 4}, 5, 0, 1, 3, 3, 9}, /* conv's three norm layouts */
+      {"conv_norm_tails.json", {0, 1, 2, 3, 4}, 5, 0, 1, 3, 3, 8}, /* conv's norm layouts (short rows) */
       {"conv_chain.json", {0}, 1, 6, 7, 0, -2, -2}, /* after 64x128, 128x128, tf32r, packed, 64-wide */
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -822,7 +865,7 @@ MK_TEST(propose, few_channel_convolutions_try_3xtf32_early) {
     MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
     int igemm = 0, x3p_at = -1, x3_at = -1, stems = 0, conv_at = -1, convcl_at = -1;
     for (int i = 0; i < l.n; i++) {
-      const char *name = l.items[i].name;
+      const char *name = l.items[i].name; if (c == 0) fprintf(stderr, "  %d %s\n", i, name);
       if (conv_at < 0 && strncmp(name, "triton_conv_", 12) == 0) conv_at = i;
       if (convcl_at < 0 && strncmp(name, "triton_convcl_", 14) == 0) convcl_at = i;
       if (strncmp(name, "triton_igemm", 12) != 0) continue;
