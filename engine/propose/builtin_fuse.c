@@ -83,9 +83,9 @@ static int direct_input_params(bi_emit *e, int in_vid, mk_buf *sig, mk_buf *call
   bi_run_name(p, in_vid, call);
   mk_buf_puts(call, strided ? ", " : ".contiguous(), ");
   if (!strided && bias < 0) return sig->err ? sig->err : call->err;
-  for (int d = 0; d < R; d++) {
+  for (int d = 0; d < R; d++) { /* the dims as constants: bi_dim_constexpr */
     bi_run_name(p, in_vid, sig);
-    mk_buf_printf(sig, "_D%d, ", d);
+    mk_buf_printf(sig, "_D%d%s, ", d, bi_dim_constexpr(d));
   }
   mk_buf_puts(call, "*");
   bi_run_name(p, in_vid, call);

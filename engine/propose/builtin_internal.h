@@ -428,6 +428,10 @@ int bi_gemm_parse(const mk_graph *g, const mk_node *n, bi_gemm_info *gi, mk_errm
  * prologue: whether its input is a channels_last value is known only while
  * a configuration is written, which declines the layout otherwise). */
 int bi_norm_modes(const bi_plan *p);
+/* The annotation of a tensor's dim d in a kernel's signature: ": tl.constexpr"
+ * for every dim but the first (the batch), so divisions by dims compile to a
+ * multiply and a shift (builtin_ew.c, bi_ew_params); "" for d == 0. */
+static inline const char *bi_dim_constexpr(int d) { return d > 0 ? ": tl.constexpr" : ""; }
 /* True if every norm stage of the plan has rows short enough at capture
  * (<= 256 elements) that the rows-in-registers layout should be tried
  * before the row loop, whose one program per row would leave most of its
