@@ -122,11 +122,15 @@ static void md_compile_check(mk_buf *b, const mk_bench_results *r) {
   }
 }
 
-/* "Subkernels by backend: 3 CUDA C++, 5 Triton, 4 PyTorch (of 12)." */
+/* "Subkernels by backend: 3 CUDA C++, 5 Triton, 4 PyTorch (of 12)." and, where
+ * the native worker ran any, " The native worker ran 40 evaluations." */
 static void backend_line(mk_buf *b, const mk_bench_aggregate *a) {
   mk_buf_printf(b, "Subkernels by backend: %d CUDA C++, %d Triton, %d PyTorch (of %d).",
                 a->by_backend[MK_BENCH_BACKEND_CUDA], a->by_backend[MK_BENCH_BACKEND_TRITON],
                 a->by_backend[MK_BENCH_BACKEND_PYTORCH], a->subkernels);
+  if (a->native_evals > 0)
+    mk_buf_printf(b, " The native worker ran %d evaluation%s.", a->native_evals,
+                  a->native_evals == 1 ? "" : "s");
 }
 
 static void md_aggregate(mk_buf *b, const mk_bench_aggregate *a) {

@@ -83,6 +83,7 @@ void mk_bench_aggregate_of(const mk_bench_results *r, int level, mk_bench_aggreg
     out->tokens_out += rec->tokens_out;
     out->cost_usd += rec->cost_usd;
     out->wall_s += rec->wall_s;
+    out->native_evals += rec->native_evals;
     out->timed += rec->eager_ms > 0 && rec->ours_ms > 0;
     for (int k = 0; k < rec->nsubkernels; k++) {
       out->subkernels++;
@@ -130,6 +131,7 @@ cJSON *mk_bench_record_to_json(const mk_bench_record *rec) {
   cJSON_AddNumberToObject(moves, "splits_tried", rec->splits_tried);
   cJSON_AddNumberToObject(moves, "splits_won", rec->splits_won);
   cJSON_AddNumberToObject(moves, "fused_at_start", rec->fused);
+  cJSON_AddNumberToObject(moves, "native_worker_evals", rec->native_evals);
   cJSON_AddBoolToObject(o, "cuda_graph", rec->cuda_graph);
   cJSON_AddNumberToObject(o, "tokens_in", (double)rec->tokens_in);
   cJSON_AddNumberToObject(o, "tokens_out", (double)rec->tokens_out);
@@ -190,6 +192,7 @@ int mk_bench_record_from_json(const cJSON *json, mk_bench_record *out, mk_errmsg
   out->splits_tried = (int)mk_json_num(moves, "splits_tried", 0);
   out->splits_won = (int)mk_json_num(moves, "splits_won", 0);
   out->fused = (int)mk_json_num(moves, "fused_at_start", 0);
+  out->native_evals = (int)mk_json_num(moves, "native_worker_evals", 0);
   out->cuda_graph = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, "cuda_graph"));
   out->tokens_in = (long)mk_json_num(json, "tokens_in", 0);
   out->tokens_out = (long)mk_json_num(json, "tokens_out", 0);
@@ -289,6 +292,7 @@ static cJSON *aggregate_json(const mk_bench_aggregate *a) {
   cJSON_AddNumberToObject(o, "wall_s", a->wall_s);
   cJSON *sb = cJSON_AddObjectToObject(o, "subkernels_by_backend");
   for (int k = 0; k < 3; k++) cJSON_AddNumberToObject(sb, backend_names[k], a->by_backend[k]);
+  cJSON_AddNumberToObject(o, "native_worker_evals", a->native_evals);
   cJSON *kb = cJSON_AddObjectToObject(o, "kernelbench_check");
   cJSON_AddNumberToObject(kb, "checked", a->kb_checked);
   for (int k = MK_BENCH_KB_AGREE; k <= MK_BENCH_KB_ERROR; k++)

@@ -72,6 +72,7 @@ typedef struct mk_bench_record {
    * ModelNew is the composition replayed as a CUDA graph */
   int merges_tried, merges_won, splits_tried, splits_won;
   int fused; /* subkernels merged before the search because one kernel fuses them */
+  int native_evals; /* evaluations the native worker ran (--backend cuda|auto on a GPU) */
   bool cuda_graph;
   long tokens_in, tokens_out;
   double cost_usd;
@@ -108,6 +109,7 @@ typedef struct mk_bench_aggregate {
   double cost_usd, wall_s;
   int subkernels;              /* subkernels of all records */
   int by_backend[3];           /* of them, chosen variants per MK_BENCH_BACKEND_* */
+  int native_evals;            /* evaluations the native worker ran, all records */
   int kb_checked;              /* records with a cross-check status other than NOT_RUN */
   int kb_count[5];             /* per mk_bench_kb_status */
 } mk_bench_aggregate;

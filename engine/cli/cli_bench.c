@@ -214,6 +214,7 @@ static void fill_record(mk_bench_record *rec, const problem *p, int status,
   rec->splits_tried = m->moves.splits_tried;
   rec->splits_won = m->moves.splits_won;
   rec->fused = m->moves.fused;
+  rec->native_evals = m->native_evals;
   rec->cuda_graph = m->moves.cuda_graph;
   rec->ours_ms = m->ours_ms;
   rec->gpu_fraction = m->gpu_fraction;

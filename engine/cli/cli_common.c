@@ -338,6 +338,7 @@ cJSON *mk_cli_module_json(const mk_session_module *m) {
   cJSON_AddNumberToObject(moves, "splits_tried", m->moves.splits_tried);
   cJSON_AddNumberToObject(moves, "splits_won", m->moves.splits_won);
   cJSON_AddNumberToObject(moves, "fused_at_start", m->moves.fused);
+  cJSON_AddNumberToObject(moves, "native_worker_evals", m->native_evals);
   if (m->gpu && *m->gpu) cJSON_AddStringToObject(o, "gpu", m->gpu); /* which GPU timed it */
   cJSON_AddNumberToObject(o, "tokens_in", (double)m->tokens_in);
   cJSON_AddNumberToObject(o, "tokens_out", (double)m->tokens_out);

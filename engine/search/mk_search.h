@@ -62,6 +62,7 @@ typedef struct mk_eval_result {
   double state_tf32_noise; /* > 0: its state (running statistics) was, outputs maybe not */
   int trials_passed, trials;
   bool cached;
+  bool native;           /* the native worker ran it (mk_verify_result.native) */
   char gpu[64];          /* CUDA_VISIBLE_DEVICES of the GPU that ran it; "" on the CPU or
                             when the answer came from the cache */
   char reason[1024];     /* one readable sentence when status != OK */
@@ -174,6 +175,7 @@ typedef struct mk_search_result {
   int proposals, verified, failed, merges, splits, reverted;
   int merges_tried, splits_tried;  /* merges/splits judged (merges, splits: those kept) */
   int fused;  /* merges made before the beams: the proposer fuses the union (mk_proposer.fuses) */
+  int native_evals; /* evaluations the native worker ran (mk_eval_result.native) */
   double cost;                     /* the proposals' cost (mk_candidate.cost, summed) */
   double wall_s;
   /* CUDA-graph variant (PH_GRAPH): cuda_graph when modelnew_path is it;

@@ -286,6 +286,7 @@ static void on_evaluated(void *data, const mk_eval_result *r) {
     else s->res->failed++;
   }
   if (s->cpu_budget > 0 && req->variant > 0 && r->status != MK_EVAL_CANCELLED) cpu_measure(s, req, v);
+  s->res->native_evals += r->native;
   cJSON *f = cJSON_CreateObject();
   cJSON_AddNumberToObject(f, "subkernel", req->subkernel);
   cJSON_AddStringToObject(f, "variant", v->cand.name ? v->cand.name : "?");
@@ -297,6 +298,7 @@ static void on_evaluated(void *data, const mk_eval_result *r) {
   if (r->ref_tf32_noise > 0) cJSON_AddNumberToObject(f, "ref_tf32_noise", r->ref_tf32_noise);
   if (r->state_tf32_noise > 0) cJSON_AddNumberToObject(f, "state_tf32_noise", r->state_tf32_noise);
   cJSON_AddBoolToObject(f, "cached", r->cached);
+  if (r->native) cJSON_AddStringToObject(f, "worker", "native");
   if (r->status != MK_EVAL_OK) cJSON_AddStringToObject(f, "reason", r->reason);
   log_event(s, "evaluated", f);
   if (s->on_event) {
@@ -1534,6 +1536,7 @@ static void finish(mk_search *s) {
   cJSON_AddNumberToObject(f, "proposals", r->proposals);
   cJSON_AddNumberToObject(f, "verified", r->verified);
   cJSON_AddStringToObject(f, "final", mk_eval_status_name(r->final.status));
+  cJSON_AddNumberToObject(f, "native_worker_evals", r->native_evals);
   add_chosen_backends(r, f);
   log_event(s, "done", f);
   if (s->on_event) {

@@ -140,6 +140,7 @@ typedef struct mk_session_module {
                               program (eager_ms, ours_ms); "" on the CPU or from the cache */
   long tokens_in, tokens_out;
   mk_session_moves moves;  /* what the last evolve's decomposition moves did */
+  int native_evals;        /* the last evolve's evaluations run by the native worker */
 } mk_session_module;
 
 typedef void (*mk_session_cb)(void *data, int status, const mk_session_module *m,

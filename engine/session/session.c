@@ -387,6 +387,7 @@ void session_module_refresh_views(mk_session *s, module_state *m) {
       .compile_err = m->compile_err,
       .compile_note = m->compile_note,
       .moves = m->moves,
+      .native_evals = m->native_evals,
       .ours_ms = m->ours_ms,
       .gpu_fraction = m->gpu_fraction,
       .gpu = m->gpu,
@@ -794,6 +795,7 @@ static void adopt_result(module_state *m, mk_search_result *r) {
   m->moves = (mk_session_moves){.merges_tried = r->merges_tried, .merges_won = r->merges,
                                 .splits_tried = r->splits_tried, .splits_won = r->splits,
                                 .fused = r->fused, .cuda_graph = r->cuda_graph};
+  m->native_evals = r->native_evals;
   if (r->final.status == MK_EVAL_OK) {
     m->ours_ms = r->final.time_ms;
     m->eager_ms = r->final.ref_eager_ms;

@@ -43,6 +43,7 @@ typedef struct module_state {
   double compile_err;
   char compile_note[256];   /* mk_session_module.compile_note */
   mk_session_moves moves;   /* the last evolve's merges/splits and CUDA-graph choice */
+  int native_evals;         /* its evaluations the native worker ran */
   double gpu_fraction;     /* roofline fraction of ours_ms, < 0 unknown */
   char gpu[64];             /* the GPU (CUDA_VISIBLE_DEVICES) that timed ours_ms, "" none */
   long tokens_in, tokens_out;

@@ -355,6 +355,7 @@ void session_runtime_eval_result(const mk_verify_result *v, mk_eval_result *out)
       .trials_passed = v->trials_passed,
       .trials = v->trials,
       .cached = v->cached,
+      .native = v->native,
       .cost_s = v->cached ? 0 : v->elapsed_ms / 1000.0,
       .run_s = median_trial_s(v->json, "candidate_s", NULL),
       .prefix_s = median_trial_s(v->json, "inputs_s", "reference_s"),

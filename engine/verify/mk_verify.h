@@ -119,6 +119,8 @@ typedef struct mk_verify_result {
   const char *gpu;        /* CUDA_VISIBLE_DEVICES of the GPU worker that ran it; "" on the
                              CPU, from the cache, or when no worker ran it */
   bool cached;            /* answered from the cache */
+  bool native;            /* run by the native worker (mk_verify_set_native_pool), not the
+                             Python one; false when cached */
   double elapsed_ms;      /* wall time of this job, lookup included */
   const cJSON *json;      /* the worker's whole result, NULL without one */
 } mk_verify_result;

@@ -42,6 +42,7 @@ typedef struct vjob {
   uint64_t pool_job;
   mk_worker_pool *in_which; /* the pool pool_job is in */
   bool in_pool, canceled, ready;
+  bool ran_native; /* the native worker answered it (mk_verify_result.native) */
   /* the native worker (verify_native.h): routed there, its state in place,
    * the params for the Python worker should it refuse the job */
   bool native, state_ready;
@@ -302,6 +303,7 @@ static void deliver_error(vjob *j, int code, const char *kind, const char *msg, 
   r.traceback = tb ? tb : "";
   r.elapsed_ms = since_ms(j);
   r.gpu = j->gpu;
+  r.native = j->ran_native;
   j->cb(j->data, &r);
 }
 
@@ -332,6 +334,7 @@ static void deliver_result(vjob *j, cJSON *res, bool cached) {
   r.cached = cached;
   r.elapsed_ms = since_ms(j);
   r.gpu = j->gpu;
+  r.native = j->ran_native && !cached;
   j->cb(j->data, &r);
   cJSON_Delete(res);
 }
@@ -420,6 +423,7 @@ static void on_pool_done(void *data, mk_worker_result *wr) {
     return;
   }
   mk_strlcpy(j->gpu, wr->gpu ? wr->gpu : "", sizeof j->gpu);
+  j->ran_native = j->native;
   if (wr->status == MK_ECRASHED && !j->canceled && j->type != VJ_CAPTURE && wr->kind &&
       strcmp(wr->kind, "oom") == 0) {
     deliver_result(j, memory_verdict(wr), false);

@@ -9,7 +9,8 @@
 #      candidates against torch, NCHW and channels_last (test_cuda_norm_pool.py);
 #      the CUDA GEMM candidates (3xTF32, TF32) against torch at odd and larger
 #      sizes, contiguous and transposed operands (test_cuda_gemm.py);
-#   3. evolve --backend cuda and --backend auto on conv_chain: the search,
+#   3. evolve --backend cuda and --backend auto on conv_chain through the native
+#      worker (built here, scripts/device/build-native.sh): the search,
 #      the whole-program check of the load_inline file, the JSON's backends.
 # Run from the repository root after scripts/devkit.sh; carry: .devkit .kb .whl
 # Everything comes back under $OUT. The bench with --kb-crosscheck is
@@ -28,7 +29,10 @@ MK_REPO_DIR="$root" MK_COMPOSE_CUDA_OUT="$OUT/composed" timeout 60 "$root/.devki
 # SKIP_EVOLVE=1: the composer and GPU tests only (a call short of device time).
 [ "${SKIP_EVOLVE:-0}" = 1 ] && exit 0
 fixture="$root/tests/fixtures/propose/conv_chain.py"
-for b in cuda auto; do
+# The evolves verify CUDA candidates in the native worker (the default), built here.
+source "$(dirname "$0")/build-native.sh"
+# EVOLVE_BACKENDS="auto": one of the two (a call short of device time).
+for b in ${EVOLVE_BACKENDS:-cuda auto}; do
   work=/tmp/mk-evolve-$b
   rm -rf "$work"
   start=$(date +%s)

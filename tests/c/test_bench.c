@@ -75,6 +75,24 @@ MK_TEST(bench, json_round_trip) {
   MK_CHECK_INT(agg.by_backend[MK_BENCH_BACKEND_TRITON], ==, 4);
   MK_CHECK_INT(agg.by_backend[MK_BENCH_BACKEND_PYTORCH], ==, 4);
   MK_CHECK_INT(agg.by_backend[MK_BENCH_BACKEND_CUDA], ==, 0);
+  MK_CHECK_INT(agg.native_evals, ==, 0);
+  mk_bench_results_free(&back);
+  /* Evaluations the native worker ran: kept per record, summed, reported. */
+  r.records[0].native_evals = 7;
+  r.records[3].native_evals = 5;
+  mk_buf_reset(&b);
+  MK_CHECK_INT(mk_bench_write_json(&r, &b), ==, 0);
+  MK_REQUIRE(mk_bench_read_json(mk_buf_cstr(&b), &back, &err) == 0);
+  MK_CHECK_INT(back.records[0].native_evals, ==, 7);
+  mk_bench_aggregate_of(&back, 0, &agg);
+  MK_CHECK_INT(agg.native_evals, ==, 12);
+  MK_CHECK(strstr(mk_buf_cstr(&b), "\"native_worker_evals\":\t12") != NULL ||
+           strstr(mk_buf_cstr(&b), "\"native_worker_evals\":12") != NULL);
+  mk_buf md;
+  mk_buf_init(&md, 0);
+  MK_CHECK_INT(mk_bench_write_markdown(&back, &md), ==, 0);
+  MK_CHECK(strstr(mk_buf_cstr(&md), "The native worker ran 12 evaluations.") != NULL);
+  mk_buf_free(&md);
   mk_bench_results_free(&back);
   MK_CHECK(mk_bench_read_json("{not json", &back, &err) == MK_EPARSE);
   mk_buf_free(&b);

@@ -739,6 +739,7 @@ MK_TEST(verify, parse_compile_mode_times) {
 typedef struct nout {
   vout v;
   char worker[32];
+  bool native; /* mk_verify_result.native */
 } nout;
 
 static void on_native_verified(void *data, const mk_verify_result *r) {
@@ -746,6 +747,7 @@ static void on_native_verified(void *data, const mk_verify_result *r) {
   on_verified(&o->v, r);
   const cJSON *w = r->json ? cJSON_GetObjectItem(r->json, "worker") : NULL;
   snprintf(o->worker, sizeof o->worker, "%s", cJSON_IsString(w) ? w->valuestring : "");
+  o->native = r->native;
 }
 
 static void native_sub(env *e, mk_graph *g, mk_subkernel *sk, const char *src, bool native, bool gpu, nout *o) {
@@ -826,6 +828,10 @@ MK_TEST(verify, plan_candidates_go_to_the_native_worker) {
   MK_CHECK(cJSON_GetObjectItem(refused.v.echo, "aten") == NULL);
   MK_CHECK_INT(refused.v.status, ==, MK_VERIFY_OK);
   MK_CHECK_INT(crash.v.status, ==, MK_VERIFY_CRASHED); /* a crash costs that job, no other */
+  /* The result says which worker answered: the run log's "worker" and the
+   * evolve's count of native evaluations come from it. */
+  MK_CHECK(a.native && b.native && crash.native);
+  MK_CHECK(!noplan.native && !off.native && !cpu.native && !refused.native);
   mk_verify_stats st;
   mk_verify_get_stats(e.v, &st);
   MK_CHECK_INT(st.native_routed, ==, 4);
