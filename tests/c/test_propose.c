@@ -310,6 +310,9 @@ MK_TEST(propose, elementwise_broadcast_loads_by_pattern) {
   const char *src = l.items[2].source;
   /* The [8, 1, 1] bias is read per channel: ((offs // (D2 * D3)) % (D1)) * stride. */
   MK_CHECK(strstr(src, "bias = tl.load(bias_ptr + ((offs // (D2 * D3)) % (D1)) * bias_stride1") != NULL);
+  /* ... with the dims it divides by as compile-time constants (a multiply and
+   * a shift), the batch a runtime value. */
+  MK_CHECK(strstr(src, "D0, D1: tl.constexpr, D2: tl.constexpr, D3: tl.constexpr, ") != NULL);
   MK_CHECK(strstr(src, "MK_USES_TORCH = (\"conv2d\", )") != NULL);
   /* The conv runs without its bias, which the elementwise kernel adds on load;
    * the NCHW variant makes the input (channels_last by the layout plan) contiguous. */
