@@ -9,6 +9,7 @@
 #include "mk_bench.h"
 
 #include <errno.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,12 +284,13 @@ int mk_cli_default_workdir(mk_session_config *cfg, char *buf, size_t size) {
 }
 
 int mk_cli_check_output_file(const char *path, mk_errmsg *err) {
-  char dir[4096];
-  const char *slash = strrchr(path, '/');
-  size_t n = slash == NULL ? 1 : slash == path ? 1 : (size_t)(slash - path);
-  if (n >= sizeof dir) return mk_errf(err, MK_ERANGE, "cannot write %s: path too long", path);
-  memcpy(dir, slash == NULL ? "." : slash == path ? "/" : path, n);
-  dir[n] = '\0';
+  char copy[4096];
+  int len = snprintf(copy, sizeof copy, "%s", path);
+  if (len < 0 || (size_t)len >= sizeof copy)
+    return mk_errf(err, MK_ERANGE, "cannot write %s: path too long", path);
+  if (len == 0) return mk_errf(err, MK_EINVAL, "cannot write an empty path: name a file");
+  if (path[len - 1] == '/') return mk_errf(err, MK_EINVAL, "cannot write %s: it is a folder", path);
+  const char *dir = dirname(copy); /* ".", "/" or the folder part; may point into copy */
   struct stat sb;
   if (stat(dir, &sb) != 0)
     return mk_errf(err, MK_ENOENT, "cannot write %s: the folder %s does not exist", path, dir);

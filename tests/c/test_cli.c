@@ -676,9 +676,12 @@ MK_TEST(cli, directories_and_evolve_static_errors) {
   char missing[600], taken[600];
   snprintf(missing, sizeof missing, "%s/no_such_folder/ModelNew.py", tmpdir);
   snprintf(taken, sizeof taken, "%s/evolve_good.py/ModelNew.py", tmpdir);
-  const char *outs[] = {missing, taken, tmpdir};
-  const char *why[] = {"no_such_folder does not exist", "evolve_good.py is not a folder", "it is a folder"};
-  for (int i = 0; i < 3; i++) {
+  char slash[600];
+  snprintf(slash, sizeof slash, "%s/new_folder/", tmpdir);
+  const char *outs[] = {missing, taken, tmpdir, slash};
+  const char *why[] = {"no_such_folder does not exist", "evolve_good.py is not a folder", "it is a folder",
+                       "it is a folder"};
+  for (int i = 0; i < 4; i++) {
     const char *a3[] = {"evolve", good, "-o", outs[i], "--workdir", tmpdir, NULL};
     run(a3, env, 10, &r);
     MK_CHECK_INT(r.status, ==, 1);
