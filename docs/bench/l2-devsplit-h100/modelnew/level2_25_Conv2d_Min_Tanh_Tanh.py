@@ -57,7 +57,7 @@ MK_ANY_LAYOUT_INPUTS = (0, )
 
 
 @triton.jit
-def sk0__igemm_conv2d_kernel1(x_ptr, w_ptr, bias_ptr, epi_v7_ptr, epi_D0, epi_D1, epi_D2, epi_D3, NB, C, OC, I0, I1, O0, O1, Q0, Q1, sxn, sxc, sx0, sx1, swo, swc, sw0, sw1, 
+def sk0__igemm_conv2d_kernel1(x_ptr, w_ptr, bias_ptr, epi_v7_ptr, epi_D0, epi_D1: tl.constexpr, epi_D2: tl.constexpr, epi_D3: tl.constexpr, NB, C, OC, OCG, I0, I1, O0, O1, Q0, Q1, sxn, sxc, sx0, sx1, swo, swc, sw0, sw1, 
         S0, S1, P0, P1, DL0, DL1, K0: tl.constexpr, PK0: tl.constexpr, K1: tl.constexpr, PK1: tl.constexpr, KT: tl.constexpr, TAPS: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PREC: tl.constexpr, ROUND: tl.constexpr,
         IDX64: tl.constexpr, PACK: tl.constexpr, CP: tl.constexpr):
@@ -76,12 +76,15 @@ def sk0__igemm_conv2d_kernel1(x_ptr, w_ptr, bias_ptr, epi_v7_ptr, epi_D0, epi_D1
     m_mask = n < NB
     o0 = (rm // (O1)) % O0
     o1 = (rm) % O1
-    rn = pn * BLOCK_N + tl.arange(0, BLOCK_N)
-    n_mask = rn < OC
+    NBG = tl.cdiv(OCG, BLOCK_N)  # channel blocks per group
+    grp = pn // NBG
+    rl = (pn - grp * NBG) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rn = grp * OCG + rl
+    n_mask = rl < OCG
     i00 = o0 * S0 - P0
     i10 = o1 * S1 - P1
     NTAP = KT
-    xbase = n * sxn + i00 * sx0 + i10 * sx1
+    xbase = n * sxn + i00 * sx0 + i10 * sx1 + grp * C * sxc  # the group's first input channel
     NCB = tl.cdiv(C, BLOCK_K)
     if PACK:
         NIT = tl.cdiv(NTAP * CP, BLOCK_K)
@@ -165,6 +168,7 @@ def sk0_run(x0, conv_weight, conv_bias):
     I3 = x3.shape[2:]
     K3 = w3.shape[2:]
     OC3 = w3.shape[0]
+    OCG3 = OC3
     P3 = (0, 0, )
     O3 = ((I3[0] + 2 * P3[0] - 1 * (K3[0] - 1) - 1) // 1 + 1, (I3[1] + 2 * P3[1] - 1 * (K3[1] - 1) - 1) // 1 + 1, )
     ws3 = w3.stride()
@@ -178,12 +182,13 @@ def sk0_run(x0, conv_weight, conv_bias):
     if OC3 > 256:
         raise ValueError("more than 256 channels for one tile")
     BN3 = max(16, triton.next_power_of_2(OC3))
+    NBN3 = (OC3 // OCG3) * triton.cdiv(OCG3, BN3)
     pack3 = False
     cp3 = triton.next_power_of_2(C3) if pack3 else 1
     BK3 = 32 if pack3 else max(16, min(32, triton.next_power_of_2(C3)))
     if M3 > 0:
-        sk0__igemm_conv2d_kernel1[(triton.cdiv(M3, 128), triton.cdiv(OC3, BN3))](
-            x3, w3, conv_bias.contiguous(), v7, oshape3[0], oshape3[1], oshape3[2], oshape3[3], NB3, C3, OC3, *I3, *O3, *(1,) * 2, *x3.stride(), *ws3,
+        sk0__igemm_conv2d_kernel1[(triton.cdiv(M3, 128), NBN3)](
+            x3, w3, conv_bias.contiguous(), v7, oshape3[0], oshape3[1], oshape3[2], oshape3[3], NB3, C3, OC3, OCG3, *I3, *O3, *(1,) * 2, *x3.stride(), *ws3,
             *((1, 1, ) + P3 + (1, 1, )),
             K0=K3[0], PK0=1, K1=K3[1], PK1=1, KT=math.prod(K3), TAPS=1, BLOCK_M=128, BLOCK_N=BN3, BLOCK_K=BK3,
             PREC="tf32" if tf32_3 else "ieee", ROUND=2 if tf32_3 else 0, IDX64=big3, PACK=pack3, CP=cp3, num_warps=4, num_stages=3)

@@ -58,7 +58,7 @@ MK_CHANNELS_LAST = ("conv_transpose.weight", )
 
 
 @triton.jit
-def sk0__ew_sub_tanh_kernel1(v4_ptr, v4_bias_ptr, bias_ptr, v6_ptr, D0, D1, D2, D3, bias_stride3, numel, BLOCK: tl.constexpr, IDX64: tl.constexpr):
+def sk0__ew_sub_tanh_kernel1(v4_ptr, v4_bias_ptr, bias_ptr, v6_ptr, D0, D1: tl.constexpr, D2: tl.constexpr, D3: tl.constexpr, bias_stride3, numel, BLOCK: tl.constexpr, IDX64: tl.constexpr):
     # replaces: torch.Tensor.sub (line 15), torch.tanh (line 16)
     pid = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)
@@ -134,6 +134,56 @@ def _mk_keep_channels_last(module, names):
             p.data = p.data.contiguous(memory_format=fmt)
 
 
+# ---- layout conversions of the composed forward (MKEvolve) ----
+# x.contiguous(memory_format=fmt), as a tiled Triton transpose where that is faster.
+import os
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # no Triton: PyTorch's copy everywhere
+    triton = None
+
+_MK_CONVERT_MIN_NUMEL = 1 << 20  # below this, launching from Python costs more than the copy
+_MK_CONVERT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+if triton is not None:
+    @triton.jit
+    def _mk_transpose_kernel(src, dst, A, B, BLOCK_A: tl.constexpr,
+                             BLOCK_B: tl.constexpr):
+        # dst[n, b, a] = src[n, a, b] for one [BLOCK_A x BLOCK_B] tile of image n; the
+        # tiles of one image on axis 0 (no 65535 limit), consecutive ones along b
+        tiles_b = tl.cdiv(B, BLOCK_B)
+        tile = tl.program_id(0)
+        n = tl.program_id(1).to(tl.int64)
+        a = (tile // tiles_b) * BLOCK_A + tl.arange(0, BLOCK_A).to(tl.int64)
+        b = (tile % tiles_b) * BLOCK_B + tl.arange(0, BLOCK_B).to(tl.int64)
+        mask = (a[:, None] < A) & (b[None, :] < B)
+        base = n * A * B
+        val = tl.load(src + base + a[:, None] * B + b[None, :], mask=mask)
+        tl.store(dst + base + b[None, :] * A + a[:, None], val, mask=mask)
+
+
+def _mk_convert(x, fmt):
+    if x.is_contiguous(memory_format=fmt):
+        return x
+    cl = {4: torch.channels_last, 5: torch.channels_last_3d}.get(x.dim())
+    usable = (triton is not None and cl is not None and x.numel() >= _MK_CONVERT_MIN_NUMEL
+              and x.dtype in _MK_CONVERT_DTYPES
+              and (x.is_cuda or os.environ.get('TRITON_INTERPRET') == '1')
+              and not (x.requires_grad and torch.is_grad_enabled()))
+    if usable and fmt == cl and x.is_contiguous():
+        a, b = x.shape[1], x[0, 0].numel()  # [C x pixels] planes become [pixels x C]
+    elif usable and fmt == torch.contiguous_format and x.is_contiguous(memory_format=cl):
+        a, b = x[0, 0].numel(), x.shape[1]
+    else:
+        return x.contiguous(memory_format=fmt)
+    out = torch.empty_like(x, memory_format=fmt)
+    grid = (triton.cdiv(a, 64) * triton.cdiv(b, 64), x.shape[0])
+    _mk_transpose_kernel[grid](x, out, a, b, BLOCK_A=64, BLOCK_B=64, num_warps=4)
+    return out
+
+
 class ModelNew(Model):
     """The same module, composed of verified subkernels."""
 
@@ -143,7 +193,7 @@ class ModelNew(Model):
         _mk_keep_channels_last(self, ("conv_transpose.weight", ))
 
     def forward(self, x):
-        x = x.contiguous(memory_format=torch.channels_last)
+        x = _mk_convert(x, torch.channels_last)
         # conv_transpose2d_sub_tanh — lines 14-16 — triton_convcl_b256_w2
         v6 = sk0_run(x, self.conv_transpose.weight, self.conv_transpose.bias, self.bias)
         return v6

@@ -61,7 +61,7 @@ MK_USES_TORCH = ("conv_transpose3d", )
 
 
 @triton.jit
-def sk0__norm_stats_group_norm_kernel2(pro_v5_ptr, pro_v5_bias_ptr, pro_D0, pro_D1, pro_D2, pro_D3, pro_D4, part_ptr, NPART, M, CHUNK, G, CG, S, SPLIT: tl.constexpr,
+def sk0__norm_stats_group_norm_kernel2(pro_v5_ptr, pro_v5_bias_ptr, pro_D0, pro_D1: tl.constexpr, pro_D2: tl.constexpr, pro_D3: tl.constexpr, pro_D4: tl.constexpr, part_ptr, NPART, M, CHUNK, G, CG, S, SPLIT: tl.constexpr,
         BLOCK: tl.constexpr, IDX64: tl.constexpr):
     # replaces: torch.nn.functional.group_norm (line 17)
     # partial group_norm statistics of one chunk of a row (count, mean, M2)
@@ -99,7 +99,7 @@ def sk0__norm_stats_group_norm_kernel2(pro_v5_ptr, pro_v5_bias_ptr, pro_D0, pro_
 
 
 @triton.jit
-def sk0__norm_apply_group_norm_kernel1(pro_v5_ptr, pro_v5_bias_ptr, pro_D0, pro_D1, pro_D2, pro_D3, pro_D4, w_ptr, b_ptr, epi_v9_ptr, epi_D0, epi_D1, epi_D2, epi_D3, epi_D4, part_ptr, NPART, M, CHUNK, G, CG, S, SPLIT: tl.constexpr,
+def sk0__norm_apply_group_norm_kernel1(pro_v5_ptr, pro_v5_bias_ptr, pro_D0, pro_D1: tl.constexpr, pro_D2: tl.constexpr, pro_D3: tl.constexpr, pro_D4: tl.constexpr, w_ptr, b_ptr, epi_v9_ptr, epi_D0, epi_D1: tl.constexpr, epi_D2: tl.constexpr, epi_D3: tl.constexpr, epi_D4: tl.constexpr, part_ptr, NPART, M, CHUNK, G, CG, S, SPLIT: tl.constexpr,
         BLOCK: tl.constexpr, IDX64: tl.constexpr):
     # replaces: torch.nn.functional.group_norm (line 17)
     # combine the row's partial statistics, then normalise this chunk

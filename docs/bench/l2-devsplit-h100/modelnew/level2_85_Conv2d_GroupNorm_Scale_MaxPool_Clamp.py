@@ -72,7 +72,7 @@ MK_USES_TORCH = ("conv2d", )
 
 
 @triton.jit
-def sk0__norm_stats_group_norm_kernel1(v6_ptr, v6_D0, v6_D1, v6_D2, v6_D3, v6_bias_ptr, part_ptr, NPART, M, CHUNK, G, CG, S, SPLIT: tl.constexpr,
+def sk0__norm_stats_group_norm_kernel1(v6_ptr, v6_D0, v6_D1: tl.constexpr, v6_D2: tl.constexpr, v6_D3: tl.constexpr, v6_bias_ptr, part_ptr, NPART, M, CHUNK, G, CG, S, SPLIT: tl.constexpr,
         BLOCK: tl.constexpr, IDX64: tl.constexpr):
     # replaces: torch.nn.functional.group_norm (line 25)
     # partial group_norm statistics of one chunk of a row (count, mean, M2)
@@ -135,7 +135,7 @@ def sk0__norm_affine_group_norm_kernel2(part_ptr, w_ptr, b_ptr, cb_ptr, sc_ptr, 
 
 
 @triton.jit
-def sk0__pool_max_pool2d_kernel3(v6_ptr, v6_D0, v6_D1, v6_D2, v6_D3, v6_bias_ptr, nrm_sc_ptr, nrm_sh_ptr, nepi_scale_ptr, nepi_D0, nepi_D1, nepi_D2, nepi_D3, nepi_scale_stride1, epi_v10_ptr, epi_D0, epi_D1, epi_D2, epi_D3, numel, I0, I1, O0, O1, BLOCK: tl.constexpr, IDX64: tl.constexpr):
+def sk0__pool_max_pool2d_kernel3(v6_ptr, v6_D0, v6_D1: tl.constexpr, v6_D2: tl.constexpr, v6_D3: tl.constexpr, v6_bias_ptr, nrm_sc_ptr, nrm_sh_ptr, nepi_scale_ptr, nepi_D0, nepi_D1: tl.constexpr, nepi_D2: tl.constexpr, nepi_D3: tl.constexpr, nepi_scale_stride1, epi_v10_ptr, epi_D0, epi_D1: tl.constexpr, epi_D2: tl.constexpr, epi_D3: tl.constexpr, numel, I0, I1, O0, O1, BLOCK: tl.constexpr, IDX64: tl.constexpr):
     # replaces: torch.nn.functional.max_pool2d (line 27)
     pid = tl.program_id(0)
     lanes = tl.arange(0, BLOCK)

@@ -1,6 +1,16 @@
 # Replayed as one CUDA graph per input signature (MKEvolve): the composed
 # forward below, captured once, every call a fresh output.
-# ModelNew composed by MKEvolve: no subkernel could be replaced.
+# ModelNew composed by MKEvolve 0.1.0 from kernelbench/level3/40_GRUHidden.py (class Model).
+# Subkernels (each verified against PyTorch before it was chosen):
+#   sk0 gru                          lines 26-26  reference (PyTorch)
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# ---- the original module (verbatim) ----
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -42,8 +52,16 @@ def get_inputs():
 def get_init_inputs():
     return [input_size, hidden_size, num_layers]
 
+
 class ModelNew(Model):
-    pass
+    """The same module, composed of verified subkernels."""
+
+    def forward(self, x, h0):
+        # gru — lines 26-26 — PyTorch reference
+        _r = torch.gru(x, h0, [self.gru.weight_ih_l0, self.gru.weight_hh_l0, self.gru.bias_ih_l0, self.gru.bias_hh_l0, self.gru.weight_ih_l1, self.gru.weight_hh_l1, self.gru.bias_ih_l1, self.gru.bias_hh_l1, self.gru.weight_ih_l2, self.gru.weight_hh_l2, self.gru.bias_ih_l2, self.gru.bias_hh_l2, self.gru.weight_ih_l3, self.gru.weight_hh_l3, self.gru.bias_ih_l3, self.gru.bias_hh_l3, self.gru.weight_ih_l4, self.gru.weight_hh_l4, self.gru.bias_ih_l4, self.gru.bias_hh_l4, self.gru.weight_ih_l5, self.gru.weight_hh_l5, self.gru.bias_ih_l5, self.gru.bias_hh_l5], True, 6, 0.0, True, False, False)
+        v26 = _r[0]
+        v27 = _r[1]
+        return v27
 
 
 # ---- CUDA graph of the whole forward (MKEvolve) ----
