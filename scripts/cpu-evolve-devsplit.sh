@@ -6,7 +6,8 @@
 # Problems are read from $MK_SHARED_DIR/kernelbench (default ../shared beside
 # the checkout) and never copied. Writes OUT_DIR/results.jsonl (one record per
 # problem) and OUT_DIR/results.md (the table). MK_BIN picks the binary
-# (default build/mkevolve); MK_LEVELS the levels (default "3 2").
+# (default build/mkevolve); MK_LEVELS the levels (default "3 2"); MK_EVOLVE_ARGS options added
+# to every evolve (e.g. "--time-budget 40" for a quick pass over level 1).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/docs/bench/cpu-evolve-devsplit}
@@ -30,7 +31,7 @@ for level in $levels; do
     mkdir -p "$run/cache" "$run/work"
     load0=$(cut -d' ' -f1 /proc/loadavg)
     t0=$(date +%s.%N)
-    (cd "$run" && "$bin" evolve "$f" --json -q --cache-dir "$run/cache" --workdir "$run/work" \
+    (cd "$run" && "$bin" evolve "$f" --json -q ${MK_EVOLVE_ARGS:-} --cache-dir "$run/cache" --workdir "$run/work" \
         > "$run/out.json" 2> "$run/err.txt")
     rc=$?
     t1=$(date +%s.%N)

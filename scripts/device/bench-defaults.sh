@@ -6,7 +6,8 @@
 # records in .kb/bench-l2d/problems (carried back from an earlier call:
 # scripts/device/resume.sh FILES_AT unpacks them there) are kept, except those of BENCH_RERUN. First the GPU-marked precision tests (the TF32-aware comparison on a
 # real channels_last convolution). Everything comes back under $OUT.
-# BACKEND=auto|cuda: the same sweep for issue #18 (below).
+# BACKEND=auto|cuda: the same sweep for issue #18 (below). BENCH_ARGS: more bench options
+# (e.g. "--compile-baselines": compile's max-autotune-no-cudagraphs and reduce-overhead too).
 #   carry: .devkit .kb .whl (scripts/devkit.sh, scripts/device/prepare-kb.sh)
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
@@ -72,7 +73,7 @@ start=$(date +%s)
 snap=$!
 # The run logs (run.jsonl: every evaluation with its time and reason) come back too.
 timeout "${BENCH_SECONDS:-500}" "$MK" bench "${probs[@]}" -o "$out" --gpus 1 --workdir "$out/work" --backend "$backend" \
-  --kb-root "$KB/kbeval" 2>&1 | tail -45 | tee "$OUT/bench-tail.txt"
+  --kb-root "$KB/kbeval" ${BENCH_ARGS:-} 2>&1 | tail -45 | tee "$OUT/bench-tail.txt"
 echo "wall_s=$(( $(date +%s) - start ))" | tee -a "$OUT/bench-tail.txt"
 kill "$snap" 2>/dev/null
 wait "$snap" 2>/dev/null
