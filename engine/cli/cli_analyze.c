@@ -12,6 +12,7 @@
 #include "mk_decompose.h"
 #include "mk_ir.h"
 #include "mk_loop.h"
+#include "mk_pyemit.h"
 #include "mk_session.h"
 
 #include <stdio.h>
@@ -117,6 +118,15 @@ static cJSON *graph_json(const char *file, const analyze_opts *o, const capture_
     if (v->kind == MK_VALUE_NODE) cJSON_AddNumberToObject(j, "producer", v->producer);
     cJSON_AddItemToArray(vals, j);
   }
+  cJSON *scalars = cJSON_AddArrayToObject(root, "scalar_inputs");
+  for (int k = 0; k < g->nscalar_inputs; k++) {
+    const mk_scalar_input *si = &g->scalar_inputs[k];
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "index", si->index);
+    if (si->value) cJSON_AddItemToObject(j, "value", cJSON_Duplicate(si->value, true));
+    else cJSON_AddTrueToObject(j, "opaque");
+    cJSON_AddItemToArray(scalars, j);
+  }
   cJSON *nodes = cJSON_AddArrayToObject(root, "nodes");
   for (int i = 0; i < g->nnodes; i++) {
     const mk_node *n = &g->nodes[i];
@@ -205,6 +215,25 @@ static void print_values_of(const mk_graph *g, mk_value_kind kind, const char *t
   }
 }
 
+/* Forward arguments that are not tensors, with the value the graph was
+ * captured with (a composition is specialised to it). */
+static void print_scalar_inputs(const mk_graph *g) {
+  for (int k = 0; k < g->nscalar_inputs; k++) {
+    const mk_scalar_input *si = &g->scalar_inputs[k];
+    mk_buf lit;
+    mk_buf_init(&lit, 4096);
+    mk_errmsg err = {{0}};
+    bool ok = si->value && mk_pyemit_arg(si->value, NULL, NULL, &lit, &err) == 0 && !lit.err;
+    if (ok)
+      printf("  input %d  not a tensor: %s (compositions are specialised to this value)\n", si->index,
+             mk_buf_cstr(&lit));
+    else
+      printf("  input %d  not a tensor: a %s no Python literal can stand for (compositions keep PyTorch)\n",
+             si->index, si->type ? si->type : "value");
+    mk_buf_free(&lit);
+  }
+}
+
 static void print_ids(const char *prefix, const int *xs, int n) {
   for (int i = 0; i < n; i++) printf("%s%s%d", i ? ", " : "", prefix, xs[i]);
 }
@@ -218,6 +247,7 @@ static void print_text(const char *file, const analyze_opts *o, const capture_wa
   if (w->cached) printf(" (cached, %.0f ms)\n", w->elapsed_ms);
   else printf(" (captured in %.0f ms, %.0f ms in all)\n", g->capture_ms, w->elapsed_ms);
   print_values_of(g, MK_VALUE_INPUT, "inputs");
+  print_scalar_inputs(g);
   print_values_of(g, MK_VALUE_PARAM, "parameters");
   print_values_of(g, MK_VALUE_BUFFER, "buffers");
   print_values_of(g, MK_VALUE_ATTR, "attributes");

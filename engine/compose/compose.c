@@ -525,19 +525,78 @@ static int emit_candidate_call(const mk_subkernel *sk, int index, namer_ctx *nc,
   return out->err;
 }
 
+/* The name of forward argument i: the user's, else x<i>. */
+static void forward_arg_name(const namer_ctx *nc, int i, mk_buf *out) {
+  if (i < nc->ninput_names) mk_buf_puts(out, nc->input_names[i]);
+  else mk_buf_printf(out, "x%d", i);
+}
+
+/* The captured graph read each non-tensor forward argument as a constant, so
+ * the kernels are specialised to its value (as torch.compile specialises on
+ * Python scalars): any other value runs the user's forward, never a kernel
+ * made for another one. An argument no literal can stand for (an object, a
+ * list holding tensors) cannot be guarded: the composition is refused. */
+static int emit_scalar_guard(const mk_graph *g, namer_ctx *nc, int ninputs, mk_buf *out,
+                             mk_errmsg *err) {
+  if (g->nscalar_inputs == 0) return 0;
+  mk_buf_puts(out, "        # specialised to the captured value of each non-tensor argument\n"
+                   "        if not (");
+  for (int k = 0; k < g->nscalar_inputs; k++) {
+    const mk_scalar_input *si = &g->scalar_inputs[k];
+    mk_buf name;
+    mk_buf_init(&name, 256);
+    forward_arg_name(nc, si->index, &name);
+    if (si->value == NULL) {
+      int rc = mk_errf(err, MK_EUNSUPPORTED,
+                       "forward argument %d (%s) is a %s, not a tensor or a Python literal: a "
+                       "composition cannot be specialised to it",
+                       si->index, mk_buf_cstr(&name), si->type ? si->type : "value");
+      mk_buf_free(&name);
+      return rc;
+    }
+    mk_buf_printf(out, "%s_mk_same(%s, ", k ? " and " : "", mk_buf_cstr(&name));
+    mk_buf_free(&name);
+    mk_errmsg aerr = {{0}};
+    if (mk_pyemit_arg(si->value, value_name, nc, out, &aerr))
+      return mk_errf(err, MK_EUNSUPPORTED, "forward argument %d cannot be written as Python: %s",
+                     si->index, aerr.text);
+    mk_buf_putc(out, ')');
+  }
+  mk_buf_puts(out, "):\n            return super().forward(");
+  for (int i = 0; i < ninputs; i++) {
+    if (i) mk_buf_puts(out, ", ");
+    forward_arg_name(nc, i, out);
+  }
+  return mk_buf_puts(out, ")\n");
+}
+
+static const char same_helper[] =
+    "\n\ndef _mk_same(a, b) -> bool:\n"
+    "    \"\"\"Whether a forward argument is the value ModelNew was specialised to.\"\"\"\n"
+    "    if type(a) is not type(b):\n"
+    "        return False\n"
+    "    if isinstance(a, (list, tuple)):\n"
+    "        return len(a) == len(b) and all(_mk_same(x, y) for x, y in zip(a, b))\n"
+    "    if isinstance(a, dict):\n"
+    "        return a.keys() == b.keys() and all(_mk_same(a[k], b[k]) for k in a)\n"
+    "    return a == b or (a != a and b != b)  # NaN is the value it was specialised to\n";
+
 static int emit_forward(const mk_graph *g, const mk_partition *p, const mk_candidate *const *chosen,
                         const int *section_of, namer_ctx *nc, mk_buf *out, mk_errmsg *err) {
   int ninputs = 0;
   for (int i = 0; i < g->nvalues; i++)
     if (g->values[i].kind == MK_VALUE_INPUT && g->values[i].index + 1 > ninputs)
       ninputs = g->values[i].index + 1;
+  for (int k = 0; k < g->nscalar_inputs; k++)
+    if (g->scalar_inputs[k].index + 1 > ninputs) ninputs = g->scalar_inputs[k].index + 1;
   mk_buf_puts(out, "    def forward(self");
   for (int i = 0; i < ninputs; i++) {
     mk_buf_puts(out, ", ");
-    if (i < nc->ninput_names) mk_buf_puts(out, nc->input_names[i]);
-    else mk_buf_printf(out, "x%d", i);
+    forward_arg_name(nc, i, out);
   }
   mk_buf_puts(out, "):\n");
+  int grc = emit_scalar_guard(g, nc, ninputs, out, err);
+  if (grc) return grc;
   /* The program's device, for the recorded device constants of the PyTorch
    * calls written inline below: the first input's (replay's rule,
    * docs/capture.md). Kernels' run() bind their own. */
@@ -678,6 +737,7 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
     mk_buf_init(&fwd, 0);
     if (!rc) rc = emit_forward(g, p, chosen, section_of, &nc, &fwd, err);
     if (nc.converts) compose_convert_helper(out, !cuda_only(p, chosen));
+    if (g->nscalar_inputs > 0) mk_buf_puts(out, same_helper);
     mk_buf_printf(out, "\n\nclass ModelNew(%s):\n", g->class_name ? g->class_name : "Model");
     mk_buf_puts(out, "    \"\"\"The same module, composed of verified subkernels.\"\"\"\n\n");
     mk_buf_append(out, init.data ? init.data : "", init.len);

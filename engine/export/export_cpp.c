@@ -502,6 +502,14 @@ static int emit_nodes(const mk_graph *g, const mk_export_cuda *cuda, const unsig
 }
 
 int mk_export_forward_cpp_cuda(const mk_graph *g, const mk_export_cuda *cuda, mk_buf *out, mk_errmsg *err) {
+  /* The C++ forward takes tensors; a Python scalar argument was captured as a
+   * constant and a C++ caller could not pass another value (ModelNew guards
+   * on it, docs/capture.md). */
+  if (g->nscalar_inputs > 0)
+    return mk_errf(err, MK_EUNSUPPORTED,
+                   "forward argument %d is not a tensor: the C++ forward takes tensors only, and this "
+                   "composition is specialised to the argument's captured value",
+                   g->scalar_inputs[0].index);
   unsigned char *layout = malloc((size_t)g->nvalues + 1), *conv = malloc((size_t)g->nvalues + 1);
   int rc = layout && conv ? 0 : mk_errf(err, MK_ENOMEM, "out of memory");
   if (!rc && mk_layout_plan(g, layout, conv) < 0) rc = mk_errf(err, MK_ENOMEM, "layout plan: out of memory");

@@ -645,6 +645,53 @@ static int alloc_tables(parse_ctx *c, const cJSON *root) {
   return g->values && g->nodes && g->statements ? 0 : MK_ENOMEM;
 }
 
+/* True if a tensor input or an earlier scalar input has forward index `index`. */
+static bool input_index_taken(const mk_graph *g, int index) {
+  for (int v = 0; v < g->nvalues; v++)
+    if (g->values[v].kind == MK_VALUE_INPUT && g->values[v].index == index) return true;
+  for (int k = 0; k < g->nscalar_inputs; k++)
+    if (g->scalar_inputs[k].index == index) return true;
+  return false;
+}
+
+static int count_tensor(void *ctx, int vid) {
+  (void)vid;
+  ++*(int *)ctx;
+  return 0;
+}
+
+/* "scalar_inputs": [{"index": i, "value": ENC} | {"index": i, "opaque": true,
+ * "type": "T"}] (optional; docs/protocol.md). A value that holds a tensor or
+ * an opaque part is opaque: no literal can stand for it. */
+static int parse_scalar_inputs(parse_ctx *c, const cJSON *root) {
+  mk_graph *g = c->g;
+  int n = 0, rc = array_len(c, root, "scalar_inputs", false, &n);
+  if (rc || n == 0) return rc;
+  g->scalar_inputs = calloc((size_t)n, sizeof *g->scalar_inputs);
+  if (g->scalar_inputs == NULL) return MK_ENOMEM;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(root, "scalar_inputs")) {
+    snprintf(c->where, sizeof c->where, "scalar input %d", g->nscalar_inputs);
+    if (!cJSON_IsObject(it)) return mk_errf(c->err, MK_EINVAL, "capture graph: %s is not an object", c->where);
+    mk_scalar_input *si = &g->scalar_inputs[g->nscalar_inputs];
+    if ((rc = get_int(c, it, "index", true, 0, MK_IR_MAX_ITEMS, &si->index))) return rc;
+    if (input_index_taken(g, si->index))
+      return mk_errf(c->err, MK_EINVAL, "capture graph: %s: forward argument %d is already an input",
+                     c->where, si->index);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(it, "value");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(it, "type");
+    bool opaque = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "opaque")) || v == NULL;
+    if (!opaque && !arg_shape_ok(v, &opaque))
+      return mk_errf(c->err, MK_EINVAL, "capture graph: %s: \"value\" is not a valid encoded value", c->where);
+    int tensors = 0;
+    if (!opaque && (mk_arg_foreach_tensor(v, count_tensor, &tensors) || tensors > 0)) opaque = true;
+    si->value = opaque ? NULL : v;
+    si->type = cJSON_IsString(type) ? type->valuestring : NULL;
+    g->nscalar_inputs++;
+  }
+  return 0;
+}
+
 static int parse_graph(parse_ctx *c, cJSON *root) {
   mk_graph *g = c->g;
   if (!cJSON_IsObject(root)) return mk_errf(c->err, MK_EINVAL, "capture graph: the result is not a JSON object");
@@ -656,7 +703,7 @@ static int parse_graph(parse_ctx *c, cJSON *root) {
   cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(root, "nodes")) if ((rc = parse_node(c, i++, it))) return rc;
   i = 0;
   cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(root, "statements")) if ((rc = parse_statement(c, i++, it))) return rc;
-  if ((rc = check_nodes(c)) || (rc = parse_outputs(c, root))) return rc;
+  if ((rc = check_nodes(c)) || (rc = parse_outputs(c, root)) || (rc = parse_scalar_inputs(c, root))) return rc;
   return compute_users(g);
 }
 
@@ -692,6 +739,7 @@ int mk_graph_from_json(const char *json, size_t len, mk_graph **out, mk_errmsg *
 
 void mk_graph_free(mk_graph *g) {
   if (g == NULL) return;
+  free(g->scalar_inputs);
   for (int i = 0; i < g->nvalues && g->values; i++) {
     free(g->values[i].name);
     free(g->values[i].users);

@@ -101,6 +101,16 @@ typedef struct mk_statement {
   int *nodes; int nnodes;
 } mk_statement;
 
+/* A forward argument that is not a tensor (`s: float`). The graph was
+ * captured with its value, which the ops read as a constant: a composition
+ * is specialised to it and guards on it (docs/capture.md, "Scalar inputs"). */
+typedef struct mk_scalar_input {
+  int index;           /* forward argument index */
+  const cJSON *value;  /* the captured value (protocol encoding, into the graph's json);
+                          NULL when opaque */
+  const char *type;    /* Python type name of an opaque one (into json), else NULL */
+} mk_scalar_input;
+
 typedef struct mk_graph {
   char *file;
   char *class_name;
@@ -110,6 +120,7 @@ typedef struct mk_graph {
   mk_node *nodes;   int nnodes;
   cJSON *outputs;          /* structure of forward's return; points into json */
   int *output_values; int noutput_values; /* tensor values returned */
+  mk_scalar_input *scalar_inputs; int nscalar_inputs; /* by index */
   int forward_line, forward_end_line;
   mk_statement *statements; int nstatements;
   double capture_ms;

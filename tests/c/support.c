@@ -52,6 +52,30 @@ const char *const mk_test_small_graph_json =
     "\"outputs\":{\"tuple\":[{\"t\":6},{\"t\":3}]},\"forward\":{\"line\":7,\"end_line\":11},"
     "\"statements\":[],\"stats\":{\"capture_ms\":1.0,\"nodes\":4}}";
 
+/* `forward(self, x, s)`: x * s, captured with s = 2.5 (a scalar input). */
+const char *const mk_test_scalar_graph_json =
+    "{\"schema\":1,\"file\":\"/tmp/s.py\",\"class\":\"Model\",\"source_sha256\":\"0\",\"batch\":null,"
+    "\"values\":["
+    "{\"id\":0,\"kind\":\"input\",\"index\":0,\"shape\":[4,8],\"dtype\":\"float32\"},"
+    "{\"id\":1,\"kind\":\"node\",\"producer\":0,\"shape\":[4,8],\"dtype\":\"float32\"}],"
+    "\"nodes\":["
+    "{\"id\":0,\"op\":\"torch.Tensor.mul\",\"args\":[{\"t\":0},2.5],\"kwargs\":{},\"inputs\":[0],"
+    "\"outputs\":[1],\"out\":{\"t\":1},\"mutates\":[],\"span\":{\"line\":5,\"col\":15,\"end_line\":5,"
+    "\"end_col\":20}}],"
+    "\"outputs\":{\"t\":1},\"scalar_inputs\":[{\"index\":1,\"value\":2.5}],"
+    "\"forward\":{\"line\":4,\"end_line\":5},\"statements\":[],\"stats\":{\"capture_ms\":1.0,\"nodes\":1}}";
+
+const char *const mk_test_scalar_source =
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "class Model(nn.Module):\n"
+    "    def forward(self, x, s):\n"
+    "        return x * s\n"
+    "def get_inputs():\n"
+    "    return [torch.randn(4, 8), 2.5]\n"
+    "def get_init_inputs():\n"
+    "    return []\n";
+
 const char *const mk_test_small_source =
     "import torch\n"
     "import torch.nn as nn\n"

@@ -25,6 +25,10 @@ mk_graph *mk_test_load_graph(const char *dir, const char *name);
  * the relu) and the module source it was captured from. */
 extern const char *const mk_test_small_graph_json;
 extern const char *const mk_test_small_source;
+/* A graph whose forward takes a Python scalar (`x * s`, captured with s = 2.5)
+ * and its module source. */
+extern const char *const mk_test_scalar_graph_json;
+extern const char *const mk_test_scalar_source;
 
 /* A propose fixture composed into a ModelNew (mk_test_compose_cuda). */
 typedef struct mk_test_composed {

@@ -503,3 +503,45 @@ MK_TEST(compose, layout_conversions_match_pytorch) {
                    "assert u.grad_fn is not None,'autograd kept'");
   free(py);
 }
+
+/* A forward taking a Python scalar (`x * s`, captured with s = 2.5): ModelNew
+ * keeps the user's signature and runs its kernels only for the captured value
+ * (the graph read it as a constant); any other value, or another type, runs
+ * the user's forward. An argument no literal can stand for is refused. */
+MK_TEST(compose, scalar_arguments_are_guarded) {
+  mk_errmsg err = {{0}};
+  mk_graph *g = NULL;
+  MK_REQUIRE(mk_graph_from_json(mk_test_scalar_graph_json, strlen(mk_test_scalar_graph_json), &g, &err) == 0);
+  mk_partition p = {0};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  MK_REQUIRE(p.nsubkernels == 1);
+  /* the kernel made for s = 2.5, as the builtin generator writes it */
+  mk_candidate cand = {.name = "mul_fixed", .origin = "test",
+                       .source = "import torch\n\ndef run(x):\n    return x * 2.5\n"};
+  const mk_candidate *chosen[1] = {&cand};
+  const char *names[] = {"x", "s"};
+  mk_compose_options opt = {.module_source = mk_test_scalar_source, .source_path = "s.py",
+                            .input_names = names, .ninput_names = 2};
+  mk_buf out;
+  mk_buf_init(&out, 0);
+  MK_CHECK_INT(mk_compose_modelnew(g, &p, chosen, &opt, &out, &err), ==, 0);
+  const char *py = mk_buf_cstr(&out);
+  MK_CHECK(strstr(py, "    def forward(self, x, s):\n") != NULL);
+  MK_CHECK(strstr(py, "        if not (_mk_same(s, 2.5)):\n            return super().forward(x, s)\n") != NULL);
+  MK_CHECK(strstr(py, "def _mk_same(a, b) -> bool:") != NULL);
+  check_module_in_python(py, out.len,
+                         "assert torch.equal(b(x,2.5),x*2.5);assert torch.equal(b(x,3.0),x*3.0);"
+                         "assert torch.equal(b(x,3),x*3);assert torch.equal(b(x,s=2.5),x*2.5);"
+                         "assert m._mk_same([1,(2.0,None)],[1,(2.0,None)]);assert not m._mk_same(1,True);"
+                         "assert not m._mk_same(2.5,2);assert m._mk_same(float('nan'),float('nan'))");
+  mk_buf_free(&out);
+  /* an opaque argument (an object): no composition can be specialised to it */
+  g->scalar_inputs[0].value = NULL;
+  g->scalar_inputs[0].type = "Config";
+  mk_buf_init(&out, 0);
+  MK_CHECK_INT(mk_compose_modelnew(g, &p, chosen, &opt, &out, &err), ==, MK_EUNSUPPORTED);
+  MK_CHECK(strstr(err.text, "forward argument 1 (s) is a Config") != NULL);
+  mk_buf_free(&out);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}

@@ -2,6 +2,7 @@
 #include "mk_buf.h"
 #include "mk_ir.h"
 #include "mk_test.h"
+#include "support.h"
 
 #include <stdlib.h>
 
@@ -555,4 +556,52 @@ MK_TEST(ir, constant_tensors_are_the_ones_nothing_writes_or_returns) {
   MK_CHECK(!mk_graph_node_is_constant(g, -1) && !mk_graph_node_is_constant(g, g->nnodes));
   MK_CHECK(!mk_graph_node_is_constant(NULL, 0));
   mk_graph_free(g);
+}
+
+/* Forward arguments that are not tensors ("scalar_inputs", docs/protocol.md):
+ * read by index with their encoded value; one holding a tensor or an opaque
+ * part is opaque (no literal can stand for it); an index a tensor input or an
+ * earlier scalar already has, a missing index or a malformed value is refused. */
+MK_TEST(ir, scalar_inputs_are_read_with_their_values) {
+  mk_errmsg err = {{0}};
+  mk_graph *g = NULL;
+  MK_REQUIRE(mk_graph_from_json(mk_test_scalar_graph_json, strlen(mk_test_scalar_graph_json), &g, &err) == 0);
+  MK_CHECK_INT(g->nscalar_inputs, ==, 1);
+  MK_CHECK_INT(g->scalar_inputs[0].index, ==, 1);
+  MK_CHECK(cJSON_IsNumber(g->scalar_inputs[0].value) && g->scalar_inputs[0].value->valuedouble == 2.5);
+  mk_graph_free(g);
+  static const struct {
+    const char *entries;
+    int code, opaque;
+    const char *needle;
+  } cases[] = {
+      {"[{\"index\":1,\"opaque\":true,\"type\":\"Config\"}]", 0, 1, NULL},
+      {"[{\"index\":1,\"value\":{\"list\":[{\"t\":0}]}}]", 0, 1, NULL},
+      {"[{\"index\":1,\"value\":{\"opaque\":\"<object>\"}}]", 0, 1, NULL},
+      {"[{\"index\":1,\"value\":{\"tuple\":[1,{\"float\":2.0}]}}]", 0, 0, NULL},
+      {"[{\"index\":0,\"value\":1}]", MK_EINVAL, 0, "forward argument 0 is already an input"},
+      {"[{\"index\":2,\"value\":1},{\"index\":2,\"value\":3}]", MK_EINVAL, 0,
+       "scalar input 1: forward argument 2 is already an input"},
+      {"[{\"value\":1}]", MK_EINVAL, 0, "scalar input 0"},
+      {"[{\"index\":1,\"value\":[1,2]}]", MK_EINVAL, 0, "\"value\" is not a valid encoded value"},
+      {"{}", MK_EINVAL, 0, "\"scalar_inputs\" must be an array"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cJSON *root = cJSON_Parse(mk_test_scalar_graph_json);
+    MK_REQUIRE(root != NULL);
+    cJSON_ReplaceItemInObjectCaseSensitive(root, "scalar_inputs", cJSON_Parse(cases[i].entries));
+    g = NULL;
+    err.text[0] = '\0';
+    int rc = mk_graph_from_cjson(root, &g, &err);
+    if (rc != cases[i].code) fprintf(stderr, "    case %zu: rc %d: %s\n", i, rc, err.text);
+    MK_CHECK_INT(rc, ==, cases[i].code);
+    if (rc == 0) {
+      MK_CHECK_INT(g->nscalar_inputs, ==, 1);
+      MK_CHECK_INT(g->scalar_inputs[0].value == NULL, ==, cases[i].opaque);
+      if (i == 0) MK_CHECK_STR(g->scalar_inputs[0].type, "Config");
+      mk_graph_free(g);
+    } else {
+      MK_CHECK(strstr(err.text, cases[i].needle) != NULL);
+    }
+  }
 }

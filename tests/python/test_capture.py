@@ -196,6 +196,34 @@ def test_tensor_from_outside_forward_is_const():
     assert len(const) == 1 and const[0]["shape"] == [3, 4]
 
 
+def test_scalar_forward_arguments_are_recorded_with_their_values(tmp_path: Path) -> None:
+    """Forward arguments that are not tensors (docs/protocol.md, ``scalar_inputs``):
+    their captured values, by index; one no literal can stand for is opaque."""
+    src = tmp_path / "scalars.py"
+    src.write_text(
+        "import torch\n"
+        "class Config:\n"
+        "    scale = 2.0\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x, s, dims, flag, cfg, pair):\n"
+        "        y = x * s * cfg.scale + pair[0]\n"
+        "        return y.sum(dim=dims) if flag else y\n"
+        "def get_inputs():\n"
+        "    return [torch.randn(4, 8), 3.0, (1,), True, Config(), [torch.ones(8), 1]]\n"
+        "def get_init_inputs():\n"
+        "    return []\n")
+    g = capture.capture_file(str(src))
+    check_schema(g)
+    assert [v["index"] for v in g["values"] if v["kind"] == "input"] == [0]
+    assert g["scalar_inputs"][:4] == [{"index": 1, "value": {"float": 3.0}},
+                                      {"index": 2, "value": {"tuple": [1]}},
+                                      {"index": 3, "value": True},
+                                      {"index": 4, "opaque": True, "type": "Config"}]
+    # a list holding a tensor: its tensor is a const of the graph, the list opaque
+    assert g["scalar_inputs"][4] == {"index": 5, "opaque": True, "type": "list"}
+    assert capture.capture_file(fixture("simple.py"))["scalar_inputs"] == []
+
+
 def test_errors_name_the_line():
     with pytest.raises(WorkerError) as e:
         cap("data_dependent.py")

@@ -31,7 +31,7 @@ from torch._subclasses import fake_tensor
 from torch.overrides import TorchFunctionMode
 
 from mkworker import loader
-from mkworker.encode import dtype_name, encode, resolve_op, tensor_ids
+from mkworker.encode import NotReplayable, dtype_name, encode, resolve_op, tensor_ids
 from mkworker.protocol import Params, Progress, Result, WorkerError, param, register
 
 SCHEMA_VERSION = 1
@@ -342,6 +342,32 @@ def _own_torch_function_check_off(func: Callable[..., Any]) -> Iterator[None]:
         module.has_torch_function = saved  # type: ignore[union-attr]
 
 
+def _no_tensor(t: torch.Tensor) -> int:
+    raise NotReplayable("a tensor inside a forward argument")
+
+
+def scalar_input(index: int, value: Any) -> dict[str, Any]:
+    """A forward argument that is not a tensor, as docs/protocol.md's
+    ``scalar_inputs`` entry: its encoded value, or ``opaque`` when it cannot be
+    written back as a Python literal (an object, a list holding tensors)."""
+    try:
+        enc = encode(value, _no_tensor)
+    except NotReplayable:
+        enc = None
+    if (enc is None and value is not None) or _has_opaque(enc):
+        return {"index": index, "opaque": True, "type": type(value).__name__}
+    return {"index": index, "value": enc}
+
+
+def _has_opaque(enc: Any) -> bool:
+    """Whether an encoded value holds a part no literal can stand for."""
+    if isinstance(enc, dict):
+        return "opaque" in enc or any(_has_opaque(v) for v in enc.values())
+    if isinstance(enc, list):
+        return any(_has_opaque(v) for v in enc)
+    return False
+
+
 class Recorder(TorchFunctionMode):
     """Records outermost torch calls into nodes and values (docs/protocol.md).
 
@@ -365,6 +391,9 @@ class Recorder(TorchFunctionMode):
         self._module_stack: list[torch.nn.Module] = []
         self.data_dependent: DataDependent | None = None
         self._inlining = False
+        # forward arguments that are not tensors (`s: float`): the graph holds
+        # their captured values as constants, so ModelNew guards on them
+        self.scalar_inputs: list[dict[str, Any]] = []
 
     # values
 
@@ -392,8 +421,11 @@ class Recorder(TorchFunctionMode):
 
     def register_model(self, model: torch.nn.Module, inputs: list[Any]) -> None:
         for i, x in enumerate(inputs):
-            if isinstance(x, torch.Tensor) and not self.known(x):
-                self.add_value(x, "input", index=i)
+            if isinstance(x, torch.Tensor):
+                if not self.known(x):
+                    self.add_value(x, "input", index=i)
+            else:
+                self.scalar_inputs.append(scalar_input(i, x))
         for name, p in model.named_parameters():
             if not self.known(p):
                 self.add_value(p, "param", name=name)
@@ -679,6 +711,7 @@ def _attempt(target: Target, mode: str, batch: int | None,
     statements = [{"line": lo, "end_line": hi, "nodes": ids}
                   for (lo, hi), ids in sorted(rec.stmt_nodes.items())]
     return {"values": rec.values, "nodes": rec.nodes, "outputs": outputs,
+            "scalar_inputs": rec.scalar_inputs,
             "statements": statements, "batch": applied, "mode": mode,
             "init": "real" if real_init or mode == "real" else mode}
 
@@ -788,6 +821,7 @@ def _capture_file(path: str, class_name: str, batch: int | None,
         "schema": SCHEMA_VERSION, "file": path, "class": class_name, "source_sha256": sha,
         "batch": got["batch"], "mode": got["mode"], "init": got["init"],
         "values": got["values"], "nodes": got["nodes"], "outputs": got["outputs"],
+        "scalar_inputs": got["scalar_inputs"],
         "forward": forward, "statements": got["statements"],
         "stats": {"capture_ms": round(ms, 3), "nodes": len(got["nodes"]),
                   "values": len(got["values"]), "cached": False},
