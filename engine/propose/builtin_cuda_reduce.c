@@ -33,6 +33,13 @@ static int parse(const mk_graph *g, const mk_node *n, cred *r, mk_errmsg *err) {
   if (iv->dtype != MK_DTYPE_F32)
     return mk_errf(err, MK_EUNSUPPORTED, "line %d: the CUDA generator writes float32 kernels only (%s)",
                    n->span.line, n->op);
+  /* The Triton family covers more (norms, argmax, scans): only these here. */
+  static const char *const known[] = {"sum", "mean", "max", "min", "amax", "amin",
+                                      "logsumexp", "softmax", "log_softmax"};
+  bool ok = false;
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= !strcmp(s, known[i]);
+  if (!ok)
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: the CUDA generator has no kernel for %s", n->span.line, n->op);
   snprintf(r->op, sizeof r->op, "%s", !strcmp(s, "amax") ? "max" : !strcmp(s, "amin") ? "min" : s);
   bool softmax = !strcmp(s, "softmax") || !strcmp(s, "log_softmax");
   long long dims[MK_IR_MAX_RANK];

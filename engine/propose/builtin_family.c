@@ -8,12 +8,13 @@
 #include <string.h>
 
 static const char *const view_ops[] = {
-    "view", "reshape", "flatten", "squeeze", "unsqueeze", "permute", "transpose", "t", "expand",
+    "view", "reshape", "flatten", "squeeze", "unsqueeze", "permute", "transpose", "t", "T", "mT", "expand",
     "expand_as", "contiguous", "unflatten", "view_as", "reshape_as", "movedim", "swapaxes", "split",
     "chunk", "unbind", "narrow", "select", NULL};
-static const char *const reduce_ops[] = {"sum", "mean", "amax", "amin", "logsumexp", "max", "min",
-                                         NULL};
-static const char *const softmax_ops[] = {"softmax", "log_softmax", NULL};
+static const char *const reduce_ops[] = {"sum",  "mean",   "amax",   "amin", "logsumexp",   "max",
+                                         "min",  "argmax", "argmin", "norm", "vector_norm", NULL};
+/* ops along one dim whose output has the input's shape */
+static const char *const softmax_ops[] = {"softmax", "log_softmax", "cumsum", "cumprod", NULL};
 static const char *const norm_ops[] = {"layer_norm", "group_norm", "instance_norm", "batch_norm",
                                        "rms_norm", "normalize", NULL};
 static const char *const pool_ops[] = {

@@ -389,7 +389,8 @@ bool bi_conv_stem_ok(const mk_graph *g, const mk_node *n);
 bool bi_conv_igemm_supported(const mk_graph *g, const mk_node *n);
 /* A reduction or softmax node as the reduce emitter reads it. */
 typedef struct bi_reduce_info {
-  char op[64];   /* sum, mean, max, min, logsumexp, softmax, log_softmax */
+  char op[64];   /* sum, mean, max, min, logsumexp, softmax, log_softmax, norm1, norm2,
+                    argmax, argmin, cumsum, cumprod */
   int lo, hi;    /* reduced dims (inclusive), in the input's rank */
   bool keepdim;
   int rank;      /* input rank */

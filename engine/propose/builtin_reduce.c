@@ -1,5 +1,8 @@
 /* builtin_reduce.c — reductions (sum, mean, max, min, amax, amin,
- * logsumexp) and softmax / log_softmax over any run of consecutive dims.
+ * logsumexp, the 1- and 2-norms, argmax, argmin) over any run of consecutive
+ * dims, and the ops whose output has the input's shape along one dim:
+ * softmax / log_softmax and the scans cumsum / cumprod (a tile's scan plus
+ * the carry of the tiles before it).
  *
  * The input is seen as [OUTER, R, INNER] (R = the reduced dims, contiguous
  * layout): one program per (outer index, block of INNER columns) walks R in
@@ -11,6 +14,25 @@
 
 #include <stdio.h>
 #include <string.h>
+
+/* The order of torch.norm's p / vector_norm's ord as ri->op: "norm2" (the
+ * default, 2 and "fro", which over a vector or all elements is the same sum
+ * of squares) or "norm1"; other orders stay PyTorch's. */
+static int norm_order(const mk_node *n, const char *s, char *op, size_t size, mk_errmsg *err) {
+  const cJSON *p = bi_arg(n, 1, strcmp(s, "norm") == 0 ? "p" : "ord");
+  const char *str = bi_arg_str(p);
+  double v = 0;
+  if (bi_arg_none(p) || (str && strcmp(str, "fro") == 0) || (bi_arg_number(p, &v) && v == 2)) {
+    snprintf(op, size, "norm2");
+    return 0;
+  }
+  if (!str && bi_arg_number(p, &v) && v == 1) {
+    snprintf(op, size, "norm1");
+    return 0;
+  }
+  return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s of an order other than 1, 2 or \"fro\"",
+                 n->span.line, s);
+}
 
 int bi_reduce_parse(const mk_graph *g, const mk_node *n, bi_reduce_info *ri, mk_errmsg *err) {
   char s[64];
@@ -24,18 +46,27 @@ int bi_reduce_parse(const mk_graph *g, const mk_node *n, bi_reduce_info *ri, mk_
   if (strcmp(s, "amax") == 0) snprintf(ri->op, sizeof ri->op, "max");
   else if (strcmp(s, "amin") == 0) snprintf(ri->op, sizeof ri->op, "min");
   else snprintf(ri->op, sizeof ri->op, "%s", s);
-  bool softmax = strcmp(s, "softmax") == 0 || strcmp(s, "log_softmax") == 0;
+  /* along one dim, the output the input's shape: softmax's dtype is its 4th
+   * argument, a scan's keyword-only */
+  bool scan = strcmp(s, "cumsum") == 0 || strcmp(s, "cumprod") == 0;
+  bool softmax = strcmp(s, "softmax") == 0 || strcmp(s, "log_softmax") == 0 || scan;
+  /* torch.norm(x, p, dim, keepdim) / linalg.vector_norm(x, ord, dim, keepdim) */
+  bool norm = strcmp(s, "norm") == 0 || strcmp(s, "vector_norm") == 0;
+  if (norm) {
+    int prc = norm_order(n, s, ri->op, sizeof ri->op, err);
+    if (prc) return prc;
+  }
   if (iv->dtype != MK_DTYPE_F32 && iv->dtype != MK_DTYPE_F16 && iv->dtype != MK_DTYPE_BF16)
     return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s of a non-float tensor", n->span.line, s);
-  const cJSON *dt = bi_arg(n, softmax ? 3 : -1, "dtype");
+  const cJSON *dt = bi_arg(n, softmax && !scan ? 3 : norm ? 5 : -1, "dtype");
   if (!bi_arg_none(dt))
     return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with an explicit dtype", n->span.line, s);
   long long dims[MK_IR_MAX_RANK];
-  const cJSON *da = bi_arg(n, 1, "dim");
+  const cJSON *da = bi_arg(n, norm ? 2 : 1, "dim");
   int nd = bi_arg_none(da) ? 0 : bi_arg_ints(da, dims, MK_IR_MAX_RANK);
   if (nd < 0)
     return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s over dims given as names", n->span.line, s);
-  ri->keepdim = bi_arg_bool(bi_arg(n, 2, "keepdim"), false, NULL);
+  ri->keepdim = bi_arg_bool(bi_arg(n, norm ? 3 : 2, "keepdim"), false, NULL);
   if (softmax) {
     ri->keepdim = true;
     if (nd != 1)
@@ -102,6 +133,25 @@ static void pass(bi_emit *e, int s, int in_vid, mk_buf *k, const char *other, co
   mk_buf_printf(k, "        %s\n", combine);
 }
 
+/* A scan along R (cumsum / cumprod), one pass: each [BLOCK_R, BLOCK_I] tile
+ * scanned along axis 0 and combined with the carry of the tiles before it,
+ * stored with the epilogue; the carry is the tile's last row (masked rows
+ * load the identity, so it is the scan through the last valid row). */
+static int scan_pass(bi_emit *e, int s, int in_vid, bool prod, mk_buf *k, mk_errmsg *err) {
+  mk_buf_printf(k, "    carry = tl.full([BLOCK_I], %s, dtype=tl.float32)\n"
+                   "    for r0 in range(0, R, BLOCK_R):\n"
+                   "        rows = r0 + rlanes\n"
+                   "        offs = base + rows[:, None] * INNER + cols[None, :]\n"
+                   "        mask = (rows[:, None] < R) & (cols[None, :] < INNER)\n",
+                prod ? "1.0" : "0.0");
+  int rc = bi_pro_load(e, s, in_vid, "x", "offs", "mask", prod ? "1.0" : "0.0", 8, k, err);
+  if (rc) return rc;
+  mk_buf_puts(k, prod ? "        y = tl.cumprod(x, axis=0) * carry[None, :]\n"
+                      : "        y = tl.cumsum(x, axis=0) + carry[None, :]\n");
+  mk_buf_puts(k, "        carry = tl.sum(tl.where(rlanes[:, None] == BLOCK_R - 1, y, 0.0), axis=0)\n");
+  return bi_epi_body(e, s, "y", "offs", "mask", 8, k, err);
+}
+
 int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
@@ -115,7 +165,8 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
   int in_vid = bi_arg_tensor(bi_arg(n, 0, "input"));
   if (in_vid < 0) in_vid = bi_arg_tensor(bi_arg(n, 0, "self"));
   int res = n->outputs[0];
-  bool softmax = strcmp(ri.op, "softmax") == 0 || strcmp(ri.op, "log_softmax") == 0;
+  bool scan = strcmp(ri.op, "cumsum") == 0 || strcmp(ri.op, "cumprod") == 0;
+  bool softmax = strcmp(ri.op, "softmax") == 0 || strcmp(ri.op, "log_softmax") == 0 || scan;
   bool rowwise = ri.hi == ri.rank - 1 || ri.rank == 0;
   int block_r = rowwise ? e->cfg->block : e->cfg->block_r;
   int block_i = rowwise ? 1 : e->cfg->block_i;
@@ -133,7 +184,7 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
   mk_buf_init(&sig, 0);
   mk_buf_init(&call, 0);
   e->kcount++;
-  bi_kernel_name(e, s, softmax ? "softmax" : "reduce", &kname);
+  bi_kernel_name(e, s, scan ? "scan" : softmax ? "softmax" : "reduce", &kname);
   rc = bi_pro_params(e, s, in_vid, in_shape, &sig, &call, err);
   if (!rc) rc = bi_epi_params(e, s, out_shape, &sig, &call, err);
 
@@ -155,7 +206,9 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
                    "    cols = (pid % NCB) * BLOCK_I + clanes\n"
                    "    base = o * R * INNER\n");
     const char *op = ri.op;
-    if (strcmp(op, "sum") == 0 || strcmp(op, "mean") == 0) {
+    if (scan) {
+      rc = scan_pass(e, s, in_vid, strcmp(op, "cumprod") == 0, k, err);
+    } else if (strcmp(op, "sum") == 0 || strcmp(op, "mean") == 0) {
       mk_buf_puts(k, "    acc = tl.zeros([BLOCK_I], dtype=tl.float32)\n");
       pass(e, s, in_vid, k, "0.0", "acc = acc + tl.sum(x, axis=0)", err, &rc);
       if (strcmp(op, "mean") == 0) mk_buf_puts(k, "    acc = acc / R\n");
@@ -165,6 +218,31 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
     } else if (strcmp(op, "min") == 0) {
       mk_buf_puts(k, "    acc = tl.full([BLOCK_I], float(\"inf\"), dtype=tl.float32)\n");
       pass(e, s, in_vid, k, "float(\"inf\")", "acc = tl.minimum(acc, tl.min(x, axis=0))", err, &rc);
+    } else if (strcmp(op, "norm2") == 0 || strcmp(op, "norm1") == 0) {
+      bool two = strcmp(op, "norm2") == 0;
+      mk_buf_puts(k, "    acc = tl.zeros([BLOCK_I], dtype=tl.float32)\n");
+      pass(e, s, in_vid, k, "0.0", two ? "acc = acc + tl.sum(x * x, axis=0)" : "acc = acc + tl.sum(tl.abs(x), axis=0)",
+           err, &rc);
+      if (two) mk_buf_puts(k, "    acc = tl.sqrt(acc)\n");
+    } else if (strcmp(op, "argmax") == 0 || strcmp(op, "argmin") == 0) {
+      /* the first index of the extreme, as torch: tl.argmax/argmin break ties
+       * to the left within a tile, and a later tile wins only when strictly
+       * better */
+      bool mx = strcmp(op, "argmax") == 0;
+      mk_buf_printf(k, "    acc = tl.full([BLOCK_I], float(\"%s\"), dtype=tl.float32)\n"
+                       "    idx = tl.zeros([BLOCK_I], dtype=tl.int64)\n",
+                    mx ? "-inf" : "inf");
+      pass(e, s, in_vid, k, mx ? "float(\"-inf\")" : "float(\"inf\")",
+           mx ? "tx = tl.max(x, axis=0)\n"
+                "        ti = tl.argmax(x, axis=0).to(tl.int64) + r0\n"
+                "        idx = tl.where(tx > acc, ti, idx)\n"
+                "        acc = tl.maximum(acc, tx)"
+              : "tx = tl.min(x, axis=0)\n"
+                "        ti = tl.argmin(x, axis=0).to(tl.int64) + r0\n"
+                "        idx = tl.where(tx < acc, ti, idx)\n"
+                "        acc = tl.minimum(acc, tx)",
+           err, &rc);
+      mk_buf_puts(k, "    acc = idx\n");
     } else { /* logsumexp, softmax, log_softmax: max, then sum of exp(x - max) */
       mk_buf_puts(k, "    m = tl.full([BLOCK_I], float(\"-inf\"), dtype=tl.float32)\n");
       pass(e, s, in_vid, k, "float(\"-inf\")", "m = tl.maximum(m, tl.max(x, axis=0))", err, &rc);
@@ -175,7 +253,9 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
            err, &rc);
       if (strcmp(op, "logsumexp") == 0) mk_buf_puts(k, "    acc = m_safe + tl.log(ssum)\n");
     }
-    if (!rc && softmax) {
+    if (!rc && scan) {
+      /* scan_pass stored every element */
+    } else if (!rc && softmax) {
       /* Third pass writes every element (with the epilogue applied). */
       mk_buf_puts(k, "    for r0 in range(0, R, BLOCK_R):\n"
                      "        rows = r0 + rlanes\n"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The dev-split level-2 (LEVEL=3: level-3) sweep with bench's DEFAULTS (merges and splits on, no
+# The dev-split level-2 (LEVEL=3: level-3, LEVEL=1: a level-1 sample) sweep with bench's DEFAULTS (merges and splits on, no
 # --budget/--depth overrides) on one GPU through `--gpus 1`, cross-checked by
 # KernelBench's own eval (.kb/kbeval, with stand-ins for its LLM imports and
 # pydantic carried as wheels in .whl). Conv-led problems first. Resumable:
@@ -62,8 +62,13 @@ for p in ${BENCH_RERUN:-}; do
 done
 default_l2="25 65 85 35 10 5 15 60 90 50 20 100 30 40 45 55 70 75 80 95"
 default_l3="20 25 45 5 10 15 50 30 35 40"
+# LEVEL=1: one or two problems of each family (GEMMs, activations, softmax, norms,
+# pools, reductions, norms of vectors, argmax, convolutions, scans, losses, a
+# scalar argument); a whole level-1 sweep is 100 problems, several calls.
+default_l1="1 5 9 16 19 23 26 33 36 40 42 47 51 37 54 63 82 89 93 96"
+case "$level" in 1) default=$default_l1 ;; 3) default=$default_l3 ;; *) default=$default_l2 ;; esac
 probs=()
-for p in ${BENCH_PROBLEMS:-$([ "$level" = 3 ] && echo "$default_l3" || echo "$default_l2")}; do
+for p in ${BENCH_PROBLEMS:-$default}; do
   probs+=("$(ls "$KB"/level$level/${p}_*.py)")
 done
 start=$(date +%s)

@@ -9,7 +9,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 shared=${MK_SHARED_DIR:-$root/../shared}
 cd "$root"
 rm -rf .kb && mkdir -p .kb/standins
-cp -r "$shared"/kernelbench/level2 "$shared"/kernelbench/level3 .kb/
+cp -r "$shared"/kernelbench/level1 "$shared"/kernelbench/level2 "$shared"/kernelbench/level3 .kb/
 cp -r "$shared"/kernelbench-eval .kb/kbeval
 printf 'def load_dotenv(*a, **k):\n    return False\n' > .kb/standins/dotenv.py
 printf 'class OpenAI:\n    def __init__(self, *a, **k):\n        raise RuntimeError("stand-in: no LLM here")\n' \

@@ -377,6 +377,38 @@ MK_TEST(propose_cuda, unsupported_stages_name_op_and_line) {
   mk_graph_free(g);
 }
 
+/* Reductions the Triton family writes but the CUDA one does not (norms,
+ * argmax / argmin, the scans): refused by name, never emitted as another
+ * reduction. */
+static void check_cuda_refuses(const char *fixture, int expect) {
+  mk_graph *g = load("propose", fixture);
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  int refused = 0;
+  for (int i = 0; i < p.nsubkernels; i++) {
+    const char *name = p.subkernels[i].name;
+    if (!strstr(name, "cum") && !strstr(name, "norm") && !strstr(name, "arg")) continue;
+    mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[i], .device = "cuda"};
+    mk_candidate_list l = {0};
+    err.text[0] = '\0';
+    MK_CHECK_INT(mk_builtin_cuda_propose(&req, &l, &err), ==, MK_EUNSUPPORTED);
+    MK_CHECK_INT(l.n, ==, 0);
+    if (strstr(err.text, "no kernel for torch.") || strstr(err.text, "order other than")) refused++;
+    else fprintf(stderr, "    %s: %s\n", name, err.text);
+    mk_candidate_list_free(&l);
+  }
+  MK_CHECK_INT(refused, ==, expect);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
+MK_TEST(propose_cuda, reductions_it_has_no_kernel_for_are_refused) {
+  check_cuda_refuses("vector_norms.json", 7);
+  check_cuda_refuses("scans.json", 5);
+}
+
 /* The CUDA candidates of fixture `fixture`'s subkernel `name` (list freed by the caller). */
 static void gemm_candidates(const char *fixture, const char *name, mk_graph **g, mk_partition *p,
                             mk_candidate_list *l) {

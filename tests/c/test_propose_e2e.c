@@ -279,6 +279,28 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
   run_fixture("conv_inplace_relu.json", 0);
 }
 
+/* torch.norm (Frobenius over everything, p=2 over a dim), linalg.vector_norm's
+ * 1-norm, argmax / argmin (first index of the extreme, int64, keepdim or not,
+ * over all elements): every candidate; the 3-norm stays PyTorch's. */
+MK_TEST(propose_e2e, vector_norms_and_arg_reductions_match_reference) {
+  if (!mk_test_python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  run_fixture("vector_norms.json", 0);
+}
+
+/* cumsum / cumprod: over an inner dim (tiles of columns), over rows longer
+ * than a tile (the carry between tiles), with a prologue, a bool mask and
+ * around flips: every candidate. */
+MK_TEST(propose_e2e, scans_match_reference) {
+  if (!mk_test_python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  run_fixture("scans.json", 0);
+}
+
 /* Grouped convolutions as implicit GEMMs, a group per tile: a 1x1 conv
  * with a batch norm, packed taps (4 channels per group) into a pool, a
  * partial channel block (20 per group) before a channel sum the chain must
