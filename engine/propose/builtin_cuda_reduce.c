@@ -1,5 +1,5 @@
 /* builtin_cuda_reduce.c — reductions (sum, mean, max, min, amax, amin,
- * logsumexp) and softmax / log_softmax over a run of consecutive dims, as
+ * the 1- and 2-norms, logsumexp) and softmax / log_softmax over a run of consecutive dims, as
  * CUDA C++.
  *
  * The input (made contiguous by the launcher) is seen as [OUTER, R, INNER];
@@ -16,16 +16,15 @@
 #include <string.h>
 
 typedef struct cred {
-  char op[64]; /* sum, mean, max, min, logsumexp, softmax, log_softmax */
+  char op[64]; /* sum, mean, max, min, norm1, norm2, logsumexp, softmax, log_softmax */
   int lo, hi;  /* reduced dims, inclusive; hi < lo for a 0-d input */
   bool keepdim;
   int in;      /* input value */
 } cred;
 
-/* The plan already accepted the node (bi_reduce_check): read its dims. */
+/* The plan already accepted the node (bi_reduce_check): its op and dims as
+ * the Triton family reads them (bi_reduce_parse), the ops this file writes. */
 static int parse(const mk_graph *g, const mk_node *n, cred *r, mk_errmsg *err) {
-  char s[64];
-  bi_short(n, s, sizeof s);
   *r = (cred){.in = bi_arg_tensor(bi_arg(n, 0, "input"))};
   if (r->in < 0) r->in = bi_arg_tensor(bi_arg(n, 0, "self"));
   if (r->in < 0 || r->in >= g->nvalues) return mk_errf(err, MK_EUNSUPPORTED, "line %d: no input", n->span.line);
@@ -33,29 +32,20 @@ static int parse(const mk_graph *g, const mk_node *n, cred *r, mk_errmsg *err) {
   if (iv->dtype != MK_DTYPE_F32)
     return mk_errf(err, MK_EUNSUPPORTED, "line %d: the CUDA generator writes float32 kernels only (%s)",
                    n->span.line, n->op);
-  /* The Triton family covers more (norms, argmax, scans): only these here. */
-  static const char *const known[] = {"sum", "mean", "max", "min", "amax", "amin",
-                                      "logsumexp", "softmax", "log_softmax"};
+  bi_reduce_info ri;
+  int rc = bi_reduce_parse(g, n, &ri, err);
+  if (rc) return rc;
+  /* The Triton family covers more (argmax, scans): only these here. */
+  static const char *const known[] = {"sum",       "mean",    "max",         "min",   "norm1",
+                                      "norm2",     "logsumexp", "softmax", "log_softmax"};
   bool ok = false;
-  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= !strcmp(s, known[i]);
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= !strcmp(ri.op, known[i]);
   if (!ok)
     return mk_errf(err, MK_EUNSUPPORTED, "line %d: the CUDA generator has no kernel for %s", n->span.line, n->op);
-  snprintf(r->op, sizeof r->op, "%s", !strcmp(s, "amax") ? "max" : !strcmp(s, "amin") ? "min" : s);
-  bool softmax = !strcmp(s, "softmax") || !strcmp(s, "log_softmax");
-  long long dims[MK_IR_MAX_RANK];
-  const cJSON *da = bi_arg(n, 1, "dim");
-  int nd = bi_arg_none(da) ? 0 : bi_arg_ints(da, dims, MK_IR_MAX_RANK);
-  r->keepdim = softmax || bi_arg_bool(bi_arg(n, 2, "keepdim"), false, NULL);
-  r->lo = 0;
-  r->hi = iv->rank - 1;
-  if (nd <= 0) return 0; /* all dims */
-  r->lo = MK_IR_MAX_RANK;
-  r->hi = -1;
-  for (int i = 0; i < nd; i++) {
-    int d = (int)(dims[i] < 0 ? dims[i] + iv->rank : dims[i]);
-    if (d < r->lo) r->lo = d;
-    if (d > r->hi) r->hi = d;
-  }
+  snprintf(r->op, sizeof r->op, "%s", ri.op);
+  r->lo = ri.rank == 0 ? 0 : ri.lo;
+  r->hi = ri.hi;
+  r->keepdim = ri.keepdim;
   return 0;
 }
 
@@ -69,6 +59,14 @@ static void kernel_body(const cred *r, mk_buf *k) {
     mk_buf_printf(k, "  float acc = 0.0f;\n%s    acc += x;\n  }\n", loop);
     mk_buf_puts(k, "  acc = mk_block_reduce<mk_add>(acc, 0.0f);\n");
     if (!strcmp(r->op, "mean")) mk_buf_puts(k, "  acc = acc / (float)R;\n");
+    mk_buf_puts(k, "  if (threadIdx.x == 0) out[o] = acc;\n");
+    return;
+  }
+  if (!strcmp(r->op, "norm2") || !strcmp(r->op, "norm1")) {
+    bool two = !strcmp(r->op, "norm2");
+    mk_buf_printf(k, "  float acc = 0.0f;\n%s    acc += %s;\n  }\n", loop, two ? "x * x" : "fabsf(x)");
+    mk_buf_puts(k, "  acc = mk_block_reduce<mk_add>(acc, 0.0f);\n");
+    if (two) mk_buf_puts(k, "  acc = sqrtf(acc);\n");
     mk_buf_puts(k, "  if (threadIdx.x == 0) out[o] = acc;\n");
     return;
   }

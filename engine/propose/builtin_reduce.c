@@ -225,21 +225,22 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
            err, &rc);
       if (two) mk_buf_puts(k, "    acc = tl.sqrt(acc)\n");
     } else if (strcmp(op, "argmax") == 0 || strcmp(op, "argmin") == 0) {
-      /* the first index of the extreme, as torch: tl.argmax/argmin break ties
-       * to the left within a tile, and a later tile wins only when strictly
-       * better */
+      /* the first index of the extreme, as torch: the smallest row holding the
+       * tile's extreme (two plain reductions: tl.argmax's tie-breaking
+       * combine runs per element in Triton's CPU interpreter, minutes on a
+       * level-1 problem), and a later tile wins only when strictly better */
       bool mx = strcmp(op, "argmax") == 0;
       mk_buf_printf(k, "    acc = tl.full([BLOCK_I], float(\"%s\"), dtype=tl.float32)\n"
                        "    idx = tl.zeros([BLOCK_I], dtype=tl.int64)\n",
                     mx ? "-inf" : "inf");
       pass(e, s, in_vid, k, mx ? "float(\"-inf\")" : "float(\"inf\")",
            mx ? "tx = tl.max(x, axis=0)\n"
-                "        ti = tl.argmax(x, axis=0).to(tl.int64) + r0\n"
-                "        idx = tl.where(tx > acc, ti, idx)\n"
+                "        ti = tl.min(tl.where(x == tx[None, :], rows[:, None], R), axis=0)\n"
+                "        idx = tl.where(tx > acc, ti.to(tl.int64), idx)\n"
                 "        acc = tl.maximum(acc, tx)"
               : "tx = tl.min(x, axis=0)\n"
-                "        ti = tl.argmin(x, axis=0).to(tl.int64) + r0\n"
-                "        idx = tl.where(tx < acc, ti, idx)\n"
+                "        ti = tl.min(tl.where(x == tx[None, :], rows[:, None], R), axis=0)\n"
+                "        idx = tl.where(tx < acc, ti.to(tl.int64), idx)\n"
                 "        acc = tl.minimum(acc, tx)",
            err, &rc);
       mk_buf_puts(k, "    acc = idx\n");
