@@ -589,6 +589,8 @@ int bc_emit_gemm_stage(bc_emit *e, int s, mk_errmsg *err) {
   bi_gemm_info gi;
   int rc = bi_gemm_parse(p->g, n, &gi, err);
   if (rc) return rc;
+  if (gi.einsum) /* its permuted, merged operands are the Triton emitter's only */
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: the CUDA generator has no kernel for %s", n->span.line, n->op);
   if (gi.bias >= 0 && p->g->values[gi.bias].dtype != MK_DTYPE_F32)
     return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with a bias that is not float32", n->span.line, n->op);
   int res = n->outputs[0];

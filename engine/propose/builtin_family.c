@@ -22,7 +22,7 @@ static const char *const pool_ops[] = {
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
     "adaptive_max_pool2d", "adaptive_max_pool3d", "max_pool1d_with_indices",
     "max_pool2d_with_indices", "max_pool3d_with_indices", NULL};
-static const char *const gemm_ops[] = {"linear", "matmul", "mm", "bmm", "addmm", "rmatmul", NULL};
+static const char *const gemm_ops[] = {"linear", "matmul", "mm", "bmm", "addmm", "rmatmul", "einsum", NULL};
 static const char *const torch_ops[] = {"conv1d", "conv2d", "conv3d", "conv_transpose1d",
                                         "conv_transpose2d", "conv_transpose3d", NULL};
 

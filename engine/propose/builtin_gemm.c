@@ -18,10 +18,98 @@
 
 typedef bi_gemm_info gemm_info;
 
+/* The letters of an einsum operand ("bijl"): false for an ellipsis, a
+ * repeated letter (a diagonal) or anything but [a-zA-Z]. */
+static bool einsum_letters(const char *t, size_t len, int rank) {
+  if ((int)len != rank) return false;
+  for (size_t i = 0; i < len; i++) {
+    if (!((t[i] >= 'a' && t[i] <= 'z') || (t[i] >= 'A' && t[i] <= 'Z'))) return false;
+    if (memchr(t, t[i], i) != NULL) return false;
+  }
+  return true;
+}
+
+/* A two-operand einsum "A,B->O" with an explicit output as a bmm: every
+ * letter is a batch one (in A, B and O), an M one (A and O), an N one (B and
+ * O) or a K one (A and B, summed); O lists batch, then M, then N letters,
+ * so the product [batch, M, N] is O itself in memory (its epilogue indexes
+ * it by O's shape). Anything else (a letter summed within one operand, an
+ * ellipsis, another output order) stays PyTorch's. */
+static int einsum_parse(const mk_graph *g, const mk_node *n, gemm_info *gi, mk_errmsg *err) {
+  const char *eq = bi_arg_str(bi_arg(n, 0, "equation"));
+  const cJSON *ops = bi_arg(n, 1, NULL);
+  const cJSON *list = cJSON_GetObjectItemCaseSensitive(ops, "list");
+  gi->a = bi_arg_tensor(list ? cJSON_GetArrayItem(list, 0) : ops);
+  gi->b = bi_arg_tensor(list ? cJSON_GetArrayItem(list, 1) : bi_arg(n, 2, NULL));
+  int nops = list ? cJSON_GetArraySize(list) : cJSON_GetArraySize(n->args) - 1;
+  if (eq == NULL || nops != 2 || gi->a < 0 || gi->b < 0 || gi->a >= g->nvalues || gi->b >= g->nvalues)
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: einsum of other than two tensors", n->span.line);
+  const char *comma = strchr(eq, ','), *arrow = strstr(eq, "->");
+  char buf[3][MK_IR_MAX_RANK + 1];
+  size_t len[3];
+  if (comma == NULL || arrow == NULL || arrow < comma) goto unsupported;
+  const char *part[3] = {eq, comma + 1, arrow + 2};
+  len[0] = (size_t)(comma - eq);
+  len[1] = (size_t)(arrow - comma - 1);
+  len[2] = strlen(arrow + 2);
+  const mk_value *out = n->noutputs > 0 ? &g->values[n->outputs[0]] : NULL;
+  int ranks[3] = {g->values[gi->a].rank, g->values[gi->b].rank, out ? out->rank : -1};
+  for (int i = 0; i < 3; i++) {
+    if (len[i] > MK_IR_MAX_RANK || !einsum_letters(part[i], len[i], ranks[i])) goto unsupported;
+    memcpy(buf[i], part[i], len[i]);
+    buf[i][len[i]] = '\0';
+  }
+  /* the output's letters: batch, then M, then N */
+  int phase = 0;
+  for (size_t i = 0; i < len[2]; i++) {
+    bool in_a = strchr(buf[0], buf[2][i]) != NULL, in_b = strchr(buf[1], buf[2][i]) != NULL;
+    int kind = in_a && in_b ? 0 : in_a ? 1 : in_b ? 2 : -1;
+    if (kind < phase) goto unsupported; /* out of order, or in neither operand */
+    phase = kind;
+    int *count = kind == 0 ? &gi->nbat : kind == 1 ? &gi->nm : &gi->nn;
+    ++*count;
+  }
+  /* A: batch letters (output order), M letters (output order), K letters (A's order) */
+  int na = 0, nb = 0;
+  for (size_t i = 0; i < len[2]; i++) {
+    const char *at = strchr(buf[0], buf[2][i]);
+    if (at) gi->pa[na++] = (int)(at - buf[0]);
+  }
+  for (size_t i = 0; i < len[0]; i++)
+    if (strchr(buf[2], buf[0][i]) == NULL) {
+      if (strchr(buf[1], buf[0][i]) == NULL) goto unsupported; /* summed within A alone */
+      gi->pa[na++] = (int)i;
+      gi->nk++;
+    }
+  /* B: batch letters, the K letters in A's order, N letters */
+  for (int i = 0; i < gi->nbat; i++) gi->pb[nb++] = (int)(strchr(buf[1], buf[2][i]) - buf[1]);
+  for (size_t i = 0; i < len[0]; i++)
+    if (strchr(buf[2], buf[0][i]) == NULL) gi->pb[nb++] = (int)(strchr(buf[1], buf[0][i]) - buf[1]);
+  for (size_t i = 0; i < len[2]; i++)
+    if (strchr(buf[0], buf[2][i]) == NULL) gi->pb[nb++] = (int)(strchr(buf[1], buf[2][i]) - buf[1]);
+  if (na != (int)len[0] || nb != (int)len[1]) goto unsupported; /* a letter of B alone, summed */
+  gi->einsum = true;
+  gi->batch_dims = 1;
+  gi->a_rank = ranks[0];
+  return 0;
+unsupported:
+  return mk_errf(err, MK_EUNSUPPORTED,
+                 "line %d: einsum \"%.60s\" is not a product the GEMM kernel computes (two operands, "
+                 "an explicit output listing batch, then left, then right letters)",
+                 n->span.line, eq);
+}
+
 int bi_gemm_parse(const mk_graph *g, const mk_node *n, gemm_info *gi, mk_errmsg *err) {
   char s[64];
   bi_short(n, s, sizeof s);
   *gi = (gemm_info){.a = -1, .b = -1, .bias = -1};
+  if (strcmp(s, "einsum") == 0) {
+    int rc = einsum_parse(g, n, gi, err);
+    if (rc) return rc;
+    if (g->values[gi->a].dtype != MK_DTYPE_F32 || g->values[gi->b].dtype != MK_DTYPE_F32)
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: einsum of non-fp32 tensors", n->span.line);
+    return 0;
+  }
   if (strcmp(s, "linear") == 0) {
     gi->a = bi_arg_tensor(bi_arg(n, 0, "input"));
     gi->b = bi_arg_tensor(bi_arg(n, 1, "weight"));
@@ -124,6 +212,40 @@ static int emit_kernel(bi_emit *e, int s, const gemm_info *gi, const char *kname
   return bi_epi_body(e, s, "acc", "offs", "mask", 4, k, err);
 }
 
+static void perm_list(const int *perm, int n, mk_buf *b) {
+  mk_buf_putc(b, '(');
+  for (int i = 0; i < n; i++) mk_buf_printf(b, "%d, ", perm[i]);
+  mk_buf_putc(b, ')');
+}
+
+/* An einsum's operands as a bmm's (einsum_parse): A permuted to [batch, M,
+ * K], B to [batch, K, N], each group merged by reshape (a view where the
+ * strides allow it, a copy otherwise), and es<res> the output's shape. */
+static void einsum_operands(const bi_plan *p, const gemm_info *gi, int res, mk_buf *b) {
+  int nb = gi->nbat, nm = gi->nm, nk = gi->nk, nn = gi->nn;
+  mk_buf_printf(b, "    ea%d = ", res);
+  bi_run_name(p, gi->a, b);
+  mk_buf_puts(b, ".permute");
+  perm_list(gi->pa, nb + nm + nk, b);
+  mk_buf_printf(b, "\n    eb%d = ", res);
+  bi_run_name(p, gi->b, b);
+  mk_buf_puts(b, ".permute");
+  perm_list(gi->pb, nb + nk + nn, b);
+  mk_buf_printf(b, "\n    es%d = tuple(ea%d.shape[:%d]) + tuple(eb%d.shape[%d:])\n", res, res, nb + nm, res,
+                nb + nk);
+  mk_buf_printf(b,
+                "    a%d = ea%d.reshape(math.prod(ea%d.shape[:%d]), math.prod(ea%d.shape[%d:%d]), "
+                "math.prod(ea%d.shape[%d:]))\n",
+                res, res, res, nb, res, nb, nb + nm, res, nb + nm);
+  mk_buf_printf(b,
+                "    b%d = eb%d.reshape(math.prod(eb%d.shape[:%d]), math.prod(eb%d.shape[%d:%d]), "
+                "math.prod(eb%d.shape[%d:]))\n",
+                res, res, res, nb, res, nb, nb + nk, res, nb + nk);
+  mk_buf_printf(b, "    if tuple(ea%d.shape[:%d]) != tuple(eb%d.shape[:%d]):\n"
+                   "        raise ValueError(\"einsum batch dims do not match\")\n",
+                res, nb, res, nb);
+}
+
 int bi_emit_gemm_stage(bi_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
@@ -150,12 +272,16 @@ int bi_emit_gemm_stage(bi_emit *e, int s, mk_errmsg *err) {
     if (st->epi >= 0) bi_stage_comment(p, st->epi, 4, b);
     /* A as [batch, M, K] (contiguous rows), B by its own strides; a 4-d A
      * (the head views of attention) by its strides too. */
-    mk_buf_printf(b, "    a%d = ", res);
-    bi_run_name(p, gi.a, b);
-    mk_buf_puts(b, gi.batch_dims == 2 ? "\n" : ".contiguous()\n");
-    mk_buf_printf(b, "    b%d = ", res);
-    bi_run_name(p, gi.b, b);
-    mk_buf_puts(b, "\n");
+    if (gi.einsum) {
+      einsum_operands(p, &gi, res, b);
+    } else {
+      mk_buf_printf(b, "    a%d = ", res);
+      bi_run_name(p, gi.a, b);
+      mk_buf_puts(b, gi.batch_dims == 2 ? "\n" : ".contiguous()\n");
+      mk_buf_printf(b, "    b%d = ", res);
+      bi_run_name(p, gi.b, b);
+      mk_buf_puts(b, "\n");
+    }
     /* the second batch dim (heads) and its strides: none below 4-d */
     if (gi.batch_dims < 2) mk_buf_printf(b, "    b1_%d, sab1_%d, sbb1_%d = 1, 0, 0\n", res, res, res);
     if (gi.batch_dims == 2) {
@@ -172,7 +298,8 @@ int bi_emit_gemm_stage(bi_emit *e, int s, mk_errmsg *err) {
       mk_buf_printf(b, "    n%d = b%d.shape[2]\n", res, res);
       mk_buf_printf(b, "    sab%d, sam%d, sak%d = a%d.stride()\n", res, res, res, res);
       mk_buf_printf(b, "    sbb%d, sbk%d, sbn%d = b%d.stride()\n", res, res, res, res);
-      mk_buf_printf(b, "    out%d = (batch%d, m%d, n%d)\n", res, res, res, res);
+      if (gi.einsum) mk_buf_printf(b, "    out%d = es%d\n", res, res);
+      else mk_buf_printf(b, "    out%d = (batch%d, m%d, n%d)\n", res, res, res, res);
     } else {
       mk_buf_printf(b, "    k%d = a%d.shape[-1]\n", res, res);
       mk_buf_printf(b, "    m%d = a%d.numel() // max(k%d, 1)\n", res, res, res);

@@ -419,6 +419,12 @@ typedef struct bi_gemm_info {
   bool weight_nk;  /* b is [N, K] (linear) */
   int batch_dims;  /* 0; 1: bmm / 3-d matmul; 2: 4-d matmul (batch, heads) */
   int a_rank;
+  /* A two-operand einsum as a bmm: A's dims permuted to [batch, M, K] and B's
+   * to [batch, K, N] (pa / pb, each group's dims merged), the output
+   * [batch, M, N] in the equation's own order of those letters. */
+  bool einsum;
+  int pa[MK_IR_MAX_RANK], pb[MK_IR_MAX_RANK];
+  int nbat, nm, nk, nn; /* letters of each kind */
 } bi_gemm_info;
 /* MK_EUNSUPPORTED with the reason for a GEMM the emitters do not write. */
 int bi_gemm_parse(const mk_graph *g, const mk_node *n, bi_gemm_info *gi, mk_errmsg *err);

@@ -301,6 +301,17 @@ MK_TEST(propose_e2e, scans_match_reference) {
   run_fixture("scans.json", 0);
 }
 
+/* Two-operand einsums as bmm GEMMs (operands permuted, letter groups
+ * merged): a 4-d tensor times a matrix with its relu epilogue, a bmm, the
+ * attention scores over two batch letters, A @ B^T; every candidate. */
+MK_TEST(propose_e2e, einsums_match_reference) {
+  if (!mk_test_python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  run_fixture("einsum.json", 0);
+}
+
 /* Grouped convolutions as implicit GEMMs, a group per tile: a 1x1 conv
  * with a batch norm, packed taps (4 channels per group) into a pool, a
  * partial channel block (20 per group) before a channel sum the chain must
