@@ -148,7 +148,7 @@ static int kwargs_foreach_tensor(const cJSON *kw, int (*fn)(void *ctx, int vid),
 }
 
 /* Known leaf encodings (docs/protocol.md): anything else is not replayable. */
-static const char *const mk_arg_leaves[] = {"float",  "ellipsis",      "dtype",
+static const char *const mk_arg_leaves[] = {"float",  "ellipsis",      "dtype", "pytype",
                                             "device", "memory_format", "layout"};
 
 /* Checks the form of an encoded argument; sets *opaque when the node cannot

@@ -149,6 +149,12 @@ static int emit_tagged(const cJSON *arg, mk_value_namer namer, void *ctx, mk_buf
   if (!cJSON_IsString(tag) || !is_safe_token(tag->valuestring))
     return mk_errf(err, MK_EUNSUPPORTED, "argument '%s' cannot be written as Python", k);
   if (strcmp(k, "dtype") == 0) return mk_buf_printf(out, "torch.%s", tag->valuestring);
+  if (strcmp(k, "pytype") == 0) { /* `dtype=bool`: Python's scalar types by name */
+    static const char *const types[] = {"bool", "int", "float", "complex"};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+      if (strcmp(tag->valuestring, types[i]) == 0) return mk_buf_puts(out, types[i]);
+    return mk_errf(err, MK_EUNSUPPORTED, "Python type '%s' cannot be written as Python", tag->valuestring);
+  }
   /* Captures run on the CPU: a recorded device is the program's device
    * (`device=x.device`), as replay reads it. The emitter binds the name
    * before the first call that uses it (mk_pyemit_device_binding). */

@@ -33,6 +33,7 @@ MK_TEST(compose, emits_every_argument_kind) {
       {"{\"slice\":[null,4,null]}", "slice(None, 4, None)"},
       {"{\"ellipsis\":true}", "..."},
       {"{\"dtype\":\"float16\"}", "torch.float16"},
+      {"{\"pytype\":\"bool\"}", "bool"},
       {"{\"memory_format\":\"channels_last\"}", "torch.channels_last"},
       {"{\"size\":[2,3]}", "torch.Size([2, 3])"},
       {"\"mean\"", "\"mean\""},
@@ -52,8 +53,9 @@ MK_TEST(compose, emits_every_argument_kind) {
 }
 
 MK_TEST(compose, refuses_opaque_and_injection) {
-  const char *bad[] = {"{\"opaque\":\"<object>\"}", "{\"dtype\":\"float32); import os\"}"};
-  for (size_t i = 0; i < 2; i++) {
+  const char *bad[] = {"{\"opaque\":\"<object>\"}", "{\"dtype\":\"float32); import os\"}",
+                       "{\"pytype\":\"os\"}"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     cJSON *a = parse(bad[i]);
     mk_buf b;
     mk_buf_init(&b, 0);

@@ -168,7 +168,7 @@ def test_internal_errors_are_not_blamed_on_the_user():
     None, True, False, 0, -3, "mean", 0.5, 1e-05, 2.0, -0.0, math.inf, -math.inf,
     (1, 2), [1, (2, 3)], torch.Size([2, 3]), slice(None, -1, 2), slice(1, None, None),
     Ellipsis, torch.float16, torch.bfloat16, torch.int64, torch.channels_last,
-    torch.strided, {"a": 1, "b": (2.0,)},
+    torch.strided, {"a": 1, "b": (2.0,)}, bool, int, float, complex,
 ])
 def test_encoding_round_trips(value):
     enc = encode(value, lambda t: 0)
@@ -195,6 +195,11 @@ def test_encoding_details():
         decode({"opaque": "<object>"}, id)
     with pytest.raises(NotReplayable):
         decode({"dtype": "no_such_dtype"}, id)
+    # Python's scalar types as dtypes (`torch.ones(n, dtype=bool)`), nothing else
+    assert encode(bool, id) == {"pytype": "bool"}
+    assert "opaque" in encode(str, id) and "opaque" in encode(torch.Tensor, id)
+    with pytest.raises(NotReplayable):
+        decode({"pytype": "str"}, id)
 
 
 def test_resolve_op():

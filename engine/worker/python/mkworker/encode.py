@@ -34,6 +34,11 @@ def _torch_attr_name(obj: object) -> str:
     return str(obj).removeprefix("torch.")
 
 
+# Python's scalar types, which torch takes where it takes a dtype
+# (`torch.ones(n, dtype=bool)`): written by name, decoded to the type itself.
+_PYTYPES: dict[str, type] = {"bool": bool, "int": int, "float": float, "complex": complex}
+
+
 def encode_float(x: float) -> JSON:
     """Non-integral floats are plain numbers; integral ones and non-finite ones
     are tagged so that ``2.0`` never comes back as the int ``2``."""
@@ -76,6 +81,8 @@ def encode(value: object, tensor_id: TensorToId) -> JSON:
         return {"ellipsis": True}
     if isinstance(value, torch.dtype):
         return {"dtype": dtype_name(value)}
+    if isinstance(value, type) and value in _PYTYPES.values():
+        return {"pytype": value.__name__}  # `dtype=bool` (Mamba's masks)
     if isinstance(value, torch.device):
         return {"device": str(value)}
     if isinstance(value, torch.memory_format):
@@ -136,6 +143,10 @@ def decode(enc: JSON, tensor: IdToTensor, device: torch.device | str | None = No
         return Ellipsis
     if tag == "dtype":
         return _torch_attr("dtype", body)
+    if tag == "pytype":
+        if body not in _PYTYPES:
+            raise NotReplayable(f"unknown Python type {body!r}")
+        return _PYTYPES[body]
     if tag == "device":
         return torch.device(device) if device is not None else torch.device(body)
     if tag in ("memory_format", "layout"):
