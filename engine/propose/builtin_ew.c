@@ -573,6 +573,25 @@ static int emit_clamp(const ew_call *x, mk_buf *o, mk_errmsg *err) {
   return o->err;
 }
 
+/* nan_to_num(x, nan=0.0, posinf=None, neginf=None): None is the largest /
+ * lowest finite value of x's dtype, written for float32 (another dtype
+ * with a limit left to None is refused: its limits differ). */
+static int emit_nan_to_num(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  const double fmax = 3.4028234663852886e38;
+  const mk_graph *g = x->c->e->p->g;
+  bool f32 = x->n->noutputs > 0 && g->values[x->n->outputs[0]].dtype == MK_DTYPE_F32;
+  if (!f32 && (bi_arg_none(bi_arg(x->n, 2, "posinf")) || bi_arg_none(bi_arg(x->n, 3, "neginf"))))
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: nan_to_num of a %s tensor with a default limit",
+                   x->n->span.line, mk_dtype_name(g->values[x->n->outputs[0]].dtype));
+  mk_buf_printf(o, "tl.where(%s != %s, ", x->A, x->A);
+  flt(o, num_or(bi_arg(x->n, 1, "nan"), 0.0));
+  mk_buf_printf(o, ", tl.where(%s == float(\"inf\"), ", x->A);
+  flt(o, num_or(bi_arg(x->n, 2, "posinf"), fmax));
+  mk_buf_printf(o, ", tl.where(%s == float(\"-inf\"), ", x->A);
+  flt(o, num_or(bi_arg(x->n, 3, "neginf"), -fmax));
+  return mk_buf_printf(o, ", %s)))", x->A);
+}
+
 static int emit_threshold(const ew_call *x, mk_buf *o, mk_errmsg *err) {
   (void)err;
   mk_buf_printf(o, "tl.where(%s > ", x->A);
@@ -693,6 +712,7 @@ static const ew_op ew_ops[] = {
     {"hardtanh", A_OTHER, NULL, emit_hardtanh},
     {"clamp clip clamp_min clamp_max", A_OTHER, NULL, emit_clamp},
     {"threshold", A_OTHER, NULL, emit_threshold},
+    {"nan_to_num", A_OTHER, NULL, emit_nan_to_num},
     {"where", A_OTHER, NULL, emit_where},
     {"masked_fill", A_OTHER, NULL, emit_masked_fill},
     /* p == 0 or eval mode (bi_ew_supported refuses the rest): identity */

@@ -312,6 +312,16 @@ MK_TEST(propose_e2e, einsums_match_reference) {
   run_fixture("einsum.json", 0);
 }
 
+/* nan_to_num over NaN, +inf and -inf (given limits, float32's defaults), as
+ * a run of its own and as a reduction's prologue: every candidate. */
+MK_TEST(propose_e2e, nan_to_num_matches_reference) {
+  if (!mk_test_python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  run_fixture("nan_to_num.json", 0);
+}
+
 /* Grouped convolutions as implicit GEMMs, a group per tile: a 1x1 conv
  * with a batch norm, packed taps (4 channels per group) into a pool, a
  * partial channel block (20 per group) before a channel sum the chain must
