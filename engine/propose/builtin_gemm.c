@@ -31,10 +31,11 @@ static bool einsum_letters(const char *t, size_t len, int rank) {
 
 /* A two-operand einsum "A,B->O" with an explicit output as a bmm: every
  * letter is a batch one (in A, B and O), an M one (A and O), an N one (B and
- * O) or a K one (A and B, summed); O lists batch, then M, then N letters,
- * so the product [batch, M, N] is O itself in memory (its epilogue indexes
- * it by O's shape). Anything else (a letter summed within one operand, an
- * ellipsis, another output order) stays PyTorch's. */
+ * O) or a K one (A and B, summed); O lists batch, then M, then N letters
+ * (or batch, N, M: the operands swap), so the product [batch, M, N] is O
+ * itself in memory (its epilogue indexes it by O's shape). Anything else (a
+ * letter summed within one operand, an ellipsis, letters of A and B
+ * interleaved in O) stays PyTorch's. */
 static int einsum_parse(const mk_graph *g, const mk_node *n, gemm_info *gi, mk_errmsg *err) {
   const char *eq = bi_arg_str(bi_arg(n, 0, "equation"));
   const cJSON *ops = bi_arg(n, 1, NULL);
@@ -58,6 +59,28 @@ static int einsum_parse(const mk_graph *g, const mk_node *n, gemm_info *gi, mk_e
     if (len[i] > MK_IR_MAX_RANK || !einsum_letters(part[i], len[i], ranks[i])) goto unsupported;
     memcpy(buf[i], part[i], len[i]);
     buf[i][len[i]] = '\0';
+  }
+  /* An output whose first letter after the batch ones is B's ("ij,jk->ki"):
+   * the same product with the operands swapped (B's rows times A's columns). */
+  for (size_t i = 0; i < len[2]; i++) {
+    bool in_a = strchr(buf[0], buf[2][i]) != NULL, in_b = strchr(buf[1], buf[2][i]) != NULL;
+    if (in_a && in_b) continue;
+    if (in_b) {
+      char tmp[MK_IR_MAX_RANK + 1];
+      memcpy(tmp, buf[0], sizeof tmp);
+      memcpy(buf[0], buf[1], sizeof tmp);
+      memcpy(buf[1], tmp, sizeof tmp);
+      size_t tl = len[0];
+      len[0] = len[1];
+      len[1] = tl;
+      int tv = gi->a;
+      gi->a = gi->b;
+      gi->b = tv;
+      int tr = ranks[0];
+      ranks[0] = ranks[1];
+      ranks[1] = tr;
+    }
+    break;
   }
   /* the output's letters: batch, then M, then N */
   int phase = 0;
@@ -95,7 +118,7 @@ static int einsum_parse(const mk_graph *g, const mk_node *n, gemm_info *gi, mk_e
 unsupported:
   return mk_errf(err, MK_EUNSUPPORTED,
                  "line %d: einsum \"%.60s\" is not a product the GEMM kernel computes (two operands, "
-                 "an explicit output listing batch, then left, then right letters)",
+                 "an explicit output listing batch letters, then one operand's, then the other's)",
                  n->span.line, eq);
 }
 

@@ -420,8 +420,8 @@ MK_TEST(propose_cuda, reductions_it_has_no_kernel_for_are_refused) {
   static const char *const scans[] = {"mul_cumsum", "cumsum", "mul_cumprod", "mul_cumsum_2", "flip_cumsum"};
   check_cuda_reductions("scans.json", scans, 5, 1); /* the lone add */
   /* einsums: their permuted, merged operands are the Triton emitter's only */
-  static const char *const einsums[] = {"einsum_relu", "einsum", "einsum_2", "einsum_3"};
-  check_cuda_reductions("einsum.json", einsums, 4, 0);
+  static const char *const einsums[] = {"einsum_relu", "einsum", "einsum_2", "einsum_3", "einsum_4"};
+  check_cuda_reductions("einsum.json", einsums, 5, 0);
 }
 
 /* The CUDA candidates of fixture `fixture`'s subkernel `name` (list freed by the caller). */
