@@ -33,6 +33,7 @@ typedef struct namer_ctx {
   unsigned char *conv;           /* conv[vid]: the conversion right after vid is made */
   const char *const *input_names;
   int ninput_names;
+  bool takes_more; /* mk_compose_options.forward_takes_more */
   bool converts;                 /* the forward converts a value (needs _mk_convert) */
 } namer_ctx;
 
@@ -594,7 +595,21 @@ static int emit_forward(const mk_graph *g, const mk_partition *p, const mk_candi
     mk_buf_puts(out, ", ");
     forward_arg_name(nc, i, out);
   }
-  mk_buf_puts(out, "):\n");
+  if (nc->takes_more || nc->ninput_names > ninputs) {
+    /* The user's forward takes more than the captured inputs (a parameter
+     * with a default that get_inputs() does not pass, *args, **kwargs):
+     * passing any of them runs it, since the graph was captured without them. */
+    mk_buf_puts(out, ", *_mk_args, **_mk_kwargs):\n"
+                     "        if _mk_args or _mk_kwargs:  # arguments the capture did not see\n"
+                     "            return super().forward(");
+    for (int i = 0; i < ninputs; i++) {
+      forward_arg_name(nc, i, out);
+      mk_buf_puts(out, ", ");
+    }
+    mk_buf_puts(out, "*_mk_args, **_mk_kwargs)\n");
+  } else {
+    mk_buf_puts(out, "):\n");
+  }
   int grc = emit_scalar_guard(g, nc, ninputs, out, err);
   if (grc) return grc;
   /* The program's device, for the recorded device constants of the PyTorch
@@ -697,7 +712,8 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
                         const mk_compose_options *opt, mk_buf *out, mk_errmsg *err) {
   if (g == NULL || p == NULL || opt == NULL || opt->module_source == NULL)
     return mk_errf(err, MK_EINVAL, "compose: graph, partition and module source are required");
-  namer_ctx nc = {.g = g, .input_names = opt->input_names, .ninput_names = opt->ninput_names};
+  namer_ctx nc = {.g = g, .input_names = opt->input_names, .ninput_names = opt->ninput_names,
+                  .takes_more = opt->forward_takes_more};
   nc.alias = malloc(sizeof *nc.alias * ((size_t)g->nvalues + 1));
   nc.layout = malloc((size_t)g->nvalues + 1);
   nc.conv = malloc((size_t)g->nvalues + 1);

@@ -194,7 +194,9 @@ int mk_compose_cuda_graph(const char *modelnew_source, const char *class_name, m
                 "    \"\"\"%s above, its forward replayed as one CUDA graph (launch-bound\n"
                 "    programs); the plain forward where a graph would be wrong.\"\"\"\n"
                 "\n"
-                "    def forward(self, *args):\n"
+                "    def forward(self, *args, **kwargs):\n"
+                "        if kwargs:  # keyword arguments: the plain forward (graphs key positional ones)\n"
+                "            return super().forward(*args, **kwargs)\n"
                 "        return _mk_graph_call(self, super().forward, args)\n",
                 cls, cls, cls);
   if (out->err) return mk_errf(err, out->err, "compose: output too large");

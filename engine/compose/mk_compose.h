@@ -29,6 +29,10 @@ typedef struct mk_compose_options {
   const char *source_path;       /* for the header comment */
   const char *const *input_names;/* forward's parameter names, or NULL: x0, x1, ... */
   int ninput_names;
+  bool forward_takes_more;       /* the user's forward has *args or **kwargs; with more
+                                    input_names than captured inputs (a default get_inputs()
+                                    does not pass), the same: ModelNew takes them too and runs
+                                    the user's forward when any is passed */
   const char *note;              /* extra header line, e.g. "reduced batch 2" (may be NULL) */
 } mk_compose_options;
 

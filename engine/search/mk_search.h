@@ -135,6 +135,7 @@ typedef struct mk_search_config {
   int only_subkernel;      /* >= 0: search this subkernel only (no split/merge); -1: all */
   const char *const *input_names; /* forward's parameter names (borrowed), or NULL */
   int ninput_names;
+  bool forward_takes_more; /* mk_compose_options.forward_takes_more */
   FILE *log;               /* JSONL run log, or NULL */
   /* Variants already known for the initial partition (one state per
    * subkernel, borrowed and copied at start): they are kept and not

@@ -1173,7 +1173,8 @@ static int compose_to_file(mk_search *s, char **path_out, mk_errmsg *err) {
   mk_buf_init(&out, 0);
   mk_compose_options opt = {.module_source = s->source,
                             .source_path = s->cfg.source_path ? s->cfg.source_path : s->g->file,
-                            .input_names = s->cfg.input_names, .ninput_names = s->cfg.ninput_names};
+                            .input_names = s->cfg.input_names, .ninput_names = s->cfg.ninput_names,
+                            .forward_takes_more = s->cfg.forward_takes_more};
   int rc = s->final_round >= 2 ? mk_errf(err, MK_EUNSUPPORTED, "plain subclass")
                                : mk_compose_modelnew(s->g, &s->part, chosen, &opt, &out, err);
   free(chosen);

@@ -116,6 +116,7 @@ static void free_input_names(module_state *m) {
   free(m->input_names);
   m->input_names = NULL;
   m->ninput_names = 0;
+  m->forward_takes_more = false;
 }
 
 /* forward's plain parameter names (self, *args and **kw excluded) so the
@@ -131,7 +132,10 @@ static void read_input_names(module_state *m) {
     m->input_names = calloc((size_t)c->forward.nparams, sizeof *m->input_names);
     for (int i = 1; m->input_names && i < c->forward.nparams; i++) {
       const char *p = c->forward.params[i];
-      if (p[0] == '*' || strchr(p, '=') || strchr(p, ':')) break;
+      if (p[0] == '*' || strchr(p, '=') || strchr(p, ':')) {
+        m->forward_takes_more = true;
+        break;
+      }
       m->input_names[m->ninput_names++] = mk_strdup(p);
     }
   }
@@ -889,6 +893,7 @@ int mk_session_evolve(mk_session *s, const char *path, int subkernel,
   cfg.nprior = m->part.nsubkernels;
   cfg.input_names = (const char *const *)m->input_names;
   cfg.ninput_names = m->ninput_names;
+  cfg.forward_takes_more = m->forward_takes_more;
   m->job = s->next_job++;
   m->running_subkernel = subkernel;
   if (job) *job = m->job;
@@ -926,7 +931,8 @@ int mk_session_compose(mk_session *s, const char *path, const char *out_path, ch
   mk_buf_init(&text, 0);
   mk_compose_options opt = {.module_source = m->source, .source_path = m->path,
                             .input_names = (const char *const *)m->input_names,
-                            .ninput_names = m->ninput_names, .note = m->note[0] ? m->note : NULL};
+                            .ninput_names = m->ninput_names, .forward_takes_more = m->forward_takes_more,
+                            .note = m->note[0] ? m->note : NULL};
   int rc = mk_compose_modelnew(m->g, &m->part, chosen, &opt, &text, err);
   free(chosen);
   char dir[4096];

@@ -30,6 +30,7 @@ typedef struct module_state {
                                (NULL: the module's own file); g->file names it */
   char **input_names;       /* forward's parameters (without self), for emitted code */
   int ninput_names;
+  bool forward_takes_more; /* parameters past the plain ones (defaults, *args, **kw) */
   mk_graph *g;
   mk_partition part;
   mk_subkernel_state *st;   /* one per subkernel of part */

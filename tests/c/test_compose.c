@@ -547,3 +547,46 @@ MK_TEST(compose, scalar_arguments_are_guarded) {
   mk_partition_free(&p);
   mk_graph_free(g);
 }
+
+/* A forward with a parameter past the captured inputs (`s=2.5`, which
+ * get_inputs() does not pass: the graph read its default as a constant):
+ * ModelNew takes it too, and passing it, by position or keyword, runs the
+ * user's forward; so does its CUDA-graph variant (keywords: the plain one). */
+MK_TEST(compose, parameters_past_the_captured_inputs_run_the_users_forward) {
+  mk_errmsg err = {{0}};
+  cJSON *root = cJSON_Parse(mk_test_scalar_graph_json);
+  MK_REQUIRE(root != NULL);
+  cJSON_DeleteItemFromObjectCaseSensitive(root, "scalar_inputs");
+  mk_graph *g = NULL;
+  MK_REQUIRE(mk_graph_from_cjson(root, &g, &err) == 0);
+  mk_partition p = {0};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  mk_candidate cand = {.name = "mul_fixed", .origin = "test",
+                       .source = "import torch\n\ndef run(x):\n    return x * 2.5\n"};
+  const mk_candidate *chosen[1] = {&cand};
+  const char *names[] = {"x"};
+  const char *src = "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n"
+                    "    def forward(self, x, s=2.5):\n        return x * s\n"
+                    "def get_inputs():\n    return [torch.randn(4, 8)]\n"
+                    "def get_init_inputs():\n    return []\n";
+  mk_compose_options opt = {.module_source = src, .source_path = "d.py", .input_names = names,
+                            .ninput_names = 1, .forward_takes_more = true};
+  mk_buf out;
+  mk_buf_init(&out, 0);
+  MK_CHECK_INT(mk_compose_modelnew(g, &p, chosen, &opt, &out, &err), ==, 0);
+  const char *py = mk_buf_cstr(&out);
+  MK_CHECK(strstr(py, "    def forward(self, x, *_mk_args, **_mk_kwargs):\n"
+                      "        if _mk_args or _mk_kwargs:") != NULL);
+  MK_CHECK(strstr(py, "            return super().forward(x, *_mk_args, **_mk_kwargs)\n") != NULL);
+  const char *checks = "assert torch.equal(b(x),x*2.5);assert torch.equal(b(x,3.0),x*3.0);"
+                       "assert torch.equal(b(x,s=4.0),x*4.0)";
+  check_module_in_python(py, out.len, checks);
+  mk_buf graph;
+  mk_buf_init(&graph, 0);
+  MK_CHECK_INT(mk_compose_cuda_graph(py, NULL, &graph, &err), ==, 0);
+  check_module_in_python(mk_buf_cstr(&graph), graph.len, checks);
+  mk_buf_free(&graph);
+  mk_buf_free(&out);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
