@@ -592,6 +592,17 @@ static int emit_nan_to_num(const ew_call *x, mk_buf *o, mk_errmsg *err) {
   return mk_buf_printf(o, ", %s)))", x->A);
 }
 
+/* torch.remainder / `%` (the divisor's sign, as Python's): Triton's `%` is
+ * C's fmod, corrected as ATen does where the signs differ. `rmod` is
+ * `number % tensor`. */
+static int emit_remainder(const ew_call *x, mk_buf *o, mk_errmsg *err) {
+  (void)err;
+  bool rev = is(x, "rmod") || is(x, "rremainder");
+  const char *a = rev ? x->B : x->A, *b = rev ? x->A : x->B;
+  return mk_buf_printf(o, "tl.where((%s %% %s != 0) & ((%s %% %s < 0) != (%s < 0)), %s %% %s + %s, %s %% %s)", a, b,
+                       a, b, b, a, b, b, a, b);
+}
+
 static int emit_threshold(const ew_call *x, mk_buf *o, mk_errmsg *err) {
   (void)err;
   mk_buf_printf(o, "tl.where(%s > ", x->A);
@@ -657,6 +668,8 @@ static const ew_op ew_ops[] = {
     {"mul multiply rmul imul", A_BINARY, "$A * $B", NULL},
     {"div divide truediv true_divide itruediv rtruediv rdiv", A_BINARY, NULL, emit_div},
     {"floordiv rfloordiv floor_divide", A_BINARY, NULL, emit_floordiv},
+    {"remainder mod rmod", A_BINARY, NULL, emit_remainder},
+    {"fmod", A_BINARY, "$A % $B", NULL},
     {"pow rpow", A_BINARY, NULL, emit_pow},
     {"maximum fmax max", A_BINARY, "tl.maximum($A, $B)", NULL},
     {"minimum fmin min", A_BINARY, "tl.minimum($A, $B)", NULL},

@@ -312,14 +312,16 @@ MK_TEST(propose_e2e, einsums_match_reference) {
   run_fixture("einsum.json", 0);
 }
 
-/* nan_to_num over NaN, +inf and -inf (given limits, float32's defaults), as
- * a run of its own and as a reduction's prologue: every candidate. */
-MK_TEST(propose_e2e, nan_to_num_matches_reference) {
+/* nan_to_num over NaN, +inf and -inf (given limits, float32's defaults), and
+ * remainders with either sign convention, as runs of their own and as a
+ * reduction's prologue: every candidate. */
+MK_TEST(propose_e2e, nan_to_num_and_remainders_match_reference) {
   if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
   run_fixture("nan_to_num.json", 0);
+  run_fixture("remainders.json", 0); /* remainder / % (divisor's sign), fmod, number % tensor */
 }
 
 /* Grouped convolutions as implicit GEMMs, a group per tile: a 1x1 conv
