@@ -13,8 +13,9 @@ static const char *const view_ops[] = {
     "chunk", "unbind", "narrow", "select", NULL};
 static const char *const reduce_ops[] = {"sum",  "mean",   "amax",   "amin", "logsumexp",   "max",
                                          "min",  "argmax", "argmin", "norm", "vector_norm", NULL};
-/* ops along one dim whose output has the input's shape */
-static const char *const softmax_ops[] = {"softmax", "log_softmax", "cumsum", "cumprod", NULL};
+/* ops along one dim whose output has the input's shape (tril / triu: over the
+ * last two) */
+static const char *const softmax_ops[] = {"softmax", "log_softmax", "cumsum", "cumprod", "tril", "triu", NULL};
 static const char *const norm_ops[] = {"layer_norm", "group_norm", "instance_norm", "batch_norm",
                                        "rms_norm", "normalize", NULL};
 static const char *const pool_ops[] = {

@@ -390,10 +390,11 @@ bool bi_conv_igemm_supported(const mk_graph *g, const mk_node *n);
 /* A reduction or softmax node as the reduce emitter reads it. */
 typedef struct bi_reduce_info {
   char op[64];   /* sum, mean, max, min, logsumexp, softmax, log_softmax, norm1, norm2,
-                    argmax, argmin, cumsum, cumprod */
+                    argmax, argmin, cumsum, cumprod, tril, triu */
   int lo, hi;    /* reduced dims (inclusive), in the input's rank */
   bool keepdim;
   int rank;      /* input rank */
+  long long diag; /* tril / triu: the diagonal */
 } bi_reduce_info;
 int bi_reduce_parse(const mk_graph *g, const mk_node *n, bi_reduce_info *ri, mk_errmsg *err);
 /* A pooling node as the pool emitter reads it. */

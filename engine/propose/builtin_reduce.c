@@ -49,7 +49,24 @@ int bi_reduce_parse(const mk_graph *g, const mk_node *n, bi_reduce_info *ri, mk_
   /* along one dim, the output the input's shape: softmax's dtype is its 4th
    * argument, a scan's keyword-only */
   bool scan = strcmp(s, "cumsum") == 0 || strcmp(s, "cumprod") == 0;
-  bool softmax = strcmp(s, "softmax") == 0 || strcmp(s, "log_softmax") == 0 || scan;
+  /* tril / triu keep the lower / upper triangle of the last two dims: a pass
+   * over [rows, cols] tiles (rows as R, cols as INNER) with both indices */
+  bool tri = strcmp(s, "tril") == 0 || strcmp(s, "triu") == 0;
+  bool softmax = strcmp(s, "softmax") == 0 || strcmp(s, "log_softmax") == 0 || scan || tri;
+  if (tri) {
+    if (iv->rank < 2)
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s of a tensor of rank %d", n->span.line, s, iv->rank);
+    if (iv->dtype != MK_DTYPE_F32 && iv->dtype != MK_DTYPE_F16 && iv->dtype != MK_DTYPE_BF16)
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s of a non-float tensor", n->span.line, s);
+    const cJSON *d = bi_arg(n, 1, "diagonal");
+    double dv = 0;
+    if (!bi_arg_none(d) && (!bi_arg_number(d, &dv) || dv != (double)(long long)dv))
+      return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with a diagonal that is not an int", n->span.line, s);
+    ri->diag = (long long)dv;
+    ri->keepdim = true;
+    ri->lo = ri->hi = iv->rank - 2;
+    return 0;
+  }
   /* torch.norm(x, p, dim, keepdim) / linalg.vector_norm(x, ord, dim, keepdim) */
   bool norm = strcmp(s, "norm") == 0 || strcmp(s, "vector_norm") == 0;
   if (norm) {
@@ -152,6 +169,21 @@ static int scan_pass(bi_emit *e, int s, int in_vid, bool prod, mk_buf *k, mk_err
   return bi_epi_body(e, s, "y", "offs", "mask", 8, k, err);
 }
 
+/* tril / triu over [rows, cols] tiles (rows as R, cols as INNER): an element
+ * is kept where col - row <= diag (tril) / >= diag (triu), else 0, and
+ * stored with the epilogue. */
+static int tri_pass(bi_emit *e, int s, int in_vid, bool lower, long long diag, mk_buf *k, mk_errmsg *err) {
+  mk_buf_puts(k, "    for r0 in range(0, R, BLOCK_R):\n"
+                 "        rows = r0 + rlanes\n"
+                 "        offs = base + rows[:, None] * INNER + cols[None, :]\n"
+                 "        mask = (rows[:, None] < R) & (cols[None, :] < INNER)\n");
+  int rc = bi_pro_load(e, s, in_vid, "x", "offs", "mask", "0.0", 8, k, err);
+  if (rc) return rc;
+  mk_buf_printf(k, "        y = tl.where(cols[None, :] - rows[:, None] %s %lld, x, 0.0)\n", lower ? "<=" : ">=",
+                diag);
+  return bi_epi_body(e, s, "y", "offs", "mask", 8, k, err);
+}
+
 int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
@@ -166,7 +198,8 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
   if (in_vid < 0) in_vid = bi_arg_tensor(bi_arg(n, 0, "self"));
   int res = n->outputs[0];
   bool scan = strcmp(ri.op, "cumsum") == 0 || strcmp(ri.op, "cumprod") == 0;
-  bool softmax = strcmp(ri.op, "softmax") == 0 || strcmp(ri.op, "log_softmax") == 0 || scan;
+  bool tri = strcmp(ri.op, "tril") == 0 || strcmp(ri.op, "triu") == 0;
+  bool softmax = strcmp(ri.op, "softmax") == 0 || strcmp(ri.op, "log_softmax") == 0 || scan || tri;
   bool rowwise = ri.hi == ri.rank - 1 || ri.rank == 0;
   int block_r = rowwise ? e->cfg->block : e->cfg->block_r;
   int block_i = rowwise ? 1 : e->cfg->block_i;
@@ -184,7 +217,7 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
   mk_buf_init(&sig, 0);
   mk_buf_init(&call, 0);
   e->kcount++;
-  bi_kernel_name(e, s, scan ? "scan" : softmax ? "softmax" : "reduce", &kname);
+  bi_kernel_name(e, s, scan ? "scan" : tri ? "tri" : softmax ? "softmax" : "reduce", &kname);
   rc = bi_pro_params(e, s, in_vid, in_shape, &sig, &call, err);
   if (!rc) rc = bi_epi_params(e, s, out_shape, &sig, &call, err);
 
@@ -208,6 +241,8 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
     const char *op = ri.op;
     if (scan) {
       rc = scan_pass(e, s, in_vid, strcmp(op, "cumprod") == 0, k, err);
+    } else if (tri) {
+      rc = tri_pass(e, s, in_vid, strcmp(op, "tril") == 0, ri.diag, k, err);
     } else if (strcmp(op, "sum") == 0 || strcmp(op, "mean") == 0) {
       mk_buf_puts(k, "    acc = tl.zeros([BLOCK_I], dtype=tl.float32)\n");
       pass(e, s, in_vid, k, "0.0", "acc = acc + tl.sum(x, axis=0)", err, &rc);
@@ -254,8 +289,8 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
            err, &rc);
       if (strcmp(op, "logsumexp") == 0) mk_buf_puts(k, "    acc = m_safe + tl.log(ssum)\n");
     }
-    if (!rc && scan) {
-      /* scan_pass stored every element */
+    if (!rc && (scan || tri)) {
+      /* scan_pass / tri_pass stored every element */
     } else if (!rc && softmax) {
       /* Third pass writes every element (with the epilogue applied). */
       mk_buf_puts(k, "    for r0 in range(0, R, BLOCK_R):\n"

@@ -422,6 +422,8 @@ MK_TEST(propose_cuda, reductions_it_has_no_kernel_for_are_refused) {
   /* einsums: their permuted, merged operands are the Triton emitter's only */
   static const char *const einsums[] = {"einsum_relu", "einsum", "einsum_2", "einsum_3", "einsum_4"};
   check_cuda_reductions("einsum.json", einsums, 5, 0);
+  static const char *const triangles[] = {"tril", "triu", "mul_tril_add", "matmul_triu"};
+  check_cuda_reductions("triangles.json", triangles, 4, 0);
 }
 
 /* The CUDA candidates of fixture `fixture`'s subkernel `name` (list freed by the caller). */

@@ -292,13 +292,15 @@ MK_TEST(propose_e2e, vector_norms_and_arg_reductions_match_reference) {
 
 /* cumsum / cumprod: over an inner dim (tiles of columns), over rows longer
  * than a tile (the carry between tiles), with a prologue, a bool mask and
- * around flips: every candidate. */
-MK_TEST(propose_e2e, scans_match_reference) {
+ * around flips; tril / triu over tiles of rows and columns, above and below
+ * the diagonal, after a matmul: every candidate. */
+MK_TEST(propose_e2e, scans_and_triangles_match_reference) {
   if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
   run_fixture("scans.json", 0);
+  run_fixture("triangles.json", 0); /* tril / triu: the same tiles with both indices */
 }
 
 /* Two-operand einsums as bmm GEMMs (operands permuted, letter groups
