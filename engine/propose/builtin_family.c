@@ -11,8 +11,10 @@ static const char *const view_ops[] = {
     "view", "reshape", "flatten", "squeeze", "unsqueeze", "permute", "transpose", "t", "T", "mT", "expand",
     "expand_as", "contiguous", "unflatten", "view_as", "reshape_as", "movedim", "swapaxes", "split",
     "chunk", "unbind", "narrow", "select", NULL};
-static const char *const reduce_ops[] = {"sum",  "mean",   "amax",   "amin", "logsumexp",   "max",
-                                         "min",  "argmax", "argmin", "norm", "vector_norm", NULL};
+static const char *const reduce_ops[] = {
+    "sum",    "mean",   "amax", "amin",        "logsumexp", "max",      "min",
+    "argmax", "argmin", "norm", "vector_norm", "mse_loss",  "l1_loss",  "smooth_l1_loss",
+    "huber_loss", "kl_div", NULL};
 /* ops along one dim whose output has the input's shape (tril / triu: over the
  * last two) */
 static const char *const softmax_ops[] = {"softmax", "log_softmax", "cumsum", "cumprod", "tril", "triu", NULL};

@@ -390,11 +390,17 @@ bool bi_conv_igemm_supported(const mk_graph *g, const mk_node *n);
 /* A reduction or softmax node as the reduce emitter reads it. */
 typedef struct bi_reduce_info {
   char op[64];   /* sum, mean, max, min, logsumexp, softmax, log_softmax, norm1, norm2,
-                    argmax, argmin, cumsum, cumprod, tril, triu */
+                    argmax, argmin, cumsum, cumprod, tril, triu, mse_loss,
+                    l1_loss, smooth_l1_loss, huber_loss, kl_div */
   int lo, hi;    /* reduced dims (inclusive), in the input's rank */
   bool keepdim;
   int rank;      /* input rank */
   long long diag; /* tril / triu: the diagonal */
+  /* losses (mse_loss, l1_loss, smooth_l1_loss, huber_loss, kl_div) over every
+   * element of input and target: */
+  int target;     /* the target's value id, or -1 */
+  double param;   /* smooth_l1's beta, huber's delta; kl_div: 1 when log_target */
+  int divide;     /* 0: sum, 1: mean over the elements, 2: batchmean (over dim 0) */
 } bi_reduce_info;
 int bi_reduce_parse(const mk_graph *g, const mk_node *n, bi_reduce_info *ri, mk_errmsg *err);
 /* A pooling node as the pool emitter reads it. */

@@ -34,6 +34,45 @@ static int norm_order(const mk_node *n, const char *s, char *op, size_t size, mk
                  n->span.line, s);
 }
 
+/* A loss of input and target (same shape, float) reduced over every element:
+ * mse_loss / l1_loss / smooth_l1_loss(input, target, size_average, reduce,
+ * reduction, beta), huber_loss(input, target, reduction, delta), kl_div(input,
+ * target, size_average, reduce, reduction, log_target). reduction "none" is
+ * elementwise and stays PyTorch's, as do the legacy size_average / reduce. */
+static int loss_parse(const mk_graph *g, const mk_node *n, const char *s, bi_reduce_info *ri, mk_errmsg *err) {
+  bool huber = strcmp(s, "huber_loss") == 0, kl = strcmp(s, "kl_div") == 0;
+  int in = ri->target; /* the caller put the input there */
+  ri->target = bi_arg_tensor(bi_arg(n, 1, "target"));
+  if (ri->target < 0 || ri->target >= g->nvalues)
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s without a tensor target", n->span.line, s);
+  const mk_value *iv = &g->values[in], *tv = &g->values[ri->target];
+  bool same = iv->rank == tv->rank && iv->dtype == tv->dtype;
+  for (int d = 0; same && d < iv->rank; d++) same = iv->shape[d] == tv->shape[d];
+  if (!same) return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s of a target that broadcasts", n->span.line, s);
+  if (!huber && (!bi_arg_none(bi_arg(n, 2, "size_average")) || !bi_arg_none(bi_arg(n, 3, "reduce"))))
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with size_average / reduce", n->span.line, s);
+  const char *red = bi_arg_str(bi_arg(n, huber ? 2 : 4, "reduction"));
+  if (red == NULL || strcmp(red, "mean") == 0) ri->divide = 1;
+  else if (strcmp(red, "sum") == 0) ri->divide = 0;
+  else if (kl && strcmp(red, "batchmean") == 0) ri->divide = 2;
+  else return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with reduction \"%s\"", n->span.line, s, red);
+  ri->param = 1.0;
+  if (kl) ri->param = bi_arg_bool(bi_arg(n, 5, "log_target"), false, NULL) ? 1.0 : 0.0;
+  else if (huber) bi_arg_number(bi_arg(n, 3, "delta"), &ri->param);
+  else if (strcmp(s, "smooth_l1_loss") == 0) bi_arg_number(bi_arg(n, 5, "beta"), &ri->param);
+  if (!kl && ri->param <= 0)
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with a threshold of %g", n->span.line, s, ri->param);
+  ri->lo = 0;
+  ri->hi = iv->rank - 1;
+  ri->keepdim = false;
+  return 0;
+}
+
+static bool is_loss(const char *s) {
+  return strcmp(s, "mse_loss") == 0 || strcmp(s, "l1_loss") == 0 || strcmp(s, "smooth_l1_loss") == 0 ||
+         strcmp(s, "huber_loss") == 0 || strcmp(s, "kl_div") == 0;
+}
+
 int bi_reduce_parse(const mk_graph *g, const mk_node *n, bi_reduce_info *ri, mk_errmsg *err) {
   char s[64];
   bi_short(n, s, sizeof s);
@@ -42,7 +81,7 @@ int bi_reduce_parse(const mk_graph *g, const mk_node *n, bi_reduce_info *ri, mk_
   if (in < 0 || in >= g->nvalues)
     return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s without a tensor input", n->span.line, n->op);
   const mk_value *iv = &g->values[in];
-  *ri = (bi_reduce_info){.rank = iv->rank};
+  *ri = (bi_reduce_info){.rank = iv->rank, .target = -1};
   if (strcmp(s, "amax") == 0) snprintf(ri->op, sizeof ri->op, "max");
   else if (strcmp(s, "amin") == 0) snprintf(ri->op, sizeof ri->op, "min");
   else snprintf(ri->op, sizeof ri->op, "%s", s);
@@ -75,6 +114,10 @@ int bi_reduce_parse(const mk_graph *g, const mk_node *n, bi_reduce_info *ri, mk_
   }
   if (iv->dtype != MK_DTYPE_F32 && iv->dtype != MK_DTYPE_F16 && iv->dtype != MK_DTYPE_BF16)
     return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s of a non-float tensor", n->span.line, s);
+  if (is_loss(s)) {
+    ri->target = in;
+    return loss_parse(g, n, s, ri, err);
+  }
   const cJSON *dt = bi_arg(n, softmax && !scan ? 3 : norm ? 5 : -1, "dtype");
   if (!bi_arg_none(dt))
     return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with an explicit dtype", n->span.line, s);
@@ -184,6 +227,31 @@ static int tri_pass(bi_emit *e, int s, int in_vid, bool lower, long long diag, m
   return bi_epi_body(e, s, "y", "offs", "mask", 8, k, err);
 }
 
+/* The lines that add a tile of a loss to `acc` (x: input, t: target, both 0
+ * where masked, where every loss is 0). kl_div is xlogy(t, t) - t * x as
+ * torch (0 where t is 0, NaN where it is negative), or exp(t) * (t - x) with
+ * log_target. */
+static void loss_combine(const bi_reduce_info *ri, char *buf, size_t size) {
+  const char *load = "t = tl.load(tgt_ptr + offs, mask=mask, other=0.0).to(tl.float32)\n        ";
+  const char *op = ri->op;
+  if (strcmp(op, "mse_loss") == 0)
+    snprintf(buf, size, "%sd = x - t\n        acc = acc + tl.sum(d * d, axis=0)", load);
+  else if (strcmp(op, "l1_loss") == 0)
+    snprintf(buf, size, "%sacc = acc + tl.sum(tl.abs(x - t), axis=0)", load);
+  else if (strcmp(op, "smooth_l1_loss") == 0)
+    snprintf(buf, size,
+             "%sd = tl.abs(x - t)\n        acc = acc + tl.sum(tl.where(d < %.17g, 0.5 * d * d / %.17g, d - %.17g), axis=0)",
+             load, ri->param, ri->param, 0.5 * ri->param);
+  else if (strcmp(op, "huber_loss") == 0)
+    snprintf(buf, size,
+             "%sd = tl.abs(x - t)\n        acc = acc + tl.sum(tl.where(d < %.17g, 0.5 * d * d, %.17g * (d - %.17g)), axis=0)",
+             load, ri->param, ri->param, 0.5 * ri->param);
+  else if (ri->param != 0) /* kl_div, log_target */
+    snprintf(buf, size, "%sacc = acc + tl.sum(tl.where(mask, tl.exp(t) * (t - x), 0.0), axis=0)", load);
+  else
+    snprintf(buf, size, "%sacc = acc + tl.sum(tl.where(t == 0, 0.0, t * tl.log(t)) - t * x, axis=0)", load);
+}
+
 int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
@@ -220,6 +288,13 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
   bi_kernel_name(e, s, scan ? "scan" : tri ? "tri" : softmax ? "softmax" : "reduce", &kname);
   rc = bi_pro_params(e, s, in_vid, in_shape, &sig, &call, err);
   if (!rc) rc = bi_epi_params(e, s, out_shape, &sig, &call, err);
+  if (!rc && ri.target >= 0) { /* a loss: its target at the input's offsets, and the divisor */
+    mk_buf_puts(&sig, "tgt_ptr, DIV, ");
+    bi_run_name(p, ri.target, &call);
+    if (ri.divide == 2) mk_buf_printf(&call, ".contiguous(), float(max(in%d[0], 1)), ", res);
+    else if (ri.divide == 1) mk_buf_printf(&call, ".contiguous(), float(max(math.prod(in%d), 1)), ", res);
+    else mk_buf_puts(&call, ".contiguous(), 1.0, ");
+  }
 
   mk_buf *k = e->kernels;
   if (!rc) {
@@ -241,6 +316,12 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
     const char *op = ri.op;
     if (scan) {
       rc = scan_pass(e, s, in_vid, strcmp(op, "cumprod") == 0, k, err);
+    } else if (ri.target >= 0) {
+      char combine[512];
+      loss_combine(&ri, combine, sizeof combine);
+      mk_buf_puts(k, "    acc = tl.zeros([BLOCK_I], dtype=tl.float32)\n");
+      pass(e, s, in_vid, k, "0.0", combine, err, &rc);
+      mk_buf_puts(k, "    acc = acc / DIV\n");
     } else if (tri) {
       rc = tri_pass(e, s, in_vid, strcmp(op, "tril") == 0, ri.diag, k, err);
     } else if (strcmp(op, "sum") == 0 || strcmp(op, "mean") == 0) {

@@ -424,6 +424,9 @@ MK_TEST(propose_cuda, reductions_it_has_no_kernel_for_are_refused) {
   check_cuda_reductions("einsum.json", einsums, 5, 0);
   static const char *const triangles[] = {"tril", "triu", "mul_tril_add", "matmul_triu"};
   check_cuda_reductions("triangles.json", triangles, 4, 0);
+  static const char *const losses[] = {"mse_loss",   "mul_l1_loss", "smooth_l1_loss",
+                                       "huber_loss", "log_kl_div",  "kl_div"};
+  check_cuda_reductions("losses.json", losses, 6, 1); /* the lone add */
 }
 
 /* The CUDA candidates of fixture `fixture`'s subkernel `name` (list freed by the caller). */

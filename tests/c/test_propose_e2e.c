@@ -281,13 +281,15 @@ MK_TEST(propose_e2e, fixtures_match_reference) {
 
 /* torch.norm (Frobenius over everything, p=2 over a dim), linalg.vector_norm's
  * 1-norm, argmax / argmin (first index of the extreme, int64, keepdim or not,
- * over all elements): every candidate; the 3-norm stays PyTorch's. */
+ * over all elements), the losses of input and target: every candidate; the
+ * 3-norm and a reduction="none" loss stay PyTorch's. */
 MK_TEST(propose_e2e, vector_norms_and_arg_reductions_match_reference) {
   if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
   run_fixture("vector_norms.json", 0);
+  run_fixture("losses.json", 0); /* mse, l1, smooth_l1, huber, kl_div over every element */
 }
 
 /* cumsum / cumprod: over an inner dim (tiles of columns), over rows longer
