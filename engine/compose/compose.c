@@ -532,6 +532,17 @@ static void forward_arg_name(const namer_ctx *nc, int i, mk_buf *out) {
   else mk_buf_printf(out, "x%d", i);
 }
 
+/* `super().forward(a, b, ...` with every forward argument, then `tail`
+ * (the rest of the call). */
+static void emit_super_call(const namer_ctx *nc, int ninputs, const char *tail, mk_buf *out) {
+  mk_buf_puts(out, "            return super().forward(");
+  for (int i = 0; i < ninputs; i++) {
+    if (i) mk_buf_puts(out, ", ");
+    forward_arg_name(nc, i, out);
+  }
+  mk_buf_puts(out, tail);
+}
+
 /* The captured graph read each non-tensor forward argument as a constant, so
  * the kernels are specialised to its value (as torch.compile specialises on
  * Python scalars): any other value runs the user's forward, never a kernel
@@ -563,12 +574,9 @@ static int emit_scalar_guard(const mk_graph *g, namer_ctx *nc, int ninputs, mk_b
                      si->index, aerr.text);
     mk_buf_putc(out, ')');
   }
-  mk_buf_puts(out, "):\n            return super().forward(");
-  for (int i = 0; i < ninputs; i++) {
-    if (i) mk_buf_puts(out, ", ");
-    forward_arg_name(nc, i, out);
-  }
-  return mk_buf_puts(out, ")\n");
+  mk_buf_puts(out, "):\n");
+  emit_super_call(nc, ninputs, ")\n", out);
+  return out->err;
 }
 
 static const char same_helper[] =
@@ -600,13 +608,8 @@ static int emit_forward(const mk_graph *g, const mk_partition *p, const mk_candi
      * with a default that get_inputs() does not pass, *args, **kwargs):
      * passing any of them runs it, since the graph was captured without them. */
     mk_buf_puts(out, ", *_mk_args, **_mk_kwargs):\n"
-                     "        if _mk_args or _mk_kwargs:  # arguments the capture did not see\n"
-                     "            return super().forward(");
-    for (int i = 0; i < ninputs; i++) {
-      forward_arg_name(nc, i, out);
-      mk_buf_puts(out, ", ");
-    }
-    mk_buf_puts(out, "*_mk_args, **_mk_kwargs)\n");
+                     "        if _mk_args or _mk_kwargs:  # arguments the capture did not see\n");
+    emit_super_call(nc, ninputs, ninputs ? ", *_mk_args, **_mk_kwargs)\n" : "*_mk_args, **_mk_kwargs)\n", out);
   } else {
     mk_buf_puts(out, "):\n");
   }

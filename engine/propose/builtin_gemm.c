@@ -50,37 +50,31 @@ static int einsum_parse(const mk_graph *g, const mk_node *n, gemm_info *gi, mk_e
   size_t len[3];
   if (comma == NULL || arrow == NULL || arrow < comma) goto unsupported;
   const char *part[3] = {eq, comma + 1, arrow + 2};
-  len[0] = (size_t)(comma - eq);
-  len[1] = (size_t)(arrow - comma - 1);
-  len[2] = strlen(arrow + 2);
+  size_t plen[3] = {(size_t)(comma - eq), (size_t)(arrow - comma - 1), strlen(arrow + 2)};
   const mk_value *out = n->noutputs > 0 ? &g->values[n->outputs[0]] : NULL;
-  int ranks[3] = {g->values[gi->a].rank, g->values[gi->b].rank, out ? out->rank : -1};
-  for (int i = 0; i < 3; i++) {
-    if (len[i] > MK_IR_MAX_RANK || !einsum_letters(part[i], len[i], ranks[i])) goto unsupported;
-    memcpy(buf[i], part[i], len[i]);
-    buf[i][len[i]] = '\0';
-  }
+  int pranks[3] = {g->values[gi->a].rank, g->values[gi->b].rank, out ? out->rank : -1};
+  for (int i = 0; i < 3; i++)
+    if (plen[i] > MK_IR_MAX_RANK || !einsum_letters(part[i], plen[i], pranks[i])) goto unsupported;
   /* An output whose first letter after the batch ones is B's ("ij,jk->ki"):
    * the same product with the operands swapped (B's rows times A's columns). */
-  for (size_t i = 0; i < len[2]; i++) {
-    bool in_a = strchr(buf[0], buf[2][i]) != NULL, in_b = strchr(buf[1], buf[2][i]) != NULL;
+  bool swap = false;
+  for (size_t i = 0; i < plen[2]; i++) {
+    bool in_a = memchr(part[0], part[2][i], plen[0]) != NULL, in_b = memchr(part[1], part[2][i], plen[1]) != NULL;
     if (in_a && in_b) continue;
-    if (in_b) {
-      char tmp[MK_IR_MAX_RANK + 1];
-      memcpy(tmp, buf[0], sizeof tmp);
-      memcpy(buf[0], buf[1], sizeof tmp);
-      memcpy(buf[1], tmp, sizeof tmp);
-      size_t tl = len[0];
-      len[0] = len[1];
-      len[1] = tl;
-      int tv = gi->a;
-      gi->a = gi->b;
-      gi->b = tv;
-      int tr = ranks[0];
-      ranks[0] = ranks[1];
-      ranks[1] = tr;
-    }
+    swap = in_b;
     break;
+  }
+  int order[3] = {swap ? 1 : 0, swap ? 0 : 1, 2}, ranks[3];
+  for (int i = 0; i < 3; i++) {
+    len[i] = plen[order[i]];
+    ranks[i] = pranks[order[i]];
+    memcpy(buf[i], part[order[i]], len[i]);
+    buf[i][len[i]] = '\0';
+  }
+  if (swap) {
+    int tv = gi->a;
+    gi->a = gi->b;
+    gi->b = tv;
   }
   /* the output's letters: batch, then M, then N */
   int phase = 0;

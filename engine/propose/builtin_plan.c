@@ -11,25 +11,15 @@
 
 #include "mk_layout.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 const char *bi_short(const mk_node *n, char *buf, size_t size) {
   const char *op = n->op ? n->op : "";
   const char *last = strrchr(op, '.');
-  if (last && last > op && strcmp(last + 1, "__get__") == 0) {
-    /* a property getter ("torch.Tensor.T.__get__"): the property names it */
-    char prop[64];
-    size_t len = 0;
-    const char *p = last;
-    while (p > op && p[-1] != '.') p--;
-    len = (size_t)(last - p) < sizeof prop - 1 ? (size_t)(last - p) : sizeof prop - 1;
-    memcpy(prop, p, len);
-    prop[len] = '\0';
-    snprintf(buf, size, "%s", prop);
-    return buf;
-  }
+  /* a property getter ("torch.Tensor.T.__get__"): the property names it, as
+   * the op table reads it */
+  if (last && last > op && strcmp(last + 1, "__get__") == 0) return mk_op_short_name(op, buf, size);
   last = last ? last + 1 : op;
   while (*last == '_') last++;
   size_t len = strlen(last);

@@ -39,9 +39,9 @@ static int norm_order(const mk_node *n, const char *s, char *op, size_t size, mk
  * reduction, beta), huber_loss(input, target, reduction, delta), kl_div(input,
  * target, size_average, reduce, reduction, log_target). reduction "none" is
  * elementwise and stays PyTorch's, as do the legacy size_average / reduce. */
-static int loss_parse(const mk_graph *g, const mk_node *n, const char *s, bi_reduce_info *ri, mk_errmsg *err) {
+static int loss_parse(const mk_graph *g, const mk_node *n, const char *s, int in, bi_reduce_info *ri,
+                      mk_errmsg *err) {
   bool huber = strcmp(s, "huber_loss") == 0, kl = strcmp(s, "kl_div") == 0;
-  int in = ri->target; /* the caller put the input there */
   ri->target = bi_arg_tensor(bi_arg(n, 1, "target"));
   if (ri->target < 0 || ri->target >= g->nvalues)
     return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s without a tensor target", n->span.line, s);
@@ -68,6 +68,14 @@ static int loss_parse(const mk_graph *g, const mk_node *n, const char *s, bi_red
   return 0;
 }
 
+static bool is_scan(const char *op) { return strcmp(op, "cumsum") == 0 || strcmp(op, "cumprod") == 0; }
+static bool is_tri(const char *op) { return strcmp(op, "tril") == 0 || strcmp(op, "triu") == 0; }
+/* The op's output has its input's shape (along one dim; tril / triu over the
+ * last two). */
+static bool is_full_shape(const char *op) {
+  return strcmp(op, "softmax") == 0 || strcmp(op, "log_softmax") == 0 || is_scan(op) || is_tri(op);
+}
+
 static bool is_loss(const char *s) {
   return strcmp(s, "mse_loss") == 0 || strcmp(s, "l1_loss") == 0 || strcmp(s, "smooth_l1_loss") == 0 ||
          strcmp(s, "huber_loss") == 0 || strcmp(s, "kl_div") == 0;
@@ -87,16 +95,20 @@ int bi_reduce_parse(const mk_graph *g, const mk_node *n, bi_reduce_info *ri, mk_
   else snprintf(ri->op, sizeof ri->op, "%s", s);
   /* along one dim, the output the input's shape: softmax's dtype is its 4th
    * argument, a scan's keyword-only */
-  bool scan = strcmp(s, "cumsum") == 0 || strcmp(s, "cumprod") == 0;
+  bool scan = is_scan(s), softmax = is_full_shape(s);
+  /* torch.norm(x, p, dim, keepdim) / linalg.vector_norm(x, ord, dim, keepdim) */
+  bool norm = strcmp(s, "norm") == 0 || strcmp(s, "vector_norm") == 0;
+  if (norm) {
+    int prc = norm_order(n, s, ri->op, sizeof ri->op, err);
+    if (prc) return prc;
+  }
+  if (iv->dtype != MK_DTYPE_F32 && iv->dtype != MK_DTYPE_F16 && iv->dtype != MK_DTYPE_BF16)
+    return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s of a non-float tensor", n->span.line, s);
   /* tril / triu keep the lower / upper triangle of the last two dims: a pass
    * over [rows, cols] tiles (rows as R, cols as INNER) with both indices */
-  bool tri = strcmp(s, "tril") == 0 || strcmp(s, "triu") == 0;
-  bool softmax = strcmp(s, "softmax") == 0 || strcmp(s, "log_softmax") == 0 || scan || tri;
-  if (tri) {
+  if (is_tri(s)) {
     if (iv->rank < 2)
       return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s of a tensor of rank %d", n->span.line, s, iv->rank);
-    if (iv->dtype != MK_DTYPE_F32 && iv->dtype != MK_DTYPE_F16 && iv->dtype != MK_DTYPE_BF16)
-      return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s of a non-float tensor", n->span.line, s);
     const cJSON *d = bi_arg(n, 1, "diagonal");
     double dv = 0;
     if (!bi_arg_none(d) && (!bi_arg_number(d, &dv) || dv != (double)(long long)dv))
@@ -106,18 +118,7 @@ int bi_reduce_parse(const mk_graph *g, const mk_node *n, bi_reduce_info *ri, mk_
     ri->lo = ri->hi = iv->rank - 2;
     return 0;
   }
-  /* torch.norm(x, p, dim, keepdim) / linalg.vector_norm(x, ord, dim, keepdim) */
-  bool norm = strcmp(s, "norm") == 0 || strcmp(s, "vector_norm") == 0;
-  if (norm) {
-    int prc = norm_order(n, s, ri->op, sizeof ri->op, err);
-    if (prc) return prc;
-  }
-  if (iv->dtype != MK_DTYPE_F32 && iv->dtype != MK_DTYPE_F16 && iv->dtype != MK_DTYPE_BF16)
-    return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s of a non-float tensor", n->span.line, s);
-  if (is_loss(s)) {
-    ri->target = in;
-    return loss_parse(g, n, s, ri, err);
-  }
+  if (is_loss(s)) return loss_parse(g, n, s, in, ri, err);
   const cJSON *dt = bi_arg(n, softmax && !scan ? 3 : norm ? 5 : -1, "dtype");
   if (!bi_arg_none(dt))
     return mk_errf(err, MK_EUNSUPPORTED, "line %d: %s with an explicit dtype", n->span.line, s);
@@ -180,14 +181,20 @@ static void shape_lines(mk_buf *b, const bi_reduce_info *ri, int res, bool softm
   }
 }
 
-/* One pass over R, combining tiles into `acc` with `combine`. */
-static void pass(bi_emit *e, int s, int in_vid, mk_buf *k, const char *other, const char *combine,
-                 mk_errmsg *err, int *rc) {
-  if (*rc) return;
+/* The loop over R in [BLOCK_R, BLOCK_I] tiles, each tile's rows, offsets
+ * and mask: the head of every pass below. */
+static void tile_loop(mk_buf *k) {
   mk_buf_puts(k, "    for r0 in range(0, R, BLOCK_R):\n"
                  "        rows = r0 + rlanes\n"
                  "        offs = base + rows[:, None] * INNER + cols[None, :]\n"
                  "        mask = (rows[:, None] < R) & (cols[None, :] < INNER)\n");
+}
+
+/* One pass over R, combining tiles into `acc` with `combine`. */
+static void pass(bi_emit *e, int s, int in_vid, mk_buf *k, const char *other, const char *combine,
+                 mk_errmsg *err, int *rc) {
+  if (*rc) return;
+  tile_loop(k);
   *rc = bi_pro_load(e, s, in_vid, "x", "offs", "mask", other, 8, k, err);
   if (*rc) return;
   mk_buf_printf(k, "        %s\n", combine);
@@ -198,12 +205,8 @@ static void pass(bi_emit *e, int s, int in_vid, mk_buf *k, const char *other, co
  * stored with the epilogue; the carry is the tile's last row (masked rows
  * load the identity, so it is the scan through the last valid row). */
 static int scan_pass(bi_emit *e, int s, int in_vid, bool prod, mk_buf *k, mk_errmsg *err) {
-  mk_buf_printf(k, "    carry = tl.full([BLOCK_I], %s, dtype=tl.float32)\n"
-                   "    for r0 in range(0, R, BLOCK_R):\n"
-                   "        rows = r0 + rlanes\n"
-                   "        offs = base + rows[:, None] * INNER + cols[None, :]\n"
-                   "        mask = (rows[:, None] < R) & (cols[None, :] < INNER)\n",
-                prod ? "1.0" : "0.0");
+  mk_buf_printf(k, "    carry = tl.full([BLOCK_I], %s, dtype=tl.float32)\n", prod ? "1.0" : "0.0");
+  tile_loop(k);
   int rc = bi_pro_load(e, s, in_vid, "x", "offs", "mask", prod ? "1.0" : "0.0", 8, k, err);
   if (rc) return rc;
   mk_buf_puts(k, prod ? "        y = tl.cumprod(x, axis=0) * carry[None, :]\n"
@@ -216,10 +219,7 @@ static int scan_pass(bi_emit *e, int s, int in_vid, bool prod, mk_buf *k, mk_err
  * is kept where col - row <= diag (tril) / >= diag (triu), else 0, and
  * stored with the epilogue. */
 static int tri_pass(bi_emit *e, int s, int in_vid, bool lower, long long diag, mk_buf *k, mk_errmsg *err) {
-  mk_buf_puts(k, "    for r0 in range(0, R, BLOCK_R):\n"
-                 "        rows = r0 + rlanes\n"
-                 "        offs = base + rows[:, None] * INNER + cols[None, :]\n"
-                 "        mask = (rows[:, None] < R) & (cols[None, :] < INNER)\n");
+  tile_loop(k);
   int rc = bi_pro_load(e, s, in_vid, "x", "offs", "mask", "0.0", 8, k, err);
   if (rc) return rc;
   mk_buf_printf(k, "        y = tl.where(cols[None, :] - rows[:, None] %s %lld, x, 0.0)\n", lower ? "<=" : ">=",
@@ -247,7 +247,7 @@ static void loss_combine(const bi_reduce_info *ri, char *buf, size_t size) {
              "%sd = tl.abs(x - t)\n        acc = acc + tl.sum(tl.where(d < %.17g, 0.5 * d * d, %.17g * (d - %.17g)), axis=0)",
              load, ri->param, ri->param, 0.5 * ri->param);
   else if (ri->param != 0) /* kl_div, log_target */
-    snprintf(buf, size, "%sacc = acc + tl.sum(tl.where(mask, tl.exp(t) * (t - x), 0.0), axis=0)", load);
+    snprintf(buf, size, "%sacc = acc + tl.sum(tl.exp(t) * (t - x), axis=0)", load);
   else
     snprintf(buf, size, "%sacc = acc + tl.sum(tl.where(t == 0, 0.0, t * tl.log(t)) - t * x, axis=0)", load);
 }
@@ -265,9 +265,7 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
   int in_vid = bi_arg_tensor(bi_arg(n, 0, "input"));
   if (in_vid < 0) in_vid = bi_arg_tensor(bi_arg(n, 0, "self"));
   int res = n->outputs[0];
-  bool scan = strcmp(ri.op, "cumsum") == 0 || strcmp(ri.op, "cumprod") == 0;
-  bool tri = strcmp(ri.op, "tril") == 0 || strcmp(ri.op, "triu") == 0;
-  bool softmax = strcmp(ri.op, "softmax") == 0 || strcmp(ri.op, "log_softmax") == 0 || scan || tri;
+  bool scan = is_scan(ri.op), tri = is_tri(ri.op), softmax = is_full_shape(ri.op);
   bool rowwise = ri.hi == ri.rank - 1 || ri.rank == 0;
   int block_r = rowwise ? e->cfg->block : e->cfg->block_r;
   int block_i = rowwise ? 1 : e->cfg->block_i;
@@ -374,10 +372,7 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
       /* scan_pass / tri_pass stored every element */
     } else if (!rc && softmax) {
       /* Third pass writes every element (with the epilogue applied). */
-      mk_buf_puts(k, "    for r0 in range(0, R, BLOCK_R):\n"
-                     "        rows = r0 + rlanes\n"
-                     "        offs = base + rows[:, None] * INNER + cols[None, :]\n"
-                     "        mask = (rows[:, None] < R) & (cols[None, :] < INNER)\n");
+      tile_loop(k);
       rc = bi_pro_load(e, s, in_vid, "x", "offs", "mask", "0.0", 8, k, err);
       if (!rc) {
         if (strcmp(ri.op, "softmax") == 0)
