@@ -99,6 +99,8 @@ static cJSON *graph_json(const char *file, const analyze_opts *o, const capture_
   if (g->batch > 0) cJSON_AddNumberToObject(root, "batch", g->batch);
   else cJSON_AddNullToObject(root, "batch");
   cJSON_AddStringToObject(root, "source_sha256", g->source_sha256 ? g->source_sha256 : "");
+  cJSON_AddBoolToObject(root, "batch_free", g->batch_free);
+  if (!g->batch_free) cJSON_AddStringToObject(root, "batch_fixed_why", g->batch_free_why);
   cJSON_AddBoolToObject(root, "cached", w->cached);
   cJSON_AddNumberToObject(root, "elapsed_ms", w->elapsed_ms);
   cJSON_AddNumberToObject(root, "capture_ms", g->capture_ms);
@@ -234,6 +236,17 @@ static void print_scalar_inputs(const mk_graph *g) {
   }
 }
 
+/* Whether a composition runs at any batch (docs/capture.md, "Running at any batch"). */
+static void print_batch_free(const mk_graph *g) {
+  int sizes = 0;
+  for (int i = 0; i < g->nnodes; i++) sizes += g->nodes[i].nbatch_ints;
+  if (g->batch_free)
+    printf("  batch    free: compositions run at any batch (%d size%s read from tensors)\n", sizes,
+           sizes == 1 ? "" : "s");
+  else
+    printf("  batch    fixed: compositions run at the captured shapes only (%s)\n", g->batch_free_why);
+}
+
 static void print_ids(const char *prefix, const int *xs, int n) {
   for (int i = 0; i < n; i++) printf("%s%s%d", i ? ", " : "", prefix, xs[i]);
 }
@@ -248,6 +261,7 @@ static void print_text(const char *file, const analyze_opts *o, const capture_wa
   else printf(" (captured in %.0f ms, %.0f ms in all)\n", g->capture_ms, w->elapsed_ms);
   print_values_of(g, MK_VALUE_INPUT, "inputs");
   print_scalar_inputs(g);
+  print_batch_free(g);
   print_values_of(g, MK_VALUE_PARAM, "parameters");
   print_values_of(g, MK_VALUE_BUFFER, "buffers");
   print_values_of(g, MK_VALUE_ATTR, "attributes");

@@ -579,6 +579,49 @@ static int emit_scalar_guard(const mk_graph *g, namer_ctx *nc, int ninputs, mk_b
   return out->err;
 }
 
+static bool is_batch_input(const mk_graph *g, int vid) {
+  for (int k = 0; k < g->nbatch_inputs; k++)
+    if (g->batch_inputs[k] == vid) return true;
+  return false;
+}
+
+/* The kernels were made and verified at the captured shapes, and the graph
+ * fixes every size it read in Python (docs/capture.md, "Running at any
+ * batch"): any other shape runs the user's forward. When every size that
+ * follows the batch is written as an expression of a tensor's shape (a
+ * batch-free graph), dim 0 of the batched inputs is free. */
+static int emit_shape_guard(const mk_graph *g, namer_ctx *nc, int ninputs, mk_buf *out) {
+  int guarded = 0;
+  for (int v = 0; v < g->nvalues; v++) guarded += g->values[v].kind == MK_VALUE_INPUT;
+  if (guarded == 0) return 0;
+  if (g->batch_free) {
+    mk_buf_puts(out, "        # made for the captured shapes; dim 0 of each batched input is free\n");
+  } else {
+    mk_buf_puts(out, "        # made for the captured shapes (");
+    for (const char *c = g->batch_free_why; *c && c - g->batch_free_why < 200; c++)
+      mk_buf_putc(out, (unsigned char)*c < 0x20 ? ' ' : *c); /* one comment line, whatever it says */
+    mk_buf_puts(out, ")\n");
+  }
+  mk_buf_puts(out, "        if ");
+  int k = 0;
+  for (int v = 0; v < g->nvalues; v++) {
+    const mk_value *val = &g->values[v];
+    if (val->kind != MK_VALUE_INPUT) continue;
+    bool free0 = g->batch_free && is_batch_input(g, v);
+    if (k++) mk_buf_puts(out, " or ");
+    forward_arg_name(nc, val->index, out);
+    mk_buf_puts(out, free0 ? ".shape[1:] != (" : ".shape != (");
+    int first = free0 ? 1 : 0;
+    for (int d = first; d < val->rank; d++)
+      mk_buf_printf(out, "%s%lld", d > first ? ", " : "", (long long)val->shape[d]);
+    if (val->rank - first == 1) mk_buf_putc(out, ',');
+    mk_buf_putc(out, ')');
+  }
+  mk_buf_puts(out, ":\n");
+  emit_super_call(nc, ninputs, ")\n", out);
+  return out->err;
+}
+
 static const char same_helper[] =
     "\n\ndef _mk_same(a, b) -> bool:\n"
     "    \"\"\"Whether a forward argument is the value ModelNew was specialised to.\"\"\"\n"
@@ -614,6 +657,7 @@ static int emit_forward(const mk_graph *g, const mk_partition *p, const mk_candi
     mk_buf_puts(out, "):\n");
   }
   int grc = emit_scalar_guard(g, nc, ninputs, out, err);
+  if (!grc) grc = emit_shape_guard(g, nc, ninputs, out);
   if (grc) return grc;
   /* The program's device, for the recorded device constants of the PyTorch
    * calls written inline below: the first input's (replay's rule,

@@ -7,7 +7,7 @@
  * input. Errors name the value or node (op and source line) they concern.
  * Unknown fields are ignored so that a newer worker stays readable; a
  * missing args/kwargs/out is normalised in the kept JSON tree. */
-#include "mk_ir.h"
+#include "ir_internal.h"
 
 #include "mk_buf.h"
 
@@ -17,8 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Graphs beyond this are refused rather than risking int overflow. */
-#define MK_IR_MAX_ITEMS 10000000
+/* Sizes beyond this are refused rather than risking int overflow. */
 #define MK_IR_MAX_DIM ((int64_t)1 << 53)
 
 /* ---- dtypes and values ---------------------------------------------------- */
@@ -703,7 +702,9 @@ static int parse_graph(parse_ctx *c, cJSON *root) {
   cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(root, "nodes")) if ((rc = parse_node(c, i++, it))) return rc;
   i = 0;
   cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(root, "statements")) if ((rc = parse_statement(c, i++, it))) return rc;
-  if ((rc = check_nodes(c)) || (rc = parse_outputs(c, root)) || (rc = parse_scalar_inputs(c, root))) return rc;
+  if ((rc = check_nodes(c)) || (rc = parse_outputs(c, root)) || (rc = parse_scalar_inputs(c, root)) ||
+      (rc = mk_ir_parse_batch(g, root, c->err)))
+    return rc;
   return compute_users(g);
 }
 
@@ -740,6 +741,7 @@ int mk_graph_from_json(const char *json, size_t len, mk_graph **out, mk_errmsg *
 void mk_graph_free(mk_graph *g) {
   if (g == NULL) return;
   free(g->scalar_inputs);
+  mk_ir_free_batch(g);
   for (int i = 0; i < g->nvalues && g->values; i++) {
     free(g->values[i].name);
     free(g->values[i].users);

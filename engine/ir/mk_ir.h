@@ -77,6 +77,16 @@ typedef struct mk_value {
   bool is_graph_output;
 } mk_value;
 
+/* An integer argument that is a size computed from the batch (`x.size(0)` read
+ * in Python): at every batch it equals num * shape(vid)[dim] // den + off, with
+ * vid one of the node's own tensor arguments (docs/capture.md, "Running at any
+ * batch"). pyemit writes that expression instead of the captured number. */
+typedef struct mk_batch_int {
+  const cJSON *leaf;      /* the captured number in args/kwargs (into the graph's json) */
+  int vid, dim;           /* the tensor argument and the dim whose size it follows */
+  int64_t num, den, off;  /* den >= 1 */
+} mk_batch_int;
+
 typedef struct mk_node {
   int id;
   char *op;                /* dotted name, e.g. "torch.nn.functional.conv2d" */
@@ -94,6 +104,7 @@ typedef struct mk_node {
   char *module_type;       /* "Conv2d" or NULL */
   mk_span span;
   bool replayable;         /* false when an arg is opaque or reads a const */
+  mk_batch_int *batch_ints; int nbatch_ints; /* sizes that follow the batch */
 } mk_node;
 
 typedef struct mk_statement {
@@ -121,6 +132,13 @@ typedef struct mk_graph {
   cJSON *outputs;          /* structure of forward's return; points into json */
   int *output_values; int noutput_values; /* tensor values returned */
   mk_scalar_input *scalar_inputs; int nscalar_inputs; /* by index */
+  /* Whether code emitted from the graph runs at any batch: every size that
+   * follows the batch is a node's batch_int. Then only dim 0 of batch_inputs
+   * may differ from the capture; otherwise every input's shape is fixed, and
+   * batch_free_why (into json; NULL when free) says why. */
+  bool batch_free;
+  const char *batch_free_why;
+  int *batch_inputs; int nbatch_inputs; /* input values whose dim 0 is the batch */
   int forward_line, forward_end_line;
   mk_statement *statements; int nstatements;
   double capture_ms;
@@ -135,6 +153,10 @@ int mk_graph_from_json(const char *json, size_t len, mk_graph **out, mk_errmsg *
  * (freed on failure too). */
 int mk_graph_from_cjson(cJSON *root, mk_graph **out, mk_errmsg *err);
 void mk_graph_free(mk_graph *g);
+
+/* The batch size of `n` whose captured number is `leaf` (a cJSON number in its
+ * args/kwargs), or NULL when that number is a plain constant. */
+const mk_batch_int *mk_node_batch_int(const mk_node *n, const cJSON *leaf);
 
 /* Human-readable listing: one line per node with op, shapes and source line.
  * Appends to `out` (an mk_buf *, declared opaque here to keep this header

@@ -34,13 +34,24 @@ static const struct {
     {"__ne__", "!=", 0},
 };
 
+/* What writing one argument needs: the namer of tensor values, and the node
+ * whose arguments these are (NULL for a bare value), whose sizes that follow
+ * the batch are written as expressions of its tensors' shapes. */
+typedef struct emitter {
+  mk_value_namer namer;
+  void *ctx;
+  const mk_node *node;
+} emitter;
+
+static int emit_arg(const cJSON *arg, const emitter *e, mk_buf *out, mk_errmsg *err);
+
 static int emit_seq(const cJSON *items, const char *open, const char *close, int one_comma,
-                    mk_value_namer namer, void *ctx, mk_buf *out, mk_errmsg *err) {
+                    const emitter *e, mk_buf *out, mk_errmsg *err) {
   mk_buf_puts(out, open);
   int n = 0;
   for (const cJSON *it = items ? items->child : NULL; it; it = it->next, n++) {
     if (n) mk_buf_puts(out, ", ");
-    int rc = mk_pyemit_arg(it, namer, ctx, out, err);
+    int rc = emit_arg(it, e, out, err);
     if (rc) return rc;
   }
   if (n == 1 && one_comma) mk_buf_putc(out, ',');
@@ -62,6 +73,22 @@ int mk_pyemit_float(double d, mk_buf *out) {
   return out->err;
 }
 
+/* A size that follows the batch: num * t.shape[dim] // den + off, written
+ * the way a person would (`v3.shape[0]`, `(8 * v3.shape[0])`). */
+static int emit_batch_int(const mk_batch_int *b, const emitter *e, mk_buf *out) {
+  bool bare = b->num == 1 && b->den == 1 && b->off == 0;
+  if (!bare) mk_buf_putc(out, '(');
+  if (b->num != 1) mk_buf_printf(out, "%lld * ", (long long)b->num);
+  int rc = e->namer(e->ctx, b->vid, out);
+  if (rc) return rc;
+  mk_buf_printf(out, ".shape[%d]", b->dim);
+  if (b->den != 1) mk_buf_printf(out, " // %lld", (long long)b->den);
+  if (b->off > 0) mk_buf_printf(out, " + %lld", (long long)b->off);
+  if (b->off < 0) mk_buf_printf(out, " - %lld", -(long long)b->off);
+  if (!bare) mk_buf_putc(out, ')');
+  return out->err;
+}
+
 static int emit_number(const cJSON *arg, mk_buf *out) {
   double d = arg->valuedouble;
   if (d == floor(d) && fabs(d) < 9007199254740992.0) return mk_buf_printf(out, "%.0f", d);
@@ -79,14 +106,7 @@ static int emit_tagged_float(const cJSON *v, mk_buf *out, mk_errmsg *err) {
   return mk_errf(err, MK_EINVAL, "bad float encoding");
 }
 
-static int emit_slice_part(const cJSON *v, mk_value_namer namer, void *ctx, mk_buf *out,
-                           mk_errmsg *err) {
-  if (v == NULL || cJSON_IsNull(v)) return 0; /* empty slot: a[:n] */
-  return mk_pyemit_arg(v, namer, ctx, out, err);
-}
-
-static int emit_slice(const cJSON *parts, mk_value_namer namer, void *ctx, mk_buf *out,
-                      mk_errmsg *err) {
+static int emit_slice(const cJSON *parts, const emitter *e, mk_buf *out, mk_errmsg *err) {
   if (!cJSON_IsArray(parts) || cJSON_GetArraySize(parts) != 3)
     return mk_errf(err, MK_EINVAL, "bad slice encoding");
   mk_buf_puts(out, "slice(");
@@ -97,23 +117,22 @@ static int emit_slice(const cJSON *parts, mk_value_namer namer, void *ctx, mk_bu
       mk_buf_puts(out, "None");
       continue;
     }
-    int rc = emit_slice_part(v, namer, ctx, out, err);
+    int rc = emit_arg(v, e, out, err);
     if (rc) return rc;
   }
   return mk_buf_putc(out, ')');
 }
 
-static int emit_dict(const cJSON *pairs, mk_value_namer namer, void *ctx, mk_buf *out,
-                     mk_errmsg *err) {
+static int emit_dict(const cJSON *pairs, const emitter *e, mk_buf *out, mk_errmsg *err) {
   mk_buf_putc(out, '{');
   int n = 0;
   for (const cJSON *p = pairs ? pairs->child : NULL; p; p = p->next, n++) {
     if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 2)
       return mk_errf(err, MK_EINVAL, "bad dict encoding");
     if (n) mk_buf_puts(out, ", ");
-    int rc = mk_pyemit_arg(cJSON_GetArrayItem(p, 0), namer, ctx, out, err);
+    int rc = emit_arg(cJSON_GetArrayItem(p, 0), e, out, err);
     if (!rc) rc = mk_buf_puts(out, ": ");
-    if (!rc) rc = mk_pyemit_arg(cJSON_GetArrayItem(p, 1), namer, ctx, out, err);
+    if (!rc) rc = emit_arg(cJSON_GetArrayItem(p, 1), e, out, err);
     if (rc) return rc;
   }
   return mk_buf_putc(out, '}');
@@ -130,22 +149,21 @@ static int is_safe_token(const char *s) {
   return 1;
 }
 
-static int emit_tagged(const cJSON *arg, mk_value_namer namer, void *ctx, mk_buf *out,
-                       mk_errmsg *err) {
+static int emit_tagged(const cJSON *arg, const emitter *e, mk_buf *out, mk_errmsg *err) {
   const cJSON *tag = arg->child;
   if (tag == NULL) return mk_buf_puts(out, "{}");
   const char *k = tag->string;
   if (strcmp(k, "t") == 0) {
     if (!cJSON_IsNumber(tag)) return mk_errf(err, MK_EINVAL, "bad tensor reference");
-    return namer(ctx, tag->valueint, out);
+    return e->namer(e->ctx, tag->valueint, out);
   }
-  if (strcmp(k, "tuple") == 0) return emit_seq(tag, "(", ")", 1, namer, ctx, out, err);
-  if (strcmp(k, "list") == 0) return emit_seq(tag, "[", "]", 0, namer, ctx, out, err);
-  if (strcmp(k, "size") == 0) return emit_seq(tag, "torch.Size([", "])", 0, namer, ctx, out, err);
+  if (strcmp(k, "tuple") == 0) return emit_seq(tag, "(", ")", 1, e, out, err);
+  if (strcmp(k, "list") == 0) return emit_seq(tag, "[", "]", 0, e, out, err);
+  if (strcmp(k, "size") == 0) return emit_seq(tag, "torch.Size([", "])", 0, e, out, err);
   if (strcmp(k, "float") == 0) return emit_tagged_float(tag, out, err);
-  if (strcmp(k, "slice") == 0) return emit_slice(tag, namer, ctx, out, err);
+  if (strcmp(k, "slice") == 0) return emit_slice(tag, e, out, err);
   if (strcmp(k, "ellipsis") == 0) return mk_buf_puts(out, "...");
-  if (strcmp(k, "dict") == 0) return emit_dict(tag, namer, ctx, out, err);
+  if (strcmp(k, "dict") == 0) return emit_dict(tag, e, out, err);
   if (!cJSON_IsString(tag) || !is_safe_token(tag->valuestring))
     return mk_errf(err, MK_EUNSUPPORTED, "argument '%s' cannot be written as Python", k);
   if (strcmp(k, "dtype") == 0) return mk_buf_printf(out, "torch.%s", tag->valuestring);
@@ -164,21 +182,29 @@ static int emit_tagged(const cJSON *arg, mk_value_namer namer, void *ctx, mk_buf
   return mk_errf(err, MK_EUNSUPPORTED, "argument of kind '%s' cannot be written as Python", k);
 }
 
-int mk_pyemit_arg(const cJSON *arg, mk_value_namer namer, void *ctx, mk_buf *out, mk_errmsg *err) {
+static int emit_arg(const cJSON *arg, const emitter *e, mk_buf *out, mk_errmsg *err) {
   if (arg == NULL || cJSON_IsNull(arg)) return mk_buf_puts(out, "None");
   if (cJSON_IsTrue(arg)) return mk_buf_puts(out, "True");
   if (cJSON_IsFalse(arg)) return mk_buf_puts(out, "False");
-  if (cJSON_IsNumber(arg)) return emit_number(arg, out);
+  if (cJSON_IsNumber(arg)) {
+    const mk_batch_int *b = mk_node_batch_int(e->node, arg);
+    return b && e->namer ? emit_batch_int(b, e, out) : emit_number(arg, out);
+  }
   if (cJSON_IsString(arg)) return mk_buf_py_str(out, arg->valuestring);
-  if (cJSON_IsArray(arg)) return emit_seq(arg, "[", "]", 0, namer, ctx, out, err);
+  if (cJSON_IsArray(arg)) return emit_seq(arg, "[", "]", 0, e, out, err);
   if (cJSON_IsObject(arg)) {
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(arg, "opaque");
     if (op)
       return mk_errf(err, MK_EUNSUPPORTED, "an argument could not be recorded exactly (%.80s)",
                      cJSON_IsString(op) ? op->valuestring : "?");
-    return emit_tagged(arg, namer, ctx, out, err);
+    return emit_tagged(arg, e, out, err);
   }
   return mk_errf(err, MK_EINVAL, "unknown argument encoding");
+}
+
+int mk_pyemit_arg(const cJSON *arg, mk_value_namer namer, void *ctx, mk_buf *out, mk_errmsg *err) {
+  emitter e = {namer, ctx, NULL};
+  return emit_arg(arg, &e, out, err);
 }
 
 int mk_pyemit_self_path(const char *path, mk_buf *out) {
@@ -207,14 +233,14 @@ static int is_identifier(const char *s, size_t n) {
   return 1;
 }
 
-static int emit_args_list(const mk_node *n, int skip_first, mk_value_namer namer, void *ctx,
-                          mk_buf *out, mk_errmsg *err) {
+static int emit_args_list(const mk_node *n, int skip_first, const emitter *e, mk_buf *out,
+                          mk_errmsg *err) {
   int count = 0;
   const cJSON *a = n->args ? n->args->child : NULL;
   if (skip_first && a) a = a->next;
   for (; a; a = a->next, count++) {
     if (count) mk_buf_puts(out, ", ");
-    int rc = mk_pyemit_arg(a, namer, ctx, out, err);
+    int rc = emit_arg(a, e, out, err);
     if (rc) return rc;
   }
   for (const cJSON *kw = n->kwargs ? n->kwargs->child : NULL; kw; kw = kw->next, count++) {
@@ -224,7 +250,7 @@ static int emit_args_list(const mk_node *n, int skip_first, mk_value_namer namer
                      kw->string ? kw->string : "");
     if (count) mk_buf_puts(out, ", ");
     mk_buf_printf(out, "%s=", kw->string);
-    int rc = mk_pyemit_arg(kw, namer, ctx, out, err);
+    int rc = emit_arg(kw, e, out, err);
     if (rc) return rc;
   }
   return out->err;
@@ -243,8 +269,8 @@ static int is_dotted_name(const char *op) {
   return strncmp(op, "torch.", 6) == 0;
 }
 
-static int emit_infix(const mk_node *n, const char *method, mk_value_namer namer, void *ctx,
-                      mk_buf *out, mk_errmsg *err, int *done) {
+static int emit_infix(const mk_node *n, const char *method, const emitter *e, mk_buf *out,
+                      mk_errmsg *err, int *done) {
   *done = 0;
   if (cJSON_GetArraySize(n->args) != 2 || (n->kwargs && n->kwargs->child)) return 0;
   for (size_t i = 0; i < sizeof infix_ops / sizeof infix_ops[0]; i++) {
@@ -252,9 +278,9 @@ static int emit_infix(const mk_node *n, const char *method, mk_value_namer namer
     const cJSON *a = cJSON_GetArrayItem(n->args, infix_ops[i].reflected ? 1 : 0);
     const cJSON *b = cJSON_GetArrayItem(n->args, infix_ops[i].reflected ? 0 : 1);
     mk_buf_putc(out, '(');
-    int rc = mk_pyemit_arg(a, namer, ctx, out, err);
+    int rc = emit_arg(a, e, out, err);
     if (!rc) rc = mk_buf_printf(out, " %s ", infix_ops[i].op);
-    if (!rc) rc = mk_pyemit_arg(b, namer, ctx, out, err);
+    if (!rc) rc = emit_arg(b, e, out, err);
     if (!rc) rc = mk_buf_putc(out, ')');
     *done = 1;
     return rc;
@@ -269,19 +295,20 @@ int mk_pyemit_call(const mk_graph *g, const mk_node *n, mk_value_namer namer, vo
     return mk_errf(err, MK_EUNSUPPORTED, "op '%.200s' is not a torch callable", n->op ? n->op : "");
   static const char tensor_prefix[] = "torch.Tensor.";
   static const char f_prefix[] = "torch.nn.functional.";
+  const emitter e = {namer, ctx, n};
   if (strncmp(n->op, tensor_prefix, sizeof tensor_prefix - 1) == 0 && n->args &&
       cJSON_GetArraySize(n->args) >= 1) {
     const char *method = n->op + sizeof tensor_prefix - 1;
     int done = 0;
-    int rc = emit_infix(n, method, namer, ctx, out, err, &done);
+    int rc = emit_infix(n, method, &e, out, err, &done);
     if (rc || done) return rc;
     const cJSON *self_arg = n->args->child;
     bool self_tensor = cJSON_IsObject(self_arg) && cJSON_GetObjectItemCaseSensitive(self_arg, "t");
     if (strncmp(method, "__", 2) != 0 && self_tensor) {
       /* x.view(...) rather than torch.Tensor.view(x, ...) */
-      rc = mk_pyemit_arg(n->args->child, namer, ctx, out, err);
+      rc = emit_arg(n->args->child, &e, out, err);
       if (!rc) rc = mk_buf_printf(out, ".%s(", method);
-      if (!rc) rc = emit_args_list(n, 1, namer, ctx, out, err);
+      if (!rc) rc = emit_args_list(n, 1, &e, out, err);
       if (!rc) rc = mk_buf_putc(out, ')');
       return rc;
     }
@@ -290,7 +317,7 @@ int mk_pyemit_call(const mk_graph *g, const mk_node *n, mk_value_namer namer, vo
     mk_buf_printf(out, "F.%s(", n->op + sizeof f_prefix - 1);
   else
     mk_buf_printf(out, "%s(", n->op);
-  int rc = emit_args_list(n, 0, namer, ctx, out, err);
+  int rc = emit_args_list(n, 0, &e, out, err);
   if (!rc) rc = mk_buf_putc(out, ')');
   return rc;
 }

@@ -548,6 +548,74 @@ MK_TEST(compose, scalar_arguments_are_guarded) {
   mk_graph_free(g);
 }
 
+/* Sizes that follow the batch are written as sizes of the call's tensors, so
+ * the composed forward runs at any batch (its kernels, not the user's
+ * forward: Model.forward is broken before the check); another shape of the
+ * other dims runs the user's forward. A graph that is not batch-free guards
+ * the whole shape, with the reason, whatever the reason says. */
+MK_TEST(compose, batch_sizes_follow_the_input_at_any_batch) {
+  mk_graph *g = mk_test_load_graph("ir", "batch_view.json");
+  MK_REQUIRE(g != NULL);
+  mk_buf b;
+  mk_buf_init(&b, 0);
+  mk_errmsg err = {{0}};
+  MK_CHECK_INT(mk_pyemit_node(g, &g->nodes[1], plain_namer, NULL, 4, &b, &err), ==, 0);
+  MK_CHECK_STR(mk_buf_cstr(&b), "    v2 = v1.view(v1.shape[0], -1)\n");
+  mk_buf_free(&b);
+  /* the other forms: 8 * s, s // 8, s + 3, s - 3 */
+  mk_batch_int *bi = &g->nodes[1].batch_ints[0];
+  const struct { int64_t num, den, off; const char *want; } forms[] = {
+      {8, 1, 0, "(8 * v1.shape[0])"}, {1, 8, 0, "(v1.shape[0] // 8)"},
+      {1, 1, 3, "(v1.shape[0] + 3)"}, {-2, 3, -1, "(-2 * v1.shape[0] // 3 - 1)"}};
+  for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+    bi->num = forms[i].num, bi->den = forms[i].den, bi->off = forms[i].off;
+    mk_buf_init(&b, 0);
+    MK_CHECK_INT(mk_pyemit_call(g, &g->nodes[1], plain_namer, NULL, &b, &err), ==, 0);
+    MK_CHECK(strstr(mk_buf_cstr(&b), forms[i].want) != NULL);
+    mk_buf_free(&b);
+  }
+  bi->num = 1, bi->den = 1, bi->off = 0;
+
+  char *src = NULL;
+  size_t srclen = 0;
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/fixtures/ir/batch_view.py", mk_test_repo_dir());
+  MK_REQUIRE(mk_read_file(path, 1 << 20, &src, &srclen) == 0);
+  mk_partition p = {0};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  const char *names[] = {"x"};
+  mk_compose_options opt = {.module_source = src, .source_path = "batch_view.py",
+                            .input_names = names, .ninput_names = 1};
+  mk_buf out;
+  mk_buf_init(&out, 0);
+  MK_CHECK_INT(mk_compose_modelnew(g, &p, NULL, &opt, &out, &err), ==, 0);
+  const char *py = mk_buf_cstr(&out);
+  MK_CHECK(strstr(py, "        if x.shape[1:] != (2, 3):\n            return super().forward(x)\n") != NULL);
+  MK_CHECK(strstr(py, ".view(v1.shape[0], -1)") != NULL);
+  check_module_in_python(py, out.len,
+                         "m.Model.forward=lambda s,*q:1/0;"
+                         "xs={n:torch.randn(n,2,3) for n in (1,4,7)};"
+                         "assert all(torch.equal(b(xs[n]),torch.relu(xs[n]).view(n,-1)*2.0) for n in xs);"
+                         "import pytest;pytest.raises(ZeroDivisionError,b,torch.randn(4,3,2))");
+  mk_buf_free(&out);
+  /* not batch-free: the whole shape, and the reason on one comment line */
+  g->batch_free = false;
+  g->batch_free_why = "the forward fails at another batch:\nimport os";
+  mk_buf_init(&out, 0);
+  MK_CHECK_INT(mk_compose_modelnew(g, &p, NULL, &opt, &out, &err), ==, 0);
+  py = mk_buf_cstr(&out);
+  MK_CHECK(strstr(py, "        # made for the captured shapes (the forward fails at another batch: import os)\n"
+                      "        if x.shape != (4, 2, 3):\n") != NULL);
+  check_module_in_python(py, out.len,
+                         "x=torch.randn(4,2,3);r=a(x);m.Model.forward=lambda s,*q:1/0;"
+                         "assert torch.equal(b(x),r);"
+                         "import pytest;pytest.raises(ZeroDivisionError,b,torch.randn(5,2,3))");
+  mk_buf_free(&out);
+  mk_partition_free(&p);
+  free(src);
+  mk_graph_free(g);
+}
+
 /* A forward with a parameter past the captured inputs (`s=2.5`, which
  * get_inputs() does not pass: the graph read its default as a constant):
  * ModelNew takes it too, and passing it, by position or keyword, runs the

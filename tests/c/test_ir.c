@@ -605,3 +605,76 @@ MK_TEST(ir, scalar_inputs_are_read_with_their_values) {
     }
   }
 }
+
+/* Sizes that follow the batch (docs/capture.md, "Running at any batch"): a
+ * batch-free graph's sizes point at the number they replace and the tensor
+ * dim they follow; each is checked against the captured shapes, and a graph
+ * without them (an older worker) is not batch-free and says so. */
+MK_TEST(ir, batch_sizes_are_read_and_checked) {
+  mk_graph *g = load_graph("batch_view.json");
+  MK_REQUIRE(g != NULL);
+  MK_CHECK(g->batch_free && g->batch_free_why == NULL);
+  MK_CHECK_INT(g->nbatch_inputs, ==, 1);
+  MK_CHECK_INT(g->batch_inputs[0], ==, 0);
+  const mk_node *view = &g->nodes[1];
+  MK_REQUIRE(view->nbatch_ints == 1);
+  const mk_batch_int *b = &view->batch_ints[0];
+  MK_CHECK(b->leaf == cJSON_GetArrayItem(view->args, 1));
+  MK_CHECK(mk_node_batch_int(view, cJSON_GetArrayItem(view->args, 1)) == b);
+  MK_CHECK(mk_node_batch_int(view, cJSON_GetArrayItem(view->args, 2)) == NULL); /* the -1 */
+  MK_CHECK(b->vid == 1 && b->dim == 0 && b->num == 1 && b->den == 1 && b->off == 0);
+  MK_CHECK_INT(g->nodes[0].nbatch_ints, ==, 0);
+  mk_graph_free(g);
+
+  char *text = load_fixture("batch_view.json");
+  MK_REQUIRE(text != NULL);
+  static const struct {
+    const char *sizes, *free;
+    int code;
+    const char *needle;
+  } cases[] = {
+      /* 2 * 4 // 2 + 0 = 4: another formula for the same number is fine */
+      {"[{\"at\":[1],\"t\":1,\"dim\":0,\"num\":2,\"den\":2,\"off\":0}]", NULL, 0, NULL},
+      {"[{\"at\":[1],\"t\":1,\"dim\":0,\"num\":1,\"den\":1,\"off\":1}]", NULL, MK_EINVAL,
+       "gives 5 at the captured shapes, not 4"},
+      {"[{\"at\":[2],\"t\":0,\"dim\":0,\"num\":1,\"den\":1,\"off\":0}]", NULL, MK_EINVAL,
+       "follows value 0, which it does not read"},
+      {"[{\"at\":[1],\"t\":1,\"dim\":3,\"num\":1,\"den\":1,\"off\":0}]", NULL, MK_EINVAL,
+       "follows dim 3 of a rank-3 value"},
+      {"[{\"at\":[0],\"t\":1,\"dim\":0,\"num\":1,\"den\":1,\"off\":0}]", NULL, MK_EINVAL,
+       "names no number in its arguments"},
+      {"[{\"at\":[1,0],\"t\":1,\"dim\":0,\"num\":1,\"den\":1,\"off\":0}]", NULL, MK_EINVAL,
+       "names no number"},
+      {"[{\"at\":[\"size\"],\"t\":1,\"dim\":0,\"num\":1,\"den\":1,\"off\":0}]", NULL, MK_EINVAL,
+       "names no number"},
+      {"[{\"at\":[1],\"t\":1,\"dim\":0,\"num\":1,\"den\":0,\"off\":0}]", NULL, MK_EINVAL, "malformed"},
+      {"{}", NULL, MK_EINVAL, "\"batch_ints\" must be an array"},
+      {NULL, "{\"ok\":true,\"inputs\":[2]}", MK_EINVAL, "not a tensor input"},
+      {NULL, "{\"ok\":true,\"inputs\":[]}", MK_EINVAL, "lists no batched input"},
+      {NULL, "[]", MK_EINVAL, "\"batch_free\" must be an object"},
+      {NULL, "{\"ok\":false,\"why\":\"the forward fails at another batch\"}", 0,
+       "the forward fails at another batch"},
+      {NULL, "null", 0, "did not look at other batches"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cJSON *root = cJSON_Parse(text);
+    MK_REQUIRE(root != NULL);
+    if (cases[i].sizes)
+      cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "nodes"), 1),
+                                             "batch_ints", cJSON_Parse(cases[i].sizes));
+    if (cases[i].free)
+      cJSON_ReplaceItemInObjectCaseSensitive(root, "batch_free", cJSON_Parse(cases[i].free));
+    mk_errmsg err = {{0}};
+    g = NULL;
+    int rc = mk_graph_from_cjson(root, &g, &err);
+    if (rc != cases[i].code) fprintf(stderr, "    case %zu: rc %d: %s\n", i, rc, err.text);
+    MK_CHECK_INT(rc, ==, cases[i].code);
+    if (rc == 0 && cases[i].needle) {
+      MK_CHECK(!g->batch_free && strstr(g->batch_free_why, cases[i].needle) != NULL);
+    } else if (rc != 0) {
+      MK_CHECK(strstr(err.text, cases[i].needle) != NULL);
+    }
+    mk_graph_free(g);
+  }
+  free(text);
+}

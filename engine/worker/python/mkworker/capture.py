@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch._subclasses import fake_tensor
 from torch.overrides import TorchFunctionMode
 
-from mkworker import loader
+from mkworker import batchsize, loader
 from mkworker.encode import NotReplayable, dtype_name, encode, resolve_op, tensor_ids
 from mkworker.protocol import Params, Progress, Result, WorkerError, param, register
 
@@ -394,6 +394,7 @@ class Recorder(TorchFunctionMode):
         # forward arguments that are not tensors (`s: float`): the graph holds
         # their captured values as constants, so ModelNew guards on them
         self.scalar_inputs: list[dict[str, Any]] = []
+        self.outputs: Any = None  # forward's return value, encoded once it returned
 
     # values
 
@@ -693,27 +694,57 @@ def _attempt(target: Target, mode: str, batch: int | None,
             applied = batch if inputs_shrunk(inputs, problem, batch) else None
         else:
             inputs, applied = shrink(problem.call_list("get_inputs"), batch)
-        rec = Recorder(problem.path, target.forward_code, target.statements,
-                       shape_only=mode != "real")
-        rec.register_model(model, inputs)
-        with loader.on_path(problem.path), rec.hooks(), rec:
-            try:
-                out = model(*inputs)
-            except DataDependent:
-                pass
-            except Exception as exc:
-                with contextlib.suppress(AttributeError):
-                    exc._mk_phase = "forward"  # type: ignore[attr-defined]
-                raise
-        if rec.data_dependent is not None:
-            raise rec.data_dependent
-        outputs = encode(out, rec.read_id)
+        rec = _record_forward(target, model, inputs, shape_only=mode != "real")
+        if mode == "real":
+            free = batchsize.unavailable("captured with real tensors (an output shape depends on "
+                                         "data)")
+        else:
+            free = _probe_batches(target, model, inputs, rec)
     statements = [{"line": lo, "end_line": hi, "nodes": ids}
                   for (lo, hi), ids in sorted(rec.stmt_nodes.items())]
-    return {"values": rec.values, "nodes": rec.nodes, "outputs": outputs,
-            "scalar_inputs": rec.scalar_inputs,
+    return {"values": rec.values, "nodes": rec.nodes, "outputs": rec.outputs,
+            "scalar_inputs": rec.scalar_inputs, "batch_free": free,
             "statements": statements, "batch": applied, "mode": mode,
             "init": "real" if real_init or mode == "real" else mode}
+
+
+def _record_forward(target: Target, model: torch.nn.Module, inputs: list[Any],
+                    shape_only: bool) -> Recorder:
+    """Runs forward once under a new Recorder; its graph is the recorder's
+    values, nodes and (encoded) outputs."""
+    rec = Recorder(target.problem.path, target.forward_code, target.statements,
+                   shape_only=shape_only)
+    rec.register_model(model, inputs)
+    with loader.on_path(target.problem.path), rec.hooks(), rec:
+        try:
+            out = model(*inputs)
+        except DataDependent:
+            pass
+        except Exception as exc:
+            with contextlib.suppress(AttributeError):
+                exc._mk_phase = "forward"  # type: ignore[attr-defined]
+            raise
+    if rec.data_dependent is not None:
+        raise rec.data_dependent
+    rec.outputs = encode(out, rec.read_id)
+    return rec
+
+
+def _probe_batches(target: Target, model: torch.nn.Module, inputs: list[Any],
+                   main: Recorder) -> dict[str, Any]:
+    """Runs forward again at two larger batches (fake or meta tensors: shapes
+    only) and marks the sizes that follow the batch (mkworker.batchsize)."""
+    graphs = []
+    for grow in (1, 2):
+        try:
+            rec = _record_forward(target, model, batchsize.probe_inputs(inputs, grow),
+                                  shape_only=True)
+        except Exception as exc:  # the forward itself says what fixes the batch
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return batchsize.unavailable(f"the forward fails at another batch: {text[:160]}")
+        graphs.append({"values": rec.values, "nodes": rec.nodes, "outputs": rec.outputs})
+    main_graph = {"values": main.values, "nodes": main.nodes, "outputs": main.outputs}
+    return batchsize.annotate(main_graph, graphs)
 
 
 def inputs_shrunk(inputs: list[Any], problem: loader.Problem, batch: int | None) -> bool:
@@ -821,7 +852,7 @@ def _capture_file(path: str, class_name: str, batch: int | None,
         "schema": SCHEMA_VERSION, "file": path, "class": class_name, "source_sha256": sha,
         "batch": got["batch"], "mode": got["mode"], "init": got["init"],
         "values": got["values"], "nodes": got["nodes"], "outputs": got["outputs"],
-        "scalar_inputs": got["scalar_inputs"],
+        "scalar_inputs": got["scalar_inputs"], "batch_free": got["batch_free"],
         "forward": forward, "statements": got["statements"],
         "stats": {"capture_ms": round(ms, 3), "nodes": len(got["nodes"]),
                   "values": len(got["values"]), "cached": False},

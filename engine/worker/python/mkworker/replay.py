@@ -24,7 +24,7 @@ import torch
 from torch._subclasses import fake_tensor
 from torch.overrides import TorchFunctionMode
 
-from mkworker import loader
+from mkworker import batchsize, loader
 from mkworker.encode import JSON, NotReplayable, decode, resolve_op
 
 Graph = dict[str, Any]
@@ -317,8 +317,9 @@ def decode_args(node: Mapping[str, Any], env: Mapping[int, torch.Tensor] | Calla
     mapping or a function of the value id). Device constants become
     ``device`` when given. Raises NotReplayable for opaque arguments."""
     get = env if callable(env) else env.__getitem__
-    args = [decode(a, get, device) for a in node["args"]]
-    kwargs = {k: decode(v, get, device) for k, v in node["kwargs"].items()}
+    enc_args, enc_kwargs = batchsize.resolve(node, lambda vid: get(vid).shape)
+    args = [decode(a, get, device) for a in enc_args]
+    kwargs = {k: decode(v, get, device) for k, v in enc_kwargs.items()}
     return args, kwargs
 
 
@@ -513,7 +514,8 @@ class _NodePlan:
     def __init__(self, graph: Graph, node: Mapping[str, Any], device: Any) -> None:
         out = node["out"]
         self.fast = (not node["mutates"] and isinstance(out, dict) and len(out) == 1
-                     and "t" in out and len(node["outputs"]) == 1)
+                     and "t" in out and len(node["outputs"]) == 1
+                     and not node.get("batch_ints"))  # sizes read from the tensors per call
         self.out = out["t"] if self.fast else -1
         self.fn = resolve_op(node["op"])
         self.args, self.kwargs = decode_args(node, _Slot, device) if self.fast else ([], {})
