@@ -11,6 +11,7 @@ tolerance, non-finite first) by its multi-dimensional index.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,50 +93,89 @@ def compare_tensor(expected: torch.Tensor, actual: Any, atol: float, rtol: float
         return c
     if expected.dtype == torch.bool or not (expected.is_floating_point() or expected.is_complex()):
         return _compare_exact(expected, actual, c, output_index, label)
-    e = expected.detach().to(torch.float64).reshape(-1)
-    a = actual.detach().to(torch.float64).reshape(-1)
-    e_nan, a_nan = torch.isnan(e), torch.isnan(a)
-    e_fin, a_fin = torch.isfinite(e), torch.isfinite(a)
-    diff = (a - e).abs()
-    tol = atol + rtol * e.abs()
-    # Elementwise pass: both finite and close; both NaN; the same infinity.
-    same_inf = torch.isinf(e) & torch.isinf(a) & (torch.sign(a) == torch.sign(e))
-    passed = (e_fin & a_fin & (diff <= tol)) | (e_nan & a_nan) | same_inf
-    bad_nan = a_nan & ~e_nan
-    bad_inf = torch.isinf(a) & ~same_inf
-    nfail = int((~passed).sum().item())
-    c.failing += nfail
-    c.nan += int(bad_nan.sum().item())
-    c.inf += int(bad_inf.sum().item())
-    both_fin = e_fin & a_fin
-    if bool(both_fin.any().item()):
-        c.max_abs = max(c.max_abs, float(diff[both_fin].max().item()))
-        big = both_fin & (e.abs() >= max(atol, 1e-30))
-        if bool(big.any().item()):
-            c.max_rel = max(c.max_rel, float((diff[big] / e[big].abs()).max().item()))
-    if bool((bad_nan | bad_inf).any().item()):
-        c.max_abs = math.inf
-    if nfail:
-        # Excess over the tolerance; non-finite failures rank above every finite one.
-        excess = torch.where(both_fin, diff - tol, torch.full_like(diff, math.inf))
-        excess = torch.where(passed, torch.full_like(diff, -math.inf), excess)
-        flat = int(torch.argmax(excess).item())
-        worst = float(excess[flat].item())
-        if worst > c._worst_excess:
-            c._worst_excess = worst
-            c.worst_output = output_index
-            c.worst_index = _unravel(flat, tuple(expected.shape))
-            c.worst_expected = float(e[flat].item())
-            c.worst_actual = float(a[flat].item())
-        where = ", ".join(str(i) for i in c.worst_index or [])
-        if c.nan or c.inf:
-            what = f"{c.nan} NaN and {c.inf} Inf values where the reference is finite"
-        else:
-            what = (f"{nfail} of {n} elements differ by more than atol + rtol*|ref| "
-                    f"(max abs error {c.max_abs:.3g})")
-        _fail(c, f"{label}: {what}; worst at [{where}]: expected "
-                 f"{c.worst_expected:.6g}, got {c.worst_actual:.6g}")
+    _compare_float(expected.detach().reshape(-1), actual.detach().reshape(-1),
+                   tuple(expected.shape), atol, rtol, c, output_index, label)
     return c
+
+
+# Elements compared at once. The float64 comparison keeps about ten temporaries of a
+# chunk alive (8 bytes an element each): 2**24 elements cost ~1.3 GB at the peak, where
+# comparing a level-1 output of 1.6e9 elements at once needed ~60 GB and ran the
+# verifier out of memory on an 80 GB GPU.
+CHUNK = 1 << 24
+
+
+def chunks(*flat: torch.Tensor) -> Iterator[tuple[int, list[torch.Tensor]]]:
+    """(offset, the same slice of each 1-d tensor, as float64) over their length,
+    CHUNK elements at a time."""
+    n, size = flat[0].numel(), CHUNK
+    for lo in range(0, n, size):
+        yield lo, [t[lo:lo + size].to(torch.float64) for t in flat]
+
+
+@dataclass
+class _Worst:
+    excess: float = -math.inf
+    flat: int = -1
+    expected: float = 0.0
+    actual: float = 0.0
+
+
+def _compare_float(e_all: torch.Tensor, a_all: torch.Tensor, shape: tuple[int, ...],
+                   atol: float, rtol: float, c: Comparison, output_index: int,
+                   label: str) -> None:
+    """The float comparison, chunk by chunk (CHUNK): counts, largest errors and the
+    worst element over the whole tensor, as one pass over it would find them."""
+    nfail = 0
+    nan_before, inf_before = c.nan, c.inf
+    worst = _Worst()
+    for lo, (e, a) in chunks(e_all, a_all):
+        e_nan, a_nan = torch.isnan(e), torch.isnan(a)
+        e_fin, a_fin = torch.isfinite(e), torch.isfinite(a)
+        diff = (a - e).abs()
+        tol = atol + rtol * e.abs()
+        # Elementwise pass: both finite and close; both NaN; the same infinity.
+        same_inf = torch.isinf(e) & torch.isinf(a) & (torch.sign(a) == torch.sign(e))
+        passed = (e_fin & a_fin & (diff <= tol)) | (e_nan & a_nan) | same_inf
+        bad_nan = a_nan & ~e_nan
+        bad_inf = torch.isinf(a) & ~same_inf
+        fails = int((~passed).sum().item())
+        nfail += fails
+        c.nan += int(bad_nan.sum().item())
+        c.inf += int(bad_inf.sum().item())
+        both_fin = e_fin & a_fin
+        if bool(both_fin.any().item()):
+            c.max_abs = max(c.max_abs, float(diff[both_fin].max().item()))
+            big = both_fin & (e.abs() >= max(atol, 1e-30))
+            if bool(big.any().item()):
+                c.max_rel = max(c.max_rel, float((diff[big] / e[big].abs()).max().item()))
+        if fails:
+            # Excess over the tolerance; non-finite failures rank above every finite one.
+            excess = torch.where(both_fin, diff - tol, torch.full_like(diff, math.inf))
+            excess = torch.where(passed, torch.full_like(diff, -math.inf), excess)
+            at = int(torch.argmax(excess).item())
+            x = float(excess[at].item())
+            if x > worst.excess:
+                worst = _Worst(x, lo + at, float(e[at].item()), float(a[at].item()))
+    if c.nan > nan_before or c.inf > inf_before:
+        c.max_abs = math.inf
+    c.failing += nfail
+    if not nfail:
+        return
+    if worst.excess > c._worst_excess:
+        c._worst_excess = worst.excess
+        c.worst_output = output_index
+        c.worst_index = _unravel(worst.flat, shape)
+        c.worst_expected = worst.expected
+        c.worst_actual = worst.actual
+    where = ", ".join(str(i) for i in c.worst_index or [])
+    if c.nan or c.inf:
+        what = f"{c.nan} NaN and {c.inf} Inf values where the reference is finite"
+    else:
+        what = (f"{nfail} of {e_all.numel()} elements differ by more than atol + rtol*|ref| "
+                f"(max abs error {c.max_abs:.3g})")
+    _fail(c, f"{label}: {what}; worst at [{where}]: expected "
+             f"{c.worst_expected:.6g}, got {c.worst_actual:.6g}")
 
 
 def _compare_exact(expected: torch.Tensor, actual: torch.Tensor, c: Comparison,

@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from mkworker.compare import chunks
+
 # How many times the reference's own TF32 error a candidate may be off the exact result
 # (on top of atol): two independent TF32 roundings of the same sums differ by up to about
 # twice the error of one.
@@ -62,12 +64,11 @@ def output_noise(reference: list[Any], exact: list[Any]) -> list[float]:
                 r.shape != e.shape or not r.is_floating_point() or r.numel() == 0:
             noise.append(0.0)
             continue
-        r64, e64 = r.detach().to(torch.float64), e.detach().to(torch.float64)
-        fin = torch.isfinite(r64) & torch.isfinite(e64)
-        if not bool(fin.any().item()):
-            noise.append(0.0)
-            continue
-        n = float((r64 - e64).abs()[fin].max().item())
+        n = 0.0
+        for _, (r64, e64) in chunks(r.detach().reshape(-1), e.detach().reshape(-1)):
+            fin = torch.isfinite(r64) & torch.isfinite(e64)
+            if bool(fin.any().item()):
+                n = max(n, float((r64 - e64).abs()[fin].max().item()))
         noise.append(n if math.isfinite(n) else 0.0)
     return noise
 
