@@ -34,6 +34,7 @@ typedef struct namer_ctx {
   const char *const *input_names;
   int ninput_names;
   bool takes_more; /* mk_compose_options.forward_takes_more */
+  bool fixed_shapes; /* mk_compose_options.fixed_shapes */
   bool converts;                 /* the forward converts a value (needs _mk_convert) */
 } namer_ctx;
 
@@ -594,8 +595,11 @@ static int emit_shape_guard(const mk_graph *g, namer_ctx *nc, int ninputs, mk_bu
   int guarded = 0;
   for (int v = 0; v < g->nvalues; v++) guarded += g->values[v].kind == MK_VALUE_INPUT;
   if (guarded == 0) return 0;
-  if (g->batch_free) {
+  bool batch_free = g->batch_free && !nc->fixed_shapes;
+  if (batch_free) {
     mk_buf_puts(out, "        # made for the captured shapes; dim 0 of each batched input is free\n");
+  } else if (g->batch_free) {
+    mk_buf_puts(out, "        # made for the captured shapes (at another batch it failed the check)\n");
   } else {
     mk_buf_puts(out, "        # made for the captured shapes (");
     for (const char *c = g->batch_free_why; *c && c - g->batch_free_why < 200; c++)
@@ -607,7 +611,7 @@ static int emit_shape_guard(const mk_graph *g, namer_ctx *nc, int ninputs, mk_bu
   for (int v = 0; v < g->nvalues; v++) {
     const mk_value *val = &g->values[v];
     if (val->kind != MK_VALUE_INPUT) continue;
-    bool free0 = g->batch_free && is_batch_input(g, v);
+    bool free0 = batch_free && is_batch_input(g, v);
     if (k++) mk_buf_puts(out, " or ");
     forward_arg_name(nc, val->index, out);
     mk_buf_puts(out, free0 ? ".shape[1:] != (" : ".shape != (");
@@ -760,7 +764,7 @@ int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candi
   if (g == NULL || p == NULL || opt == NULL || opt->module_source == NULL)
     return mk_errf(err, MK_EINVAL, "compose: graph, partition and module source are required");
   namer_ctx nc = {.g = g, .input_names = opt->input_names, .ninput_names = opt->ninput_names,
-                  .takes_more = opt->forward_takes_more};
+                  .takes_more = opt->forward_takes_more, .fixed_shapes = opt->fixed_shapes};
   nc.alias = malloc(sizeof *nc.alias * ((size_t)g->nvalues + 1));
   nc.layout = malloc((size_t)g->nvalues + 1);
   nc.conv = malloc((size_t)g->nvalues + 1);

@@ -34,6 +34,9 @@ typedef struct mk_compose_options {
                                     does not pass), the same: ModelNew takes them too and runs
                                     the user's forward when any is passed */
   const char *note;              /* extra header line, e.g. "reduced batch 2" (may be NULL) */
+  /* Guard every input's whole shape although the graph is batch-free: the
+   * composition failed the check at another batch (docs/capture.md). */
+  bool fixed_shapes;
 } mk_compose_options;
 
 /* Emits the ModelNew file. chosen[i] is the candidate for subkernel i, or

@@ -66,6 +66,11 @@ typedef struct mk_eval_result {
   char gpu[64];          /* CUDA_VISIBLE_DEVICES of the GPU that ran it; "" on the CPU or
                             when the answer came from the cache */
   char reason[1024];     /* one readable sentence when status != OK */
+  /* A composition that passed at its batch but failed at another one
+   * (mk_verify_result.other_batch_failure; "" otherwise): the search composes
+   * it again with every input's whole shape guarded. */
+  char other_batch_failure[256];
+  int other_batch;
   const char *report_json; /* the verifier's full report (borrowed, valid during the callback) */
   /* What the evaluation cost, for the CPU plan (mk_cpu_plan): the job's wall
    * seconds (0: unknown, the search measures submit to callback) and the

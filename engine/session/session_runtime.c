@@ -362,6 +362,9 @@ void session_runtime_eval_result(const mk_verify_result *v, mk_eval_result *out)
   };
   snprintf(r.reason, sizeof r.reason, "%s", v->reason ? v->reason : "");
   snprintf(r.gpu, sizeof r.gpu, "%s", v->gpu ? v->gpu : "");
+  snprintf(r.other_batch_failure, sizeof r.other_batch_failure, "%s",
+           v->other_batch_failure ? v->other_batch_failure : "");
+  r.other_batch = v->other_batch;
   *out = r;
 }
 

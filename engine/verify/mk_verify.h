@@ -115,6 +115,11 @@ typedef struct mk_verify_result {
   double compile_max_abs_error;
   double speedup_vs_eager, speedup_vs_compile; /* 0 when unknown */
   bool suspicious;        /* speedup needed the stricter re-check */
+  /* A composition that passed, run once more at a batch one smaller
+   * (docs/verify.md): other_batch is that batch (0: not run), and
+   * other_batch_failure why it failed there ("" when it passed or was skipped). */
+  int other_batch;
+  const char *other_batch_failure;
   const char *device;     /* "cpu", "NVIDIA H200", ... */
   const char *gpu;        /* CUDA_VISIBLE_DEVICES of the GPU worker that ran it; "" on the
                              CPU, from the cache, or when no worker ran it */

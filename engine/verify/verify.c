@@ -149,9 +149,21 @@ static void parse_compile_check(const cJSON *comp, mk_verify_result *r) {
   r->compile_max_abs_error = r->compile_check ? mk_json_num(c, "max_abs_error", -1) : -1;
 }
 
+/* The composition's run at another batch (the worker's other_batch). */
+static void parse_other_batch(const cJSON *ob, mk_verify_result *r) {
+  if (!cJSON_IsObject(ob)) return;
+  r->other_batch = (int)mk_json_num(ob, "batch", 0);
+  const char *st = mk_json_str(ob, "status", "skipped");
+  if (strcmp(st, "ok") != 0 && strcmp(st, "skipped") != 0) {
+    const char *why = mk_json_str(ob, "reason", "");
+    r->other_batch_failure = why[0] ? why : st;
+  }
+}
+
 void mk_verify_parse_result(const cJSON *res, mk_verify_result *r) {
   memset(r, 0, sizeof *r);
   r->reason = r->error_kind = r->traceback = r->timing_reason = r->device = r->gpu = "";
+  r->other_batch_failure = "";
   r->json = res;
   if (!cJSON_IsObject(res)) {
     r->status = MK_VERIFY_ERROR;
@@ -172,6 +184,7 @@ void mk_verify_parse_result(const cJSON *res, mk_verify_result *r) {
   r->ref_tf32_noise = mk_json_num(cJSON_GetObjectItemCaseSensitive(res, "reference_tf32"), "noise", 0);
   r->state_tf32_noise = mk_json_num(cJSON_GetObjectItemCaseSensitive(res, "state_tf32"), "noise", 0);
   r->failing_elements = (int64_t)mk_json_num(res, "failing_elements", 0);
+  parse_other_batch(cJSON_GetObjectItemCaseSensitive(res, "other_batch"), r);
   r->elements = (int64_t)mk_json_num(res, "elements", 0);
   if (strcmp(st, "ok") == 0) r->status = MK_VERIFY_OK;
   else if (strcmp(st, "mismatch") == 0) r->status = MK_VERIFY_MISMATCH;

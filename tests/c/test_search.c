@@ -32,6 +32,7 @@ static const char *GRAPH_JSON =
     "{\"id\":3,\"op\":\"torch.sum\",\"args\":[{\"t\":5}],\"kwargs\":{\"dim\":1},\"inputs\":[5],\"outputs\":[6],"
     "\"out\":{\"t\":6},\"mutates\":[],\"span\":{\"line\":8,\"col\":15,\"end_line\":8,\"end_col\":33}}],"
     "\"outputs\":{\"t\":6},\"forward\":{\"line\":4,\"end_line\":8},"
+    "\"batch_free\":{\"ok\":true,\"why\":null,\"inputs\":[0]},"
     "\"statements\":[{\"line\":5,\"end_line\":5,\"nodes\":[0]},{\"line\":6,\"end_line\":6,\"nodes\":[1]},"
     "{\"line\":7,\"end_line\":7,\"nodes\":[2]},{\"line\":8,\"end_line\":8,\"nodes\":[3]}],"
     "\"stats\":{\"capture_ms\":1.0,\"nodes\":4}}";
@@ -97,7 +98,20 @@ typedef struct fake_eval {
   double delay_s;        /* each evaluation takes this long (wall-time budgets) */
   int graph_checks;      /* compositions sent through evaluate_graph */
   const char *graph_report; /* the graph variant's report_json (NULL: none) */
+  int other_batch_failures; /* the first N pass, then fail at another batch */
+  char guards[4][96];       /* each composition's shape guard line, in order */
 } fake_eval;
+
+/* The `if x0.shape...` line of a composed file, into out. */
+static void read_guard(const char *path, char *out, size_t size) {
+  char *text = NULL;
+  size_t len = 0;
+  out[0] = '\0';
+  if (mk_read_file(path, 1 << 22, &text, &len) != 0) return;
+  const char *g = strstr(text, "        if x0.shape");
+  if (g) snprintf(out, size, "%.*s", (int)strcspn(g + 8, "\n"), g + 8);
+  free(text);
+}
 
 static int fake_evaluate(void *self, const mk_graph *g, const mk_subkernel *sk,
                          const mk_candidate *c, mk_eval_cb cb, void *data) {
@@ -130,6 +144,11 @@ static int fake_evaluate_composition(void *self, const char *path, mk_eval_cb cb
   if (fe->graph_ms > 0 && strstr(path, "modelnew.graph.py") != NULL) r.time_ms = fe->graph_ms;
   if (strstr(path, ".graph.py") != NULL) r.report_json = fe->graph_report;
   if (fe->compositions < fe->widen_compositions) r.ref_tf32_noise = 5e-4;
+  if (fe->compositions < 4) read_guard(path, fe->guards[fe->compositions], sizeof fe->guards[0]);
+  if (fe->compositions < fe->other_batch_failures) {
+    r.other_batch = 3;
+    snprintf(r.other_batch_failure, sizeof r.other_batch_failure, "output: 12 of 24 elements differ");
+  }
   if (fe->compositions++ < fe->fail_compositions) {
     r.status = MK_EVAL_MISMATCH;
     snprintf(r.reason, sizeof r.reason, "composition differs");
@@ -347,6 +366,45 @@ MK_TEST(search, tf32_widened_composition_is_not_accepted) {
     snprintf(rm, sizeof rm, "rm -rf '%s'", work);
     MK_CHECK_INT(system(rm), ==, 0);
   }
+}
+
+/* A composition that passes at its batch but fails at another (which its
+ * batch-free guard lets through) is composed again with every input's whole
+ * shape guarded, same variants; that one is kept. */
+MK_TEST(search, composition_failing_at_another_batch_guards_its_whole_shape) {
+  const char *names[] = {"ok_0.5"};
+  fake_prop fp = {.names = names, .nnames = 1};
+  fake_eval fe = {.ref_ms = 4.0, .timed = true, .other_batch_failures = 1};
+  mk_search_config cfg;
+  config(&cfg);
+  cfg.try_cuda_graph = false;
+  char work[] = "/tmp/mk_search_work_XXXXXX";
+  MK_REQUIRE(mkdtemp(work) != NULL);
+  cfg.workdir = work;
+  outcome o = {0};
+  mk_graph *g = NULL;
+  MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
+  MK_REQUIRE(o.res != NULL);
+  MK_CHECK_INT(o.status, ==, 0);
+  MK_CHECK_INT(fe.compositions, ==, 2);
+  MK_CHECK_STR(fe.guards[0], "if x0.shape[1:] != (8,):");
+  MK_CHECK_STR(fe.guards[1], "if x0.shape != (4, 8):");
+  MK_CHECK_INT(o.res->reverted, ==, 0);
+  for (int i = 0; i < o.res->partition.nsubkernels; i++)
+    MK_CHECK_STR(o.res->states[i].variants[o.res->states[i].chosen].cand.name, "ok_0.5");
+  char *log = NULL;
+  size_t len = 0;
+  char path[256];
+  snprintf(path, sizeof path, "%s/run.jsonl", work);
+  if (mk_read_file(path, 1 << 22, &log, &len) == 0) {
+    MK_CHECK(strstr(log, "\"other_batch_failure\":\"output: 12 of 24 elements differ\"") != NULL);
+    free(log);
+  }
+  mk_search_result_free(o.res);
+  mk_graph_free(g);
+  char rm[300];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", work);
+  MK_CHECK_INT(system(rm), ==, 0);
 }
 
 MK_TEST(search, proposal_budget_is_respected) {

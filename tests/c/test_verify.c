@@ -207,6 +207,24 @@ MK_TEST(verify, parse_gpu_result) {
   MK_CHECK_INT(r.compile_check, ==, 0);
   cJSON_Delete(j);
 
+  /* A composition's run at a smaller batch: a failure there, or nothing. */
+  j = cJSON_Parse("{\"status\":\"ok\",\"other_batch\":{\"batch\":7,\"status\":\"runtime_error\","
+                  "\"reason\":\"RuntimeError: shape '[8, -1]' is invalid\"}}");
+  mk_verify_parse_result(j, &r);
+  MK_CHECK_INT(r.other_batch, ==, 7);
+  MK_CHECK_STR(r.other_batch_failure, "RuntimeError: shape '[8, -1]' is invalid");
+  cJSON_Delete(j);
+  const char *fine[] = {"{\"status\":\"ok\",\"other_batch\":{\"batch\":7,\"status\":\"ok\",\"reason\":\"\"}}",
+                        "{\"status\":\"ok\",\"other_batch\":{\"batch\":null,\"status\":\"skipped\","
+                        "\"reason\":\"no smaller batch to run\"}}",
+                        "{\"status\":\"ok\"}"};
+  for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+    j = cJSON_Parse(fine[i]);
+    mk_verify_parse_result(j, &r);
+    MK_CHECK_STR(r.other_batch_failure, "");
+    cJSON_Delete(j);
+  }
+
   /* Passed only against the full-FP32 reference (docs/verify.md). */
   j = cJSON_Parse("{\"status\":\"ok\",\"max_abs_error\":2e-4,"
                   "\"reference_tf32\":{\"noise\":5.4e-4,\"factor\":2,\"compared_with\":\"fp32\"}}");

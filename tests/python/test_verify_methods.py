@@ -208,3 +208,24 @@ def test_methods_are_registered_with_the_protocol():
     protocol = pytest.importorskip("mkworker.protocol")
     for name in ("verify_subkernel", "verify_composition", "time_reference"):
         assert protocol.lookup(name) is not None
+
+
+def test_composition_is_run_once_more_at_a_smaller_batch(tmp_path: Path) -> None:
+    """A composition that passed runs one more trial a batch smaller (docs/verify.md):
+    its guard lets any batch through when its graph is batch-free, so a size it still
+    fixes shows there, and the engine composes it again with the whole shape guarded."""
+    ok = verify_composition({"file": str(KERNELS / "cbr_modelnew_ok.py"),
+                             "reference_file": EXAMPLE, "trials": 1, "device": "cpu",
+                             "batch": 2}, lambda m, f: None)
+    assert ok["status"] == "ok" and ok["other_batch"] == {"batch": 1, "status": "ok",
+                                                          "reason": ""}
+    # the same kernel, its output made for batch 2 whatever the input's
+    src = (KERNELS / "cbr_modelnew_ok.py").read_text().replace(
+        "y = torch.empty_like(x)", "y = torch.empty((2,) + tuple(x.shape[1:]))")
+    f = tmp_path / "new.py"
+    f.write_text(src)
+    rep = verify_composition({"file": str(f), "reference_file": EXAMPLE, "trials": 1,
+                              "device": "cpu", "batch": 2}, lambda m, f: None)
+    assert rep["status"] == "ok", rep["reason"]  # right at its own batch ...
+    other = rep["other_batch"]
+    assert other["batch"] == 1 and other["status"] != "ok" and other["reason"]  # ... not at 1

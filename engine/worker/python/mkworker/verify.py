@@ -1368,6 +1368,9 @@ def _verify_composition(ref_mod: Candidate, ref_cls_name: str, new_mod: Candidat
         rep = _finish(ref, cand, make, spec, settings, progress,
                       ref_call=lambda *xs: model(*xs), cand_call=lambda *xs: new(*xs),
                       first_dim=first_dim, ref_key=ref_key, check_compile=True)
+    if rep.get("status") == "ok":
+        rep["other_batch"] = _composition_at_other_batch(ref, cand, make, spec, settings,
+                                                         first_dim)
     if rep.get("status") == "ok" and launches.note():
         notes.append(launches.note())
     if rep.get("status") == "ok" and rep.get("reference_tf32"):
@@ -1380,6 +1383,27 @@ def _verify_composition(ref_mod: Candidate, ref_cls_name: str, new_mod: Candidat
             notes.append(captured[1])
     rep["notes"] = notes
     return rep
+
+
+def _composition_at_other_batch(ref: Side, cand: Side,
+                                make: Callable[[int | None], Callable[[int], list[Any]]],
+                                spec: TrialSpec, settings: Settings,
+                                first_dim: int | None) -> dict[str, Any]:
+    """One trial of a composition that passed, at a batch one smaller (docs/verify.md).
+    ModelNew's guard lets any batch through when its graph is batch-free (docs/capture.md,
+    "Running at any batch"): this is where a size it still fixes would show, and the
+    engine then composes it again with the whole shape guarded. A guarded ModelNew runs
+    the user's forward there and passes."""
+    b = _other_batch(settings.batch, first_dim)
+    if b is None:
+        return {"batch": None, "status": "skipped", "reason": "no smaller batch to run"}
+    one = TrialSpec(**{**spec.__dict__, "seeds": spec.seeds[:1]})
+    try:
+        got = run_trials(ref, cand, make(b), one)
+    except _ReferenceFailed as e:
+        return {"batch": b, "status": "skipped",
+                "reason": f"the reference cannot run at batch {b} ({e})"}
+    return {"batch": b, "status": got.status, "reason": got.reason}
 
 
 def _graph_capture(module: torch.nn.Module) -> tuple[bool, str] | None:
