@@ -759,6 +759,13 @@ static int emit_sections(const mk_partition *p, const mk_candidate *const *chose
   return 0;
 }
 
+int mk_compose_plain_subclass(const mk_graph *g, const char *module_source, mk_buf *out) {
+  mk_buf_printf(out, "# ModelNew composed by MKEvolve: no subkernel could be replaced.\n");
+  mk_buf_puts(out, module_source ? module_source : "");
+  mk_buf_printf(out, "\n\nclass ModelNew(%s):\n    pass\n", g && g->class_name ? g->class_name : "Model");
+  return out->err;
+}
+
 int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candidate *const *chosen,
                         const mk_compose_options *opt, mk_buf *out, mk_errmsg *err) {
   if (g == NULL || p == NULL || opt == NULL || opt->module_source == NULL)

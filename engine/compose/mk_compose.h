@@ -44,6 +44,11 @@ typedef struct mk_compose_options {
 int mk_compose_modelnew(const mk_graph *g, const mk_partition *p, const mk_candidate *const *chosen,
                         const mk_compose_options *opt, mk_buf *out, mk_errmsg *err);
 
+/* The last resort, always correct: ModelNew is the user's Model unchanged
+ * (`class ModelNew(Model): pass` after the module's source). Appends to
+ * caller-owned `out`. */
+int mk_compose_plain_subclass(const mk_graph *g, const char *module_source, mk_buf *out);
+
 /* The CUDA-graph variant of a composed file (compose_graph.c): modelnew_source
  * unchanged, then a subclass of the same name (class_name, NULL: "ModelNew")
  * whose forward replays the composed forward as one CUDA graph per input

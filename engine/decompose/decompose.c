@@ -209,6 +209,9 @@ static int collect_io(const mk_graph *g, const unsigned char *in, mk_subkernel *
     const mk_node *n = &g->nodes[s->nodes[i]];
     for (int k = 0; k < n->ninputs && !rc; k++)
       if (from_outside(g, in, n->inputs[k])) rc = ivec_push_unique(&ins, n->inputs[k]);
+    /* a factory's size written from a forward input's shape needs that input */
+    for (int k = 0; k < n->nbatch_ints && !rc; k++)
+      if (from_outside(g, in, n->batch_ints[k].vid)) rc = ivec_push_unique(&ins, n->batch_ints[k].vid);
     for (int k = 0; k < n->noutputs && !rc; k++)
       if (escapes(g, in, n->outputs[k])) rc = ivec_push(&outs, n->outputs[k]);
   }

@@ -79,8 +79,11 @@ static int parse_one(const mk_graph *g, const mk_node *n, const cJSON *js, mk_ba
       !json_int64(cJSON_GetObjectItemCaseSensitive(js, "den"), BATCH_COEF_MAX, &b->den) ||
       !json_int64(cJSON_GetObjectItemCaseSensitive(js, "off"), BATCH_COEF_MAX, &b->off) || b->den < 1)
     return mk_errf(err, MK_EINVAL, "capture graph: node %d: a batch size is malformed", n->id);
-  if (vid < 0 || !node_reads(n, (int)vid))
-    return mk_errf(err, MK_EINVAL, "capture graph: node %d: a batch size follows value %lld, which it does not read",
+  /* a tensor the node reads, or (a factory's size) a forward input */
+  if (vid < 0 || vid >= g->nvalues || (!node_reads(n, (int)vid) && g->values[vid].kind != MK_VALUE_INPUT))
+    return mk_errf(err, MK_EINVAL,
+                   "capture graph: node %d: a batch size follows value %lld, which it does not read and "
+                   "which is no forward input",
                    n->id, (long long)vid);
   const mk_value *v = &g->values[vid];
   if (d < 0 || d >= v->rank)

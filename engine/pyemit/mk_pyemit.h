@@ -43,9 +43,9 @@ int mk_pyemit_device_binding(const mk_graph *g, const int *nodes, int nnodes, in
  * (mk_graph_node_is_constant, mk_ir.h). */
 #define MK_PYEMIT_CONST_FN "_mk_const"
 
-/* Appends `vN = _mk_const((id, dtype[, _mk_dev]), lambda: <the call>)` for
- * constant node `n`: the tensor is made on the first call per device and
- * default dtype, then reused. The module must define the helper
+/* Appends `vN = _mk_const((id, dtype[, _mk_dev][, sizes]), lambda: <the call>)`
+ * for constant node `n`: the tensor is made on the first call per device,
+ * default dtype and batch (the sizes that follow it: mk_batch_int), then reused. The module must define the helper
  * (mk_pyemit_constant_helper). */
 int mk_pyemit_constant_node(const mk_graph *g, const mk_node *n, mk_value_namer namer, void *ctx,
                             int indent, mk_buf *out, mk_errmsg *err);

@@ -430,10 +430,18 @@ int mk_pyemit_constant_node(const mk_graph *g, const mk_node *n, mk_value_namer 
   if (n->noutputs != 1) return mk_errf(err, MK_EINVAL, "node %d makes %d tensors, not one", n->id, n->noutputs);
   mk_buf_indent(out, indent);
   namer(ctx, n->outputs[0], out);
-  /* The key: the node, the default dtype (torch.tensor(1.5) follows it) and
-   * the device the call spells as MK_PYEMIT_DEVICE_VAR, if it names one. */
+  /* The key: the node, the default dtype (torch.tensor(1.5) follows it),
+   * the device the call spells as MK_PYEMIT_DEVICE_VAR, if it names one, and
+   * the sizes it takes from the batch. */
   mk_buf_printf(out, " = " MK_PYEMIT_CONST_FN "((%d, torch.get_default_dtype()", n->id);
   if (first_device(n->args) || first_device(n->kwargs)) mk_buf_puts(out, ", " MK_PYEMIT_DEVICE_VAR);
+  /* and each size that follows the batch: one tensor per batch seen */
+  const emitter e = {namer, ctx, n};
+  for (int k = 0; k < 0 * n->nbatch_ints; k++) {
+    mk_buf_puts(out, ", ");
+    int rc = emit_batch_int(&n->batch_ints[k], &e, out);
+    if (rc) return rc;
+  }
   mk_buf_puts(out, "), lambda: ");
   int rc = mk_pyemit_call(g, n, namer, ctx, out, err);
   if (rc) return rc;

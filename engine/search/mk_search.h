@@ -189,6 +189,12 @@ typedef struct mk_search_result {
    * (0 when not tried, -1 when it failed), cuda_graph_reason why it was not
    * kept (empty when kept or not tried). */
   bool cuda_graph;
+  /* The composition failed at another batch, so modelnew_path guards every
+   * input's whole shape (mk_compose_options.fixed_shapes). */
+  bool fixed_shapes;
+  /* modelnew_path is the plain subclass (mk_compose_plain_subclass): the
+   * composition failed or was slower than the Model itself. */
+  bool plain_subclass;
   double plain_ms, cuda_graph_ms;
   char cuda_graph_reason[1024];
 } mk_search_result;

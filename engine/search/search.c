@@ -1182,13 +1182,11 @@ static int compose_to_file(mk_search *s, char **path_out, mk_errmsg *err) {
   int rc = s->final_round >= 2 ? mk_errf(err, MK_EUNSUPPORTED, "plain subclass")
                                : mk_compose_modelnew(s->g, &s->part, chosen, &opt, &out, err);
   free(chosen);
+  s->res->plain_subclass = rc != 0;
   if (rc) {
     /* Last resort, always correct: ModelNew is the user's Model unchanged. */
     mk_buf_reset(&out);
-    mk_buf_printf(&out, "# ModelNew composed by MKEvolve: no subkernel could be replaced.\n");
-    mk_buf_puts(&out, s->source);
-    mk_buf_printf(&out, "\n\nclass ModelNew(%s):\n    pass\n",
-                  s->g->class_name ? s->g->class_name : "Model");
+    mk_compose_plain_subclass(s->g, s->source, &out);
   }
   mk_buf path;
   mk_buf_init(&path, 4096);
@@ -1259,7 +1257,7 @@ static void on_final(void *data, const mk_eval_result *r) {
   }
   log_event(s, "final_verify", f);
   if (other_batch) {
-    s->fixed_shapes = true; /* PH_FINAL again, same round */
+    s->fixed_shapes = s->res->fixed_shapes = true; /* PH_FINAL again, same round */
   } else if ((r->status == MK_EVAL_OK && !slower && !widened) || r->status == MK_EVAL_CANCELLED ||
       s->cancelled || s->final_round >= 2) {
     s->ph = r->status == MK_EVAL_OK && graph_worth_trying(s) ? PH_GRAPH : PH_DONE;
@@ -1403,6 +1401,7 @@ static void prefer_rescue(mk_search *s) {
   s->rescue_report = NULL;
   free(res->modelnew_path);
   res->modelnew_path = s->rescue_path;
+  res->plain_subclass = false; /* round 0's composition, as a graph */
   s->rescue_path = NULL;
   cJSON *f = cJSON_CreateObject();
   cJSON_AddNumberToObject(f, "time_ms", res->final.time_ms);

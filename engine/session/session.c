@@ -800,6 +800,8 @@ static void adopt_result(module_state *m, mk_search_result *r) {
                                 .splits_tried = r->splits_tried, .splits_won = r->splits,
                                 .fused = r->fused, .cuda_graph = r->cuda_graph};
   m->native_evals = r->native_evals;
+  m->fixed_shapes = r->fixed_shapes;
+  m->plain_subclass = r->plain_subclass;
   if (r->final.status == MK_EVAL_OK) {
     m->ours_ms = r->final.time_ms;
     m->eager_ms = r->final.ref_eager_ms;
@@ -932,9 +934,22 @@ int mk_session_compose(mk_session *s, const char *path, const char *out_path, ch
   mk_compose_options opt = {.module_source = m->source, .source_path = m->path,
                             .input_names = (const char *const *)m->input_names,
                             .ninput_names = m->ninput_names, .forward_takes_more = m->forward_takes_more,
-                            .note = m->note[0] ? m->note : NULL};
-  int rc = mk_compose_modelnew(m->g, &m->part, chosen, &opt, &text, err);
+                            .note = m->note[0] ? m->note : NULL, .fixed_shapes = m->fixed_shapes};
+  /* What the evolve verified: the plain subclass where it kept that (a
+   * composition of PyTorch subkernels is another program), else the
+   * composition of the chosen variants. */
+  int rc = m->plain_subclass ? mk_compose_plain_subclass(m->g, m->source, &text)
+                             : mk_compose_modelnew(m->g, &m->part, chosen, &opt, &text, err);
+  if (rc && m->plain_subclass) mk_errf(err, rc, "out of memory");
   free(chosen);
+  /* the evolve kept its CUDA-graph variant: the file says so, so it is one */
+  if (!rc && m->moves.cuda_graph) {
+    mk_buf graph;
+    mk_buf_init(&graph, 0);
+    rc = mk_compose_cuda_graph(mk_buf_cstr(&text), "ModelNew", &graph, err);
+    mk_buf_free(&text);
+    text = graph;
+  }
   char dir[4096];
   mk_buf def;
   mk_buf_init(&def, 8192);
@@ -969,9 +984,14 @@ int mk_session_swap(mk_session *s, const char *path, int subkernel, int variant,
     return mk_errf(err, MK_EINVAL, "variant %s is not verified (%s)", st->variants[variant].cand.name,
                    st->variants[variant].result.reason);
   int old = st->chosen;
+  bool was_plain = m->plain_subclass;
   st->chosen = variant;
+  m->plain_subclass = false; /* the user's choice is composed, whatever the evolve kept */
   int rc = mk_session_compose(s, path, NULL, NULL, err);
-  if (rc) st->chosen = old;
+  if (rc) {
+    st->chosen = old;
+    m->plain_subclass = was_plain;
+  }
   session_module_refresh_views(s, m);
   return rc;
 }

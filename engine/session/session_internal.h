@@ -44,6 +44,9 @@ typedef struct module_state {
   double compile_err;
   char compile_note[256];   /* mk_session_module.compile_note */
   mk_session_moves moves;   /* the last evolve's merges/splits and CUDA-graph choice */
+  bool fixed_shapes;        /* its composition guards every input's whole shape
+                               (mk_search_result.fixed_shapes) */
+  bool plain_subclass;      /* it kept the plain subclass (mk_search_result.plain_subclass) */
   int native_evals;         /* its evaluations the native worker ran */
   double gpu_fraction;     /* roofline fraction of ours_ms, < 0 unknown */
   char gpu[64];             /* the GPU (CUDA_VISIBLE_DEVICES) that timed ours_ms, "" none */

@@ -389,6 +389,7 @@ MK_TEST(search, composition_failing_at_another_batch_guards_its_whole_shape) {
   MK_CHECK_INT(fe.compositions, ==, 2);
   MK_CHECK_STR(fe.guards[0], "if x0.shape[1:] != (8,):");
   MK_CHECK_STR(fe.guards[1], "if x0.shape != (4, 8):");
+  MK_CHECK(o.res->fixed_shapes && !o.res->plain_subclass);
   MK_CHECK_INT(o.res->reverted, ==, 0);
   for (int i = 0; i < o.res->partition.nsubkernels; i++)
     MK_CHECK_STR(o.res->states[i].variants[o.res->states[i].chosen].cand.name, "ok_0.5");
@@ -860,6 +861,9 @@ static void check_rescue(double graph_ms, bool kept) {
     MK_CHECK(strstr(text, "class ModelNew(Model):\n    pass\n") != NULL);
     free(text);
   }
+  /* what the session writes for `evolve -o` (mk_session_compose) follows these */
+  MK_CHECK(o.res->plain_subclass == !kept);
+  MK_CHECK(!o.res->fixed_shapes);
   mk_search_result_free(o.res);
   mk_partition_free(&p);
   mk_graph_free(g);

@@ -78,9 +78,22 @@ def test_sizes_inside_containers_and_keywords(tmp_path):
         assert torch.equal(replay.run_graph(g, model, [x])[1], model(x))
 
 
+def test_a_factorys_sizes_follow_a_forward_input(tmp_path):
+    # torch.zeros(layers, x.size(0), h) reads no tensor: its size is the input's dim 0
+    g = capture.capture_file(write(tmp_path, "h = torch.zeros(2, x.size(0), 5)\n"
+                                             "return x + h.sum(0)[:, None, :]"))
+    assert g["batch_free"]["ok"], g["batch_free"]
+    (size,) = g["nodes"][0]["batch_ints"]
+    assert g["nodes"][0]["inputs"] == [] and size["t"] == 0 and size["at"] == [1]
+    model = replay.build_model(g["file"])
+    for b in (1, 9):
+        x = torch.rand(b, 4, 5)
+        assert torch.equal(replay.run_graph(g, model, [x])[1], model(x))
+
+
 @pytest.mark.parametrize(("forward", "why"), [
-    # an integer no tensor of its call explains: a factory reads only Python ints
-    ("return x + torch.zeros(x.size(0), 1, 1)", "not a size of the call's tensor arguments"),
+    # an integer no size explains: the square of the batch (three points catch it)
+    ("return x.sum() + torch.zeros(x.size(0) ** 2).sum()", "not a size of the call's tensor"),
     # a size divided into a float: not an integer argument
     ("return x * (1.0 / x.size(0))", "an argument other than a size"),
     # the graph itself changes with the batch

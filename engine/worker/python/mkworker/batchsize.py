@@ -6,10 +6,11 @@ captured batch only. To find which constants are really the batch, the capture
 runs ``forward`` twice more with dim 0 of the batched inputs grown by one and by
 two (on fake tensors: no data, no compute) and compares the three graphs. Every
 integer argument that differs is written as a size of one of its node's own
-tensor arguments, ``num * t.shape[dim] // den + off``, exact at all three
-batches; pyemit writes that expression (``v3.view(v3.shape[0], -1)``) and replay
-evaluates it. When anything else changes with the batch (the graph's structure,
-a float, an integer no tensor of its node explains) the graph is not batch-free
+tensor arguments (a factory's, which has none: of a batched forward input),
+``num * t.shape[dim] // den + off``, exact at all three batches; pyemit writes
+that expression (``v3.view(v3.shape[0], -1)``) and replay evaluates it. When
+anything else changes with the batch (the graph's structure, a float, an
+integer no size explains) the graph is not batch-free
 and compositions keep to the captured shapes (ModelNew guards on them).
 
 Pure functions over recorded graphs; the capture calls :func:`probe_inputs` and
@@ -105,10 +106,12 @@ def _fit(values: list[int], sizes: list[int]) -> tuple[int, int, int] | None:
     return None
 
 
-def _express(node: dict[str, Any], values: list[int], shapes: list[list[dict[str, Any]]]
-             ) -> dict[str, int]:
-    """The first (tensor argument, dim) whose size explains ``values``."""
-    for vid in node["inputs"]:
+def _express(node: dict[str, Any], values: list[int], shapes: list[list[dict[str, Any]]],
+             batched: Sequence[int]) -> dict[str, int]:
+    """The first (tensor argument, dim) whose size explains ``values``; for a call
+    that reads no such tensor (a factory: ``torch.zeros(layers, x.size(0), h)``),
+    a batched forward input's dim 0."""
+    for vid in [*node["inputs"], *(b for b in batched if b not in node["inputs"])]:
         dims = len(shapes[0][vid]["shape"])
         for d in range(dims):
             sizes = [s[vid]["shape"][d] for s in shapes]
@@ -117,7 +120,7 @@ def _express(node: dict[str, Any], values: list[int], shapes: list[list[dict[str
                 num, den, off = got
                 return {"t": vid, "dim": d, "num": num, "den": den, "off": off}
     raise NotBatchFree(f"{_where(node)}: the value {values[0]} changes with the batch and is "
-                       "not a size of the call's tensor arguments")
+                       "not a size of the call's tensor arguments or of a forward input")
 
 
 def _same_structure(main: dict[str, Any], probes: Sequence[dict[str, Any]]) -> None:
@@ -136,7 +139,7 @@ def _same_structure(main: dict[str, Any], probes: Sequence[dict[str, Any]]) -> N
 
 
 def _node_sizes(n: dict[str, Any], others: Sequence[dict[str, Any]],
-                values: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+                values: list[list[dict[str, Any]]], batched: Sequence[int]) -> list[dict[str, Any]]:
     diffs: list[tuple[Path, list[int]]] = []
     a, b, c = n["args"], others[0]["args"], others[1]["args"]
     _differences(a, b, c, [], diffs, n)
@@ -145,7 +148,7 @@ def _node_sizes(n: dict[str, Any], others: Sequence[dict[str, Any]],
         _differences(ka, kb, kc, [key], diffs, n)
     if set(n["kwargs"]) != set(others[0]["kwargs"]) or set(n["kwargs"]) != set(others[1]["kwargs"]):
         raise NotBatchFree(f"{_where(n)}: its keyword arguments change with the batch")
-    return [{"at": path, **_express(n, vals, values)} for path, vals in diffs]
+    return [{"at": path, **_express(n, vals, values, batched)} for path, vals in diffs]
 
 
 def annotate(main: dict[str, Any], probes: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -165,7 +168,8 @@ def annotate(main: dict[str, Any], probes: Sequence[dict[str, Any]]) -> dict[str
         values = [main["values"], probes[0]["values"], probes[1]["values"]]
         found: dict[int, list[dict[str, Any]]] = {}
         for i, n in enumerate(main["nodes"]):
-            sizes = _node_sizes(n, [probes[0]["nodes"][i], probes[1]["nodes"][i]], values)
+            sizes = _node_sizes(n, [probes[0]["nodes"][i], probes[1]["nodes"][i]], values,
+                                batched)
             if sizes:
                 found[i] = sizes
     except NotBatchFree as why:
