@@ -141,7 +141,26 @@ def _expected_shapes(problem: loader.Problem, batch: int) -> list[list[int] | No
 def generate_inputs(problem: loader.Problem, seed: int = 0, device: str | torch.device = "cpu",
                     batch: int | None = None) -> list[Any]:
     """get_inputs() after ``seed_all(seed)``, with dim 0 of every tensor cut to
-    ``batch`` (the capture's ``batch`` rule), moved to ``device``."""
+    ``batch`` (the capture's ``batch`` rule), moved to ``device``.
+
+    On a GPU the factory calls of get_inputs() draw there (``torch.device`` as
+    the default device): the CPU generator is serial, and a level-1 problem's
+    4 GiB of inputs took ~6 s per seed that way, 30 s of every candidate's
+    check. The values differ from a CPU draw of the same seed, not their
+    distribution; a get_inputs() that fails so is drawn on the CPU."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        try:
+            with torch.device(dev):
+                inputs = _draw(problem, seed, batch)
+            return [x.to(dev) if isinstance(x, torch.Tensor) else x for x in inputs]
+        except Exception:
+            pass  # a get_inputs() that mixes devices or needs the CPU: drawn there
+    inputs = _draw(problem, seed, batch)
+    return [x.to(dev) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _draw(problem: loader.Problem, seed: int, batch: int | None) -> list[Any]:
     inputs: list[Any] | None = None
     if batch is not None:
         expected = _expected_shapes(problem, batch)
@@ -162,7 +181,7 @@ def generate_inputs(problem: loader.Problem, seed: int = 0, device: str | torch.
             inputs = [x.narrow(0, 0, batch).clone()
                       if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] > batch
                       else x for x in inputs]
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+    return inputs
 
 
 # make_inputs is asked for the same (file, seed) by every candidate a worker checks, and
