@@ -637,8 +637,10 @@ MK_TEST(ir, batch_sizes_are_read_and_checked) {
       {"[{\"at\":[1],\"t\":1,\"dim\":0,\"num\":2,\"den\":2,\"off\":0}]", NULL, 0, NULL},
       {"[{\"at\":[1],\"t\":1,\"dim\":0,\"num\":1,\"den\":1,\"off\":1}]", NULL, MK_EINVAL,
        "gives 5 at the captured shapes, not 4"},
-      {"[{\"at\":[2],\"t\":0,\"dim\":0,\"num\":1,\"den\":1,\"off\":0}]", NULL, MK_EINVAL,
-       "follows value 0, which it does not read"},
+      {"[{\"at\":[2],\"t\":3,\"dim\":0,\"num\":1,\"den\":1,\"off\":0}]", NULL, MK_EINVAL,
+       "follows value 3, which it does not read and which is no forward input"},
+      /* a forward input the node does not read: a factory's size */
+      {"[{\"at\":[1],\"t\":0,\"dim\":0,\"num\":1,\"den\":1,\"off\":0}]", NULL, 0, NULL},
       {"[{\"at\":[1],\"t\":1,\"dim\":3,\"num\":1,\"den\":1,\"off\":0}]", NULL, MK_EINVAL,
        "follows dim 3 of a rank-3 value"},
       {"[{\"at\":[0],\"t\":1,\"dim\":0,\"num\":1,\"den\":1,\"off\":0}]", NULL, MK_EINVAL,
