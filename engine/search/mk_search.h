@@ -267,6 +267,10 @@ typedef struct mk_cpu_plan {
 /* Below this a job cannot do its work (a worker restart alone is seconds). */
 #define MK_CPU_PLAN_MIN_JOB_S 10.0
 
+/* The whole-program check runs the subkernels' trials and one more at a
+ * smaller batch (docs/verify.md, verify_composition's other_batch). */
+#define MK_CHECK_EXTRA_TRIALS 1
+
 /* Seconds the next candidate may run: the budget left after the planned
  * whole-program check, shared by the subkernels left and the check's share
  * of this candidate's kernel; when that share is below what a job needs

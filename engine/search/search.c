@@ -844,12 +844,14 @@ static void cpu_log_plan(mk_search *s, int k, const char *decision, double secon
 }
 
 /* A verified kernel is kept when the whole-program check can still afford
- * it: it runs there once per twin and trial, at the speed measured here. */
+ * it: it runs there once per twin and trial (its own trials and the check's
+ * extra one), at the speed measured here. */
 static void cpu_keep_or_plan_out(mk_search *s, int k, mk_subkernel_state *st, const mk_variant *v) {
   const mk_eval_result *r = &v->result;
   int trials = r->trials > 0 ? r->trials : 1, copies = multiplicity(s, k);
   double cost = r->cost_s;
-  double add = mk_cpu_plan_kernel_cost(r->run_s > 0 ? r->run_s : cost / trials, copies, trials);
+  double add = mk_cpu_plan_kernel_cost(r->run_s > 0 ? r->run_s : cost / trials, copies,
+                                       trials + MK_CHECK_EXTRA_TRIALS);
   mk_cpu_plan p = cpu_snapshot(s);
   if (mk_cpu_plan_affords(&p, add)) {
     s->cpu_reserve += add;
@@ -861,7 +863,7 @@ static void cpu_keep_or_plan_out(mk_search *s, int k, mk_subkernel_state *st, co
            "verified, but under the CPU interpreter it would add ~%.0f s (%d cop%s x %d trials) to "
            "the whole-program check, which already needs ~%.0f s with %.0f s used, past the CPU "
            "budget of %.0f s: PyTorch kept",
-           add, copies, copies == 1 ? "y" : "ies", trials, p.base_s + p.reserve_s, p.spent_s,
+           add, copies, copies == 1 ? "y" : "ies", trials + MK_CHECK_EXTRA_TRIALS, p.base_s + p.reserve_s, p.spent_s,
            s->cpu_budget);
   cpu_log_plan(s, k, "planned_out", add);
 }
@@ -873,7 +875,7 @@ static void cpu_learn_check_base(mk_search *s, int k, const mk_eval_result *r) {
   (void)k;
   int trials = r->trials > 0 ? r->trials : 1;
   double rest = r->cost_s - trials * r->run_s;
-  double seen = mk_cpu_plan_check_base(r->prefix_s, trials);
+  double seen = mk_cpu_plan_check_base(r->prefix_s, trials + MK_CHECK_EXTRA_TRIALS);
   if (seen > s->cpu_base) s->cpu_base = seen;
   if (r->run_s > 0 && rest > s->cpu_base) s->cpu_base = rest;
 }
