@@ -437,7 +437,7 @@ int mk_pyemit_constant_node(const mk_graph *g, const mk_node *n, mk_value_namer 
   if (first_device(n->args) || first_device(n->kwargs)) mk_buf_puts(out, ", " MK_PYEMIT_DEVICE_VAR);
   /* and each size that follows the batch: one tensor per batch seen */
   const emitter e = {namer, ctx, n};
-  for (int k = 0; k < 0 * n->nbatch_ints; k++) {
+  for (int k = 0; k < n->nbatch_ints; k++) {
     mk_buf_puts(out, ", ");
     int rc = emit_batch_int(&n->batch_ints[k], &e, out);
     if (rc) return rc;

@@ -42,7 +42,9 @@ def test_sizes_read_from_the_batch_are_sizes_of_the_calls_tensors(batch):
     b = batch or 64
     assert g["batch_free"] == {"ok": True, "why": None, "inputs": [0]}
     sizes = nodes_with_sizes(g)
-    assert sorted(sizes) == ["reshape", "view"]
+    assert sorted(sizes) == ["ones", "reshape", "view"]
+    (ones,) = sizes["ones"]
+    assert ones["t"] == 0 and ones["at"] == [0]  # no tensor argument: the forward input
     flat, per_channel = sizes["view"]
     # y.view(x.size(0), -1): y's dim 0; y.reshape(b * ch, ...): 8 * y's dim 0;
     # .view(b, ch) of the [b * ch] sums: their dim 0 over 8
