@@ -5,7 +5,7 @@
 # pydantic carried as wheels in .whl). Conv-led problems first. Resumable:
 # records in .kb/bench-l2d/problems (carried back from an earlier call:
 # scripts/device/resume.sh FILES_AT unpacks them there) are kept, except those of BENCH_RERUN. First the GPU-marked precision tests (the TF32-aware comparison on a
-# real channels_last convolution). Everything comes back under $OUT.
+# real channels_last convolution) and input draws on the GPU (test_replay.py). Everything comes back under $OUT.
 # BACKEND=auto|cuda: the same sweep for issue #18 (below). BENCH_ARGS: more bench options
 # (e.g. "--compile-baselines": compile's max-autotune-no-cudagraphs and reduce-overhead too).
 #   carry: .devkit .kb .whl (scripts/devkit.sh, scripts/device/prepare-kb.sh)
@@ -17,7 +17,7 @@ export PYTHONPATH=/tmp/site:$KB/standins
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 if [ "${SKIP_PYTEST:-0}" != 1 ]; then
   (cd "$root/tests/python" && PYTHONPATH="$MKEVOLVE_WORKER_PATH:$PYTHONPATH" timeout 120 \
-    python3 -m pytest -q -rs -m gpu ${PYTEST_FILES:-test_verify_precision.py} 2>&1 | tail -8) \
+    python3 -m pytest -q -rs -m gpu ${PYTEST_FILES:-test_verify_precision.py test_replay.py} 2>&1 | tail -8) \
     | tee "$OUT/pytest-gpu.txt"
 fi
 level=${LEVEL:-2}

@@ -254,7 +254,7 @@ def test_inputs_are_drawn_on_the_gpu_itself(tmp_path):
     per seed for a level-1 problem's 4 GiB): the same seed gives the same tensors, on
     the device, at the reduced batch too; a get_inputs() that needs the CPU still works."""
     src = tmp_path / "m.py"
-    src.write_text("import torch\nimport numpy as np\n"
+    src.write_text("import torch\n"
                    "class Model(torch.nn.Module):\n    def forward(self, x, i):\n        return x\n"
                    "def get_inputs():\n"
                    "    return [torch.rand(64, 1 << 20), torch.randint(0, 5, (64,))]\n"
@@ -265,8 +265,9 @@ def test_inputs_are_drawn_on_the_gpu_itself(tmp_path):
     assert all(t.is_cuda for t in a) and all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
     small = replay.generate_inputs(problem, 3, "cuda", batch=2)
     assert [tuple(t.shape) for t in small] == [(2, 1 << 20), (2,)]
+    # mixes a default-device draw with a CPU tensor: fails on the GPU, drawn on the CPU
     cpu_only = tmp_path / "c.py"
     cpu_only.write_text(src.read_text().replace(
-        "torch.randint(0, 5, (64,))", "torch.from_numpy(np.arange(64))"))
+        "torch.randint(0, 5, (64,))", "torch.arange(64) + torch.zeros(64, device='cpu')"))
     got = replay.generate_inputs(replay.load_problem(str(cpu_only)), 3, "cuda")
     assert got[1].is_cuda and got[1].tolist() == list(range(64))
