@@ -63,12 +63,6 @@ static const cJSON *leaf_at(const mk_node *n, const cJSON *at) {
   return cJSON_IsNumber(cur) ? cur : NULL;
 }
 
-static bool node_reads(const mk_node *n, int vid) {
-  for (int k = 0; k < n->ninputs; k++)
-    if (n->inputs[k] == vid) return true;
-  return false;
-}
-
 static int parse_one(const mk_graph *g, const mk_node *n, const cJSON *js, mk_batch_int *b,
                      mk_errmsg *err) {
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(js, "t");
@@ -80,7 +74,7 @@ static int parse_one(const mk_graph *g, const mk_node *n, const cJSON *js, mk_ba
       !json_int64(cJSON_GetObjectItemCaseSensitive(js, "off"), BATCH_COEF_MAX, &b->off) || b->den < 1)
     return mk_errf(err, MK_EINVAL, "capture graph: node %d: a batch size is malformed", n->id);
   /* a tensor the node reads, or (a factory's size) a forward input */
-  if (vid < 0 || vid >= g->nvalues || (!node_reads(n, (int)vid) && g->values[vid].kind != MK_VALUE_INPUT))
+  if (vid < 0 || vid >= g->nvalues || (!mk_ir_int_in(n->inputs, n->ninputs, (int)vid) && g->values[vid].kind != MK_VALUE_INPUT))
     return mk_errf(err, MK_EINVAL,
                    "capture graph: node %d: a batch size follows value %lld, which it does not read and "
                    "which is no forward input",

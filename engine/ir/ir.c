@@ -405,7 +405,7 @@ static int parse_node(parse_ctx *c, int i, cJSON *jn) {
 
 /* ---- cross-checks ------------------------------------------------------------ */
 
-static bool int_in(const int *a, int n, int x) {
+bool mk_ir_int_in(const int *a, int n, int x) {
   for (int i = 0; i < n; i++)
     if (a[i] == x) return true;
   return false;
@@ -425,7 +425,7 @@ static int check_ref(void *ctx, int vid) {
   if (vid < 0 || vid >= c->g->nvalues)
     return mk_errf(c->err, MK_EINVAL, "capture graph: %s: %s refers to value %d, which does not exist",
                    c->where, r->what, vid);
-  if (!int_in(r->a, r->na, vid) && !int_in(r->b, r->nb, vid))
+  if (!mk_ir_int_in(r->a, r->na, vid) && !mk_ir_int_in(r->b, r->nb, vid))
     return mk_errf(c->err, MK_EINVAL, "capture graph: %s: %s refers to value %d, which is not listed in %s",
                    c->where, r->what, vid, r->listed);
   return 0;
@@ -451,7 +451,7 @@ static int check_node_values(parse_ctx *c, const mk_node *n, int *made_by) {
     made_by[v->id] = n->id;
   }
   for (int k = 0; k < n->nmutates; k++)
-    if (!int_in(n->inputs, n->ninputs, n->mutates[k]))
+    if (!mk_ir_int_in(n->inputs, n->ninputs, n->mutates[k]))
       return mk_errf(c->err, MK_EINVAL, "capture graph: %s mutates value %d, which it does not read",
                      c->where, n->mutates[k]);
   return 0;
@@ -528,7 +528,7 @@ static int compute_users(mk_graph *g) {
   for (int i = 0; i < g->nnodes; i++) {
     const mk_node *n = &g->nodes[i];
     for (int k = 0; k < n->ninputs; k++) {
-      if (int_in(n->inputs, k, n->inputs[k])) continue; /* listed twice */
+      if (mk_ir_int_in(n->inputs, k, n->inputs[k])) continue; /* listed twice */
       mk_value *v = &g->values[n->inputs[k]];
       int *u = realloc(v->users, (size_t)(v->nusers + 1) * sizeof *u);
       if (u == NULL) return MK_ENOMEM;

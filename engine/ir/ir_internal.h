@@ -7,6 +7,9 @@
 /* Upper bound on any list in a capture graph (values, nodes, sizes). */
 #define MK_IR_MAX_ITEMS 10000000
 
+/* Whether x is among the n ints at a. */
+bool mk_ir_int_in(const int *a, int n, int x);
+
 /* Reads "batch_free" and every node's "batch_ints" (batch.c) once the nodes
  * are parsed and checked; a graph without them is not batch-free. */
 int mk_ir_parse_batch(mk_graph *g, const cJSON *root, mk_errmsg *err);

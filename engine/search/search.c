@@ -88,9 +88,6 @@ struct mk_search {
   /* Round 0 again without variants that passed only the TF32-aware
    * comparison: the composition with them did (choose_variants). */
   bool plain_only;
-  /* The composition failed at another batch than its own: compose it again
-   * with every input's whole shape guarded (mk_compose_options.fixed_shapes). */
-  bool fixed_shapes;
   char *graph_path;    /* the CUDA-graph variant being verified (PH_GRAPH), owned */
   /* A composition with kernels that is correct but slower than eager may be
    * launch-bound (a Triton launch costs host time per kernel): its CUDA-graph
@@ -1180,7 +1177,7 @@ static int compose_to_file(mk_search *s, char **path_out, mk_errmsg *err) {
                             .source_path = s->cfg.source_path ? s->cfg.source_path : s->g->file,
                             .input_names = s->cfg.input_names, .ninput_names = s->cfg.ninput_names,
                             .forward_takes_more = s->cfg.forward_takes_more,
-                            .fixed_shapes = s->fixed_shapes};
+                            .fixed_shapes = s->res->fixed_shapes};
   int rc = s->final_round >= 2 ? mk_errf(err, MK_EUNSUPPORTED, "plain subclass")
                                : mk_compose_modelnew(s->g, &s->part, chosen, &opt, &out, err);
   free(chosen);
@@ -1251,7 +1248,7 @@ static void on_final(void *data, const mk_eval_result *r) {
   /* Correct at its own batch, wrong at another, which its guard lets through
    * (docs/capture.md, "Running at any batch"): the same composition again,
    * every input's whole shape guarded, before anything else is judged. */
-  bool other_batch = r->status == MK_EVAL_OK && r->other_batch_failure[0] && !s->fixed_shapes &&
+  bool other_batch = r->status == MK_EVAL_OK && r->other_batch_failure[0] && !s->res->fixed_shapes &&
                      !s->cancelled;
   if (r->other_batch_failure[0]) {
     cJSON_AddNumberToObject(f, "other_batch", r->other_batch);
@@ -1259,7 +1256,7 @@ static void on_final(void *data, const mk_eval_result *r) {
   }
   log_event(s, "final_verify", f);
   if (other_batch) {
-    s->fixed_shapes = s->res->fixed_shapes = true; /* PH_FINAL again, same round */
+    s->res->fixed_shapes = true; /* PH_FINAL again, same round, composed with it */
   } else if ((r->status == MK_EVAL_OK && !slower && !widened) || r->status == MK_EVAL_CANCELLED ||
       s->cancelled || s->final_round >= 2) {
     s->ph = r->status == MK_EVAL_OK && graph_worth_trying(s) ? PH_GRAPH : PH_DONE;

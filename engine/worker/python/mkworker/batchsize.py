@@ -19,6 +19,7 @@ Pure functions over recorded graphs; the capture calls :func:`probe_inputs` and
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -190,8 +191,6 @@ def resolve(node: dict[str, Any], shape_of: Any) -> tuple[list[JSON], dict[str, 
     sizes = node.get("batch_ints")
     if not sizes:
         return node["args"], node["kwargs"]
-    import copy
-
     args, kwargs = copy.deepcopy(node["args"]), copy.deepcopy(node["kwargs"])
     for s in sizes:
         value = s["num"] * int(shape_of(s["t"])[s["dim"]]) // s["den"] + s["off"]
