@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 from conftest import Worker, fixture
-from mkworker import protocol
+from mkworker import memory, protocol
 from mkworker.encode import NotReplayable, decode, encode, resolve_op, tensor_ids
 from mkworker.server import Channel, Server
 
@@ -159,6 +159,122 @@ def test_internal_errors_are_not_blamed_on_the_user():
     (resp,) = _lines(out)
     assert resp["id"] == 9 and resp["error"]["kind"] == "internal"
     assert "line" not in resp["error"]
+
+
+def test_a_job_that_ran_out_of_memory_runs_again_with_the_caches_released(monkeypatch):
+    kept = {"inputs": 2}
+    calls = []
+
+    def forget() -> int:
+        n, kept["inputs"] = kept["inputs"], 0
+        return n
+
+    def method(params, progress):
+        calls.append(dict(kept))
+        short = kept["inputs"] or params.get("hog")
+        if short and params.get("verdict"):  # a verification's answer: it ran out
+            return {"status": "runtime_error", "error_kind": "oom"}
+        if short:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+        return {"ran": len(calls)}
+
+    monkeypatch.setattr(memory, "_RELEASERS", {"test inputs": forget})
+    protocol.register("test_memory", method, replace=True)
+    server, out = _server()
+
+    # The worker's own cache filled the memory: released, and the second run passes.
+    assert server.handle(b'{"id": 1, "method": "test_memory"}')
+    *progress, resp = _lines(out)
+    assert calls == [{"inputs": 2}, {"inputs": 0}]
+    assert resp["id"] == 1 and resp["result"] == {"ran": 2}
+    assert [p["progress"]["message"] for p in progress] == [
+        "out of memory with the worker's caches held: released them, running again"]
+
+    # Nothing was kept: the candidate's own verdict stands, with no second run.
+    calls.clear()
+    out.truncate(0), out.seek(0)
+    server.handle(b'{"id": 2, "method": "test_memory", "params": {"hog": true}}')
+    (resp,) = _lines(out)
+    assert len(calls) == 1 and resp["error"]["kind"] == "oom"
+
+    # Something was kept, but the job runs out again: one more run only, still "oom".
+    calls.clear()
+    out.truncate(0), out.seek(0)
+    kept["inputs"] = 1
+    server.handle(b'{"id": 3, "method": "test_memory", "params": {"hog": true}}')
+    assert len(calls) == 2 and _lines(out)[-1]["error"]["kind"] == "oom"
+
+    # A result whose error_kind is "oom" counts as running out too.
+    calls.clear()
+    out.truncate(0), out.seek(0)
+    server.handle(b'{"id": 4, "method": "test_memory", "params": {"verdict": true, "hog": true}}')
+    assert len(calls) == 1 and _lines(out)[-1]["result"]["error_kind"] == "oom"
+    kept["inputs"] = 3
+    calls.clear()
+    out.truncate(0), out.seek(0)
+    server.handle(b'{"id": 5, "method": "test_memory", "params": {"verdict": true}}')
+    assert calls == [{"inputs": 3}, {"inputs": 0}]
+    assert _lines(out)[-1]["result"] == {"ran": 2}
+
+
+def test_memory_nothing_can_release_restarts_the_worker_after_the_answer(monkeypatch):
+    import os
+
+    class Exited(Exception):
+        pass
+
+    def fake_exit(code: int) -> None:
+        raise Exited(code)
+
+    def method(params, progress):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(memory, "_RELEASERS", {})
+    monkeypatch.setattr(memory, "stranded", lambda: "12.0 GiB stays allocated")
+    monkeypatch.setattr(os, "_exit", fake_exit)
+    protocol.register("test_stranded", method, replace=True)
+    server, out = _server()
+    with pytest.raises(Exited) as exited:
+        server.handle(b'{"id": 7, "method": "test_stranded"}')
+    assert exited.value.args == (71,)
+    (resp,) = _lines(out)  # answered first
+    assert resp["id"] == 7 and resp["error"]["kind"] == "oom"
+
+
+def test_stranded_memory_is_measured_against_the_device(monkeypatch):
+    class Props:
+        total_memory = 80 << 30
+
+    class Cuda:
+        held = 0
+
+        def memory_allocated(self) -> int:
+            return self.held
+
+        def current_device(self) -> int:
+            return 0
+
+        def get_device_properties(self, index: int) -> Props:
+            return Props()
+
+    class Torch:
+        cuda = Cuda()
+
+    fake = Torch()
+    monkeypatch.setattr(memory, "_cuda", lambda: fake)
+    fake.cuda.held = 19 << 30
+    assert memory.stranded() is None
+    fake.cuda.held = 72 << 30
+    assert "72.0 GiB" in memory.stranded()
+
+
+def test_the_worker_caches_register_their_releasers():
+    from mkworker import replay, verify  # noqa: F401  (importing them registers)
+
+    assert {"drawn inputs", "compiled references", "built models"} <= set(memory._RELEASERS)
+    released = memory.release()
+    assert released.freed_bytes == 0 or torch.cuda.is_initialized()
+    assert memory.stranded() is None  # nothing held on the CPU
 
 
 # --- argument encoding ------------------------------------------------------------

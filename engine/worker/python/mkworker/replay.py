@@ -24,7 +24,7 @@ import torch
 from torch._subclasses import fake_tensor
 from torch.overrides import TorchFunctionMode
 
-from mkworker import batchsize, loader
+from mkworker import batchsize, loader, memory
 from mkworker.encode import JSON, NotReplayable, decode, resolve_op
 
 Graph = dict[str, Any]
@@ -205,9 +205,14 @@ def _inputs_budget(device: torch.device) -> int:
     return 2 << 30
 
 
-def drop_inputs() -> None:
-    """Forgets every kept input (a candidate ran out of memory)."""
+def drop_inputs() -> int:
+    """Forgets every kept input (a job ran out of memory); how many were kept."""
+    kept = len(_INPUTS)
     _INPUTS.clear()
+    return kept
+
+
+memory.register("drawn inputs", drop_inputs)
 
 
 def _rng_state() -> tuple[Any, ...]:

@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
-from mkworker import audit, protocol
+from mkworker import audit, memory, protocol
 from mkworker.protocol import Params, Progress, Result, WorkerError
 
 
@@ -212,7 +212,15 @@ class Server:
         def progress(message: str, fraction: float) -> None:
             self.channel.send(protocol.progress_line(req_id, message, fraction))
 
-        self.channel.send(self._run(req_id, fn, params, progress))
+        line, oom = self._run(req_id, fn, params, progress)
+        if oom:
+            line = self._after_oom(req_id, fn, params, progress, line)
+        self.channel.send(line)
+        if oom and (why := memory.stranded()):
+            print(f"mkworker: {why}; exiting so the engine restarts a clean worker",
+                  file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(71)
         if not cuda_context_usable():
             # A kernel hit a device-side assert or an illegal address: every later
             # CUDA call in this process fails. The answer for the job that did it is
@@ -223,7 +231,27 @@ class Server:
             os._exit(70)
         return method != "shutdown"
 
-    def _run(self, req_id: Any, fn: protocol.Method, params: Params, progress: Progress) -> str:
+    def _after_oom(self, req_id: Any, fn: protocol.Method, params: Params,
+                   progress: Progress, line: str) -> str:
+        """A job ran out of memory: the worker's caches let go, and when that gave
+        anything back the job runs once more (memory.py says why). The second
+        answer is the job's, out of memory or not."""
+        released = memory.release()
+        if not released.any() or fn in (_hello, _shutdown):
+            return line
+        print(f"mkworker: out of memory; released {released.entries} kept entries "
+              f"({released.freed_bytes / 2**30:.1f} GiB) and running the job again",
+              file=sys.stderr)
+        progress("out of memory with the worker's caches held: released them, "
+                 "running again", 0.0)
+        line, again = self._run(req_id, fn, params, progress)
+        if again:
+            memory.release()
+        return line
+
+    def _run(self, req_id: Any, fn: protocol.Method, params: Params,
+             progress: Progress) -> tuple[str, bool]:
+        """The answer line, and whether the job ran out of memory."""
         sys.stdout = sys.stderr  # user code may have replaced it last time
         if fn is not _hello:
             wait_warm()  # one thread of torch at a time
@@ -233,14 +261,15 @@ class Server:
             if not isinstance(result, dict):
                 raise WorkerError("internal", f"method returned {type(result).__name__}, "
                                   "not an object")
-            return protocol.ok_line(req_id, audit.enforce(result, audit.take()))
+            result = audit.enforce(result, audit.take())
+            return protocol.ok_line(req_id, result), memory.ran_out(result)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # SystemExit from user code must not stop the worker
             err = protocol.error_from_exception(exc, protocol.files_in_params(params))
             if err.kind == "internal":
                 print(f"mkworker: internal error: {err.traceback_text}", file=sys.stderr)
-            return protocol.error_line(req_id, err)
+            return protocol.error_line(req_id, err), memory.ran_out(error_kind=err.kind)
         finally:
             sys.stdout = sys.stderr
 

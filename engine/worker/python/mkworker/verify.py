@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from . import precision, timing
+from . import memory, precision, timing
 from .candidate import (
     Candidate,
     CandidateError,
@@ -710,6 +710,20 @@ def _compiled(fn: Callable[..., Any], args: list[Any], device: torch.device,
     return got
 
 
+def _forget_compiled() -> int:
+    """Drops the compiled references and resets dynamo, whose CUDA-graph trees hold
+    reduce-overhead's pool and static inputs; how many were kept."""
+    kept = len(_COMPILED)
+    if kept:
+        _COMPILED.clear()
+        import torch._dynamo
+
+        torch._dynamo.reset()
+    return kept
+
+
+memory.register("compiled references", _forget_compiled)
+
 ModeEntry = tuple[Callable[[], Any] | None, str | None, float]
 
 
@@ -1061,6 +1075,15 @@ def verify_subkernel(params: dict[str, Any], progress: Progress) -> dict[str, An
 # the device costs a copy. Two entries bound the memory kept.
 _MODELS: dict[tuple[Any, ...], tuple[torch.nn.Module, dict[str, torch.Tensor]]] = {}
 _MODELS_KEPT = 2
+
+
+def _forget_models() -> int:
+    kept = len(_MODELS)
+    _MODELS.clear()
+    return kept
+
+
+memory.register("built models", _forget_models)
 
 
 def _model_for(replay: Any, graph: dict[str, Any], path: str, cls: str, seed: int,
