@@ -201,14 +201,17 @@ def test_the_worker_answers_kernelbench_check(tmp_path: Path) -> None:
 
 def test_the_worker_gives_its_cached_memory_back_first(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """KernelBench's process allocates its own GPU memory: the worker drops its
-    kept inputs (and torch's cached blocks) before starting it."""
-    from mkworker import replay
+    """KernelBench's process allocates its own GPU memory: the worker drops every
+    cache it keeps (and torch's cached blocks) before starting it."""
+    from mkworker import memory, replay, verify  # noqa: F401  (they register their caches)
 
     order: list[str] = []
-    monkeypatch.setattr(replay, "drop_inputs", lambda: order.append("dropped"))
+    releasers = {name: (lambda name=name: order.append(name) or 0)
+                 for name in memory._RELEASERS}
+    monkeypatch.setattr(memory, "_RELEASERS", releasers)
     monkeypatch.setattr(kbcheck, "run_isolated",
                         lambda params: order.append("evaluated") or kbcheck.empty_result())
     ref, new = _files(tmp_path, GOOD_NEW)
     kbcheck.kernelbench_check(_params(ref, new), lambda what, frac: None)
-    assert order == ["dropped", "evaluated"]
+    assert set(order[:-1]) == {"drawn inputs", "built models", "compiled references"}
+    assert order[-1] == "evaluated"

@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from mkworker import protocol
+from mkworker import memory, protocol
 
 EVAL_MODULES = ("kernelbench.eval", "src.eval")
 EVAL_FUNCTION = "eval_kernel_against_ref"
@@ -242,16 +242,12 @@ def kernelbench_check(params: dict[str, Any], progress: Callable[[str, float], N
 
 
 def release_gpu_memory() -> None:
-    """Gives this worker's cached GPU memory back before KernelBench's process
-    allocates its own: the kept inputs and torch's cached blocks. On an H100 a
+    """Gives everything this worker keeps back before KernelBench's process
+    allocates its own GPU memory: kept inputs, models, compiled references (and
+    their CUDA-graph pools) and torch's cached blocks (memory.py). On an H100 a
     worker that had just verified problem 100 held 75 GiB of 79, and
     KernelBench's evaluation ran out of memory."""
-    replay = sys.modules.get("mkworker.replay")
-    if replay is not None:
-        replay.drop_inputs()
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
+    memory.release()
 
 
 def register_methods() -> None:
