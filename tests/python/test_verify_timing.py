@@ -13,6 +13,7 @@ from mkworker.verify import (
     Settings,
     Side,
     TrialSpec,
+    _composition_at_other_batch,
     _other_batch,
     _recheck,
     compile_check,
@@ -94,6 +95,36 @@ def test_recheck_accepts_a_correct_kernel():
     finally:
         cand.unload()
     assert out.status == "ok" and rec["other_batch_status"] == "ok"
+
+
+def test_the_trial_after_timing_starts_both_sides_from_the_same_state():
+    """Timing runs the reference and the candidate different numbers of times, and each
+    call of a batch norm in training moves its running statistics: the other-batch trial
+    after it must start them equal (on an H100 every batch-norm network "failed" there,
+    on running_mean and num_batches_tracked)."""
+    torch.manual_seed(0)
+    ref_bn, cand_bn = torch.nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3)
+
+    def state(m: torch.nn.Module):
+        return lambda: dict(m.named_buffers())
+
+    ref = Side(call=lambda xs: ref_bn(*xs), state=state(ref_bn))
+    cand = Side(call=lambda xs: cand_bn(*xs), state=state(cand_bn))
+    with torch.no_grad():  # what timing does: the candidate called more often
+        for _ in range(5):
+            cand_bn(torch.randn(8, 3) * 4 + 2)
+        ref_bn(torch.randn(8, 3))
+
+    def make(batch):
+        def inputs(seed):
+            return [torch.randn(batch or 8, 3, generator=torch.Generator().manual_seed(seed))]
+        return inputs
+
+    spec = TrialSpec(seeds=[1, 2], atol=1e-4, rtol=1e-4, device=torch.device("cpu"))
+    settings = Settings(trials=2, atol=1e-4, rtol=1e-4, batch=8)
+    got = _composition_at_other_batch(ref, cand, make, spec, settings, 8)
+    assert got == {"batch": 7, "status": "ok", "reason": ""}
+    assert int(cand_bn.num_batches_tracked) == int(ref_bn.num_batches_tracked)
 
 
 @cuda

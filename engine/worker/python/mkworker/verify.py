@@ -883,11 +883,29 @@ def _timing_block(ref_fn: Callable[..., Any], cand_fn: Callable[..., Any] | None
     return res
 
 
+def _align_state(ref: Side, cand: Side) -> None:
+    """Sets the candidate's mutable state (buffers a forward updates) to the reference's,
+    for trials that run after the timing: timing calls the two sides different numbers of
+    times, and each call of a batch norm in training moves its running statistics and
+    num_batches_tracked, so without this every such program "failed" at another batch on
+    state the trials never compared (docs/verify.md)."""
+    if ref.state is None or cand.state is None:
+        return
+    theirs = cand.state()
+    with torch.no_grad():
+        for name, value in ref.state().items():
+            mine = theirs.get(name)
+            if isinstance(mine, torch.Tensor) and isinstance(value, torch.Tensor) and \
+                    mine.shape == value.shape and mine.dtype == value.dtype:
+                mine.copy_(value)
+
+
 def _recheck(ref: Side, cand: Side, make: Callable[[int | None], Callable[[int], list[Any]]],
              spec: TrialSpec, settings: Settings, other_batch: int | None,
              out: Outcome) -> dict[str, Any]:
     """The stricter check of a suspicious speedup: more trials on new seeds, then another
     batch size. Failures become the outcome's status."""
+    _align_state(ref, cand)
     seeds = [settings.seed + 100_003 + i for i in range(settings.trials * RECHECK_TRIAL_FACTOR)]
     spec2 = TrialSpec(**{**spec.__dict__, "seeds": seeds})
     more = run_trials(ref, cand, make(settings.batch), spec2)
@@ -1421,6 +1439,7 @@ def _composition_at_other_batch(ref: Side, cand: Side,
     if b is None:
         return {"batch": None, "status": "skipped", "reason": "no smaller batch to run"}
     one = TrialSpec(**{**spec.__dict__, "seeds": spec.seeds[:1]})
+    _align_state(ref, cand)
     try:
         got = run_trials(ref, cand, make(b), one)
     except _ReferenceFailed as e:
