@@ -224,6 +224,7 @@ static bool ew_fits(const bi_plan *p, int s, int out) {
 /* A channel reduction or a pool over windows the tile can hold, reading v. */
 static bool anchor_fits(const bi_plan *p, int s, int v, conv_chain *c) {
   const bi_stage *st = &p->st[s];
+  if (st->bcast_epi >= 0) return false; /* its own kernel runs its broadcast epilogue */
   const mk_node *n = &p->g->nodes[st->nodes[0]];
   mk_errmsg ignored = {{0}};
   int in = bi_arg_tensor(bi_arg(n, 0, "input"));
@@ -261,7 +262,7 @@ static bool anchor_fits(const bi_plan *p, int s, int v, conv_chain *c) {
  * the batch) of v, reading nothing else and keeping no indices. */
 static bool sred_fits(const bi_plan *p, int s, int v, conv_chain *c) {
   const bi_stage *st = &p->st[s];
-  if (st->kind != BI_REDUCE) return false;
+  if (st->kind != BI_REDUCE || st->bcast_epi >= 0) return false;
   const mk_node *n = &p->g->nodes[st->nodes[0]];
   mk_errmsg ignored = {{0}};
   for (int k = 0; k < n->ninputs; k++)

@@ -99,6 +99,13 @@ typedef struct bi_stage {
    * is applied there too (decide_norm_on_epilogue_load): apply_into names that
    * epilogue's EW stage, and epi_norm (on the reading norm) the applied one. */
   int apply_into, pro_norm, epi_norm;
+  /* A reduction with keepdim whose value only the next elementwise run reads,
+   * that run over the reduction's input shape (`x / sqrt(mean(x**2, 1, True))`,
+   * `x - x.max(-1, keepdim=True)`): the reduction's kernel runs it on the
+   * tiles it reduced, the reduced value broadcast from registers, so the
+   * reduced tensor is never stored and read back and the run costs no launch
+   * (bi_plan_fuse_broadcast_epilogues; on the run: fused_into). -1: none. */
+  int bcast_epi;
   int rank;        /* EW: rank of the broadcast shape */
   int64_t shape[MK_IR_MAX_RANK]; /* EW: broadcast shape at capture */
 } bi_stage;
@@ -122,6 +129,14 @@ typedef struct bi_plan {
  * cannot write. Free with bi_plan_free. */
 int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_errmsg *err);
 void bi_plan_free(bi_plan *p);
+/* Gives each reduction the plan can (bi_stage.bcast_epi) its broadcast
+ * epilogue; true if any. The Triton generator's alone: other generators
+ * build their own plans without it. */
+bool bi_plan_fuse_broadcast_epilogues(bi_plan *p);
+/* Fewest programs a reduction with a broadcast epilogue runs with, at the
+ * captured shapes (one per outer index and block of up to 256 kept columns;
+ * one per row for a reduction over the last dims), over those of the plan. */
+int64_t bi_plan_broadcast_programs(const bi_plan *p);
 /* Drops the plan's norms applied on load (apply_into / pro_norm): each such
  * norm is written by its own kernel and stored, as without them. */
 void bi_plan_store_norms(bi_plan *p);

@@ -120,7 +120,7 @@ static int push_stage(bi_plan *p, bi_kind kind, const int *nodes, int nnodes) {
   p->st = ns;
   bi_stage *s = &p->st[p->nst];
   *s = (bi_stage){.kind = kind, .pro = -1, .epi = -1, .fused_into = -1, .apply_into = -1,
-                  .pro_norm = -1, .epi_norm = -1};
+                  .pro_norm = -1, .epi_norm = -1, .bcast_epi = -1};
   s->nodes = malloc((size_t)nnodes * sizeof *s->nodes);
   if (s->nodes == NULL) return MK_ENOMEM;
   memcpy(s->nodes, nodes, (size_t)nnodes * sizeof *nodes);
@@ -195,6 +195,7 @@ bool bi_value_escapes(const bi_plan *p, int s, int v) {
       continue;
     /* An anchor's result is consumed in registers by its epilogue. */
     if (st->epi >= 0 && us == st->epi) continue;
+    if (st->bcast_epi >= 0 && us == st->bcast_epi && v == bi_stage_result(p, s)) continue;
     /* A norm (or its epilogue) applied by the anchor that loads it. */
     if (st->apply_into >= 0 && us == st->apply_into) continue;
     if (st->fused_into >= 0 && p->st[st->fused_into].epi == s &&
@@ -518,6 +519,66 @@ int bi_plan_build(const mk_graph *g, const mk_subkernel *sk, bi_plan *out, mk_er
   decide_norm_on_load(out);
   decide_norm_on_epilogue_load(out);
   return 0;
+}
+
+/* The ops whose kernel keeps one value per kept column (acc), which the
+ * broadcast epilogue reads: not the arg-reductions (indices), scans,
+ * triangles or losses. */
+static bool broadcastable_reduce(const char *op) {
+  static const char *const ops[] = {"sum", "mean", "max", "min", "norm2", "norm1", "logsumexp"};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (strcmp(op, ops[i]) == 0) return true;
+  return false;
+}
+
+/* True if stage t (the run after reduction s) can be s's broadcast epilogue. */
+static bool broadcast_epilogue_fits(const bi_plan *p, int s, int t) {
+  const bi_stage *a = &p->st[s], *e = &p->st[t];
+  if (a->kind != BI_REDUCE || a->epi >= 0 || a->bcast_epi >= 0 || a->apply_into >= 0) return false;
+  if (e->kind != BI_EW || e->fused_into >= 0) return false;
+  const mk_node *an = &p->g->nodes[a->nodes[0]];
+  bi_reduce_info ri;
+  mk_errmsg ignored = {{0}};
+  if (bi_reduce_parse(p->g, an, &ri, &ignored) || !broadcastable_reduce(ri.op) || !ri.keepdim ||
+      ri.target >= 0 || ri.rank < 1 || ri.lo > ri.hi)
+    return false;
+  for (int o = 1; o < an->noutputs; o++) /* max's indices */
+    if (bi_value_escapes(p, s, an->outputs[o])) return false;
+  int in = anchor_input(p, s), res = an->outputs[0];
+  if (in < 0) return false;
+  const mk_value *iv = &p->g->values[in];
+  if (!bi_same_shape(iv->rank, iv->shape, e->rank, e->shape)) return false;
+  for (int i = 0; i < e->nnodes; i++)
+    if (p->g->nodes[e->nodes[i]].nmutates > 0) return false;
+  return read_only_by(p, res, -1, t);
+}
+
+bool bi_plan_fuse_broadcast_epilogues(bi_plan *p) {
+  bool any = false;
+  for (int s = 0; s + 1 < p->nst; s++) {
+    if (!broadcast_epilogue_fits(p, s, s + 1)) continue;
+    p->st[s].bcast_epi = s + 1;
+    p->st[s + 1].fused_into = s;
+    any = true;
+  }
+  return any;
+}
+
+int64_t bi_plan_broadcast_programs(const bi_plan *p) {
+  int64_t fewest = -1;
+  for (int s = 0; s < p->nst; s++) {
+    if (p->st[s].bcast_epi < 0) continue;
+    bi_reduce_info ri;
+    mk_errmsg ignored = {{0}};
+    if (bi_reduce_parse(p->g, &p->g->nodes[p->st[s].nodes[0]], &ri, &ignored)) continue;
+    const mk_value *iv = &p->g->values[anchor_input(p, s)];
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < ri.lo; d++) outer *= iv->shape[d];
+    for (int d = ri.hi + 1; d < iv->rank; d++) inner *= iv->shape[d];
+    int64_t n = outer * (inner + 255) / 256;
+    if (fewest < 0 || n < fewest) fewest = n;
+  }
+  return fewest;
 }
 
 void bi_plan_store_norms(bi_plan *p) {

@@ -115,6 +115,9 @@ static const char *const precisions_cpu[] = {"ieee", "tf32x3"};
  * norms of channels_last values on channel tiles (NORM_CTILE; the module's
  * other norms split their rows). */
 static const int norm_splits[] = {0, 32, -1, 32};
+/* A reduction with a broadcast epilogue on fewer programs than this (about
+ * two per SM of an H100 / H200) puts its `_apart` variant first. */
+#define BCAST_MIN_PROGRAMS 264
 #define NORM_CTILE 3
 /* emit_module's answer for a channel-tiled configuration no norm took. */
 #define CTILE_DECLINED 1
@@ -145,6 +148,7 @@ typedef struct variant {
   int cl;     /* convolutions: 0 cuDNN, 1 cuDNN channels_last, 2 + i implicit GEMM table i */
   int split;  /* norm_splits index */
   int normst; /* 1: a norm the plan applies on load is stored by its own kernel */
+  int bapart; /* 1: reductions and the runs they broadcast into as two kernels */
   int dist;   /* distance from the default, for ordering */
 } variant;
 
@@ -206,6 +210,7 @@ static int variant_name(const cfg_tables *t, const variant *v, bool has_base, bo
   else if (has_norm && c.norm_split > 0) mk_buf_printf(out, "_split%d", c.norm_split);
   if (has_norm && c.norm_split < 0) mk_buf_puts(out, "_rows");
   if (c.norm_stored) mk_buf_puts(out, "_normst");
+  if (v->bapart) mk_buf_puts(out, "_apart");
   if (has_base) mk_buf_printf(out, "_b%d_w%d", c.block, c.warps);
   return out->err;
 }
@@ -614,12 +619,29 @@ static bool gemm_epilogue_covers(const bi_plan *p) {
   return true;
 }
 
+/* Reductions whose kernels carry every other stage that computes: their
+ * prologues and broadcast epilogues (`x / sqrt(mean(x**2, 1, True) + eps)`,
+ * an RMS norm written out). Applies the broadcast epilogues to p. */
+static bool reduce_broadcast_covers(bi_plan *p) {
+  if (!bi_plan_fuse_broadcast_epilogues(p)) return false;
+  for (int s = 0; s < p->nst; s++) {
+    const bi_stage *st = &p->st[s];
+    if (st->kind == BI_VIEW || (st->kind == BI_REDUCE && st->bcast_epi >= 0)) continue;
+    if (st->kind == BI_EW && st->fused_into >= 0 && p->st[st->fused_into].kind == BI_REDUCE &&
+        p->st[st->fused_into].bcast_epi >= 0)
+      continue;
+    return false;
+  }
+  return true;
+}
+
 bool mk_builtin_fuses(const mk_graph *g, const mk_subkernel *sk) {
   bi_plan p;
   mk_errmsg ignored = {{0}};
   if (g == NULL || sk == NULL || bi_plan_build(g, sk, &p, &ignored)) return false;
   bool fused = p.nst >= 2 && (bi_conv_chain_covers(&p, 0) || ends_in_norm_applied_by_pool(&p) ||
-                              ends_in_norm_applied_by_epilogue(&p) || gemm_epilogue_covers(&p));
+                              ends_in_norm_applied_by_epilogue(&p) || gemm_epilogue_covers(&p) ||
+                              reduce_broadcast_covers(&p));
   bi_plan_free(&p);
   return fused;
 }
@@ -700,7 +722,23 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   bi_plan apart_plan = {0};
   bool apart = bi_plan_build(req->graph, req->subkernel, &apart_plan, err) == 0 &&
                bi_plan_unfuse_inplace_epilogues(&apart_plan);
-  int nv = nb * ng * nc * nn * nsv; /* an upper bound: the loops below skip some */
+  /* Reductions whose next run broadcasts their value back over their input
+   * (bi_plan_fuse_broadcast_epilogues): one kernel reads the input, reduces
+   * and runs the run on the same tiles; the plan without it (two kernels:
+   * the reduced tensor stored, then read by the run's own kernel, whose
+   * grid covers every element) is the `_apart` variant. The fused kernel has
+   * one program per outer index and block of kept columns: with few of them
+   * (a row reduction of a few long rows) the two kernels come first. */
+  bi_plan bapart_plan = {0};
+  bool bcast = bi_plan_build(req->graph, req->subkernel, &bapart_plan, err) == 0 &&
+               bi_plan_fuse_broadcast_epilogues(&p);
+  if (bcast) {
+    if (on_load) bi_plan_fuse_broadcast_epilogues(&stored_plan);
+    if (apart) bi_plan_fuse_broadcast_epilogues(&apart_plan);
+  }
+  bool bcast_few = bcast && bi_plan_broadcast_programs(&p) < BCAST_MIN_PROGRAMS;
+  int nba = bcast ? 2 : 1;
+  int nv = nb * ng * nc * nn * nsv * nba; /* an upper bound: the loops below skip some */
   int modes = has_norm ? bi_norm_modes(&p) : 1;
   bool short_rows = has_norm && (modes & 4) && bi_norm_short_rows(&p);
   variant *vs = calloc((size_t)nv, sizeof *vs);
@@ -708,6 +746,7 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
     bi_plan_free(&p);
     bi_plan_free(&stored_plan);
     bi_plan_free(&apart_plan);
+    bi_plan_free(&bapart_plan);
     return mk_errf(err, MK_ENOMEM, "out of memory");
   }
   int i = 0;
@@ -737,8 +776,10 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
             cd = (exact ? 0 : ic->dist + (few_channels ? 1 : 0)) + (igemm_first ? 0 : 2);
           }
           for (int ns = 0; ns < nsv; ns++)
-            vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .normst = ns,
-                                .dist = b + gd + sd + cd};
+            for (int ba = 0; ba < nba; ba++)
+              vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .normst = ns,
+                                  .bapart = ba,
+                                  .dist = b + gd + sd + cd + (ba != bcast_few ? 1 : 0)};
         }
   nv = i;
   qsort(vs, (size_t)nv, sizeof *vs, cmp_variant);
@@ -768,9 +809,9 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
     make_config(&tb, &vs[i], &cfg);
     char *src = NULL;
     char *why = cfg.channels_last || cfg.conv_igemm || !has_conv ? ctile_why : ctile_why_nchw;
-    rc = emit_module(cfg.norm_stored ? &stored_plan : &p, &cfg, mk_buf_cstr(&name), &src, why,
-                     sizeof ctile_why, err);
-    if ((rc == MK_EUNSUPPORTED || rc == CTILE_DECLINED) && apart)
+    const bi_plan *plan = vs[i].bapart ? &bapart_plan : cfg.norm_stored ? &stored_plan : &p;
+    rc = emit_module(plan, &cfg, mk_buf_cstr(&name), &src, why, sizeof ctile_why, err);
+    if ((rc == MK_EUNSUPPORTED || rc == CTILE_DECLINED) && apart && !vs[i].bapart)
       rc = emit_module(&apart_plan, &cfg, mk_buf_cstr(&name), &src, why, sizeof ctile_why, err);
     if (rc == CTILE_DECLINED) {
       rc = 0;
@@ -840,5 +881,6 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   bi_plan_free(&p);
   bi_plan_free(&stored_plan);
   bi_plan_free(&apart_plan);
+  bi_plan_free(&bapart_plan);
   return rc;
 }

@@ -286,6 +286,11 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
   bi_kernel_name(e, s, scan ? "scan" : tri ? "tri" : softmax ? "softmax" : "reduce", &kname);
   rc = bi_pro_params(e, s, in_vid, in_shape, &sig, &call, err);
   if (!rc) rc = bi_epi_params(e, s, out_shape, &sig, &call, err);
+  /* The run after the reduction over its input's shape (bi_stage.bcast_epi):
+   * the reduced value is `red`, broadcast from registers. */
+  int be = st->bcast_epi;
+  bi_ew_bind bbind = {.value = res, .var = "red"};
+  if (!rc && be >= 0) rc = bi_ew_params(e, be, "bep_", in_shape, bbind, &sig, &call, err);
   if (!rc && ri.target >= 0) { /* a loss: its target at the input's offsets, and the divisor */
     mk_buf_puts(&sig, "tgt_ptr, DIV, ");
     bi_run_name(p, ri.target, &call);
@@ -300,6 +305,7 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
                      "        IDX64: tl.constexpr):\n",
                   mk_buf_cstr(&kname), mk_buf_cstr(&sig));
     bi_stage_comment(p, s, 4, k);
+    if (be >= 0) bi_stage_comment(p, be, 4, k);
     /* A 1-d grid (dim 0 allows 2**31 - 1 programs; dims 1-2 only 65535). */
     mk_buf_puts(k, "    pid = tl.program_id(0)\n"
                    "    rlanes = tl.arange(0, BLOCK_R)\n"
@@ -386,17 +392,27 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
                      "    out_mask = cols < INNER\n");
       rc = bi_epi_body(e, s, "acc", "out_offs", "out_mask", 4, k, err);
     }
+    if (!rc && be >= 0) {
+      /* Another pass over the tiles just reduced (the same program's, so
+       * mostly from cache): the run on each element, stored once. */
+      mk_buf_puts(k, "    # fused broadcast epilogue: the run after the reduction, on its tiles\n");
+      tile_loop(k);
+      mk_buf_puts(k, "        red = tl.broadcast_to(acc[None, :], (BLOCK_R, BLOCK_I))\n");
+      rc = bi_ew_body(e, be, "bep_", "offs", "mask", bbind, true, 8, k, err);
+    }
   }
   if (!rc) {
     mk_buf *b = e->body;
     bi_stage_comment(p, s, 4, b);
     if (st->pro >= 0) bi_stage_comment(p, st->pro, 4, b);
     if (st->epi >= 0) bi_stage_comment(p, st->epi, 4, b);
+    if (be >= 0) bi_stage_comment(p, be, 4, b);
     rc = bi_anchor_input_shape(e, s, in_vid, in_shape, b, err);
     if (!rc) {
       shape_lines(b, &ri, res, softmax);
       rc = bi_epi_alloc(e, s, out_shape, dev, b, err);
     }
+    if (!rc && be >= 0) rc = bi_ew_alloc_lines(e, be, in_shape, dev, b, err);
     if (!rc)
       mk_buf_printf(b,
                     "    if outer%d * inner%d > 0:\n"

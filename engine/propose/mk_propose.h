@@ -114,7 +114,9 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
  * with no other norm or pool; or one ending in a batch norm whose epilogue
  * applies the one other norm while loading (ShuffleNet's `out += shortcut`);
  * or one GEMM whose epilogue carries every other stage that computes
- * (attention's scale, mask and activation after q @ k^T). */
+ * (attention's scale, mask and activation after q @ k^T); or reductions
+ * whose kernels carry every other stage, the run after each broadcasting
+ * its value back over its input (an RMS norm written out). */
 bool mk_builtin_fuses(const mk_graph *g, const mk_subkernel *sk);
 
 /* Builtin CUDA C++ generator (engine/propose/builtin_cuda_*.c): the same

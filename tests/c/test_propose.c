@@ -773,6 +773,62 @@ MK_TEST(propose, builtin_fuses_whole_convolution_chains) {
   mk_graph_free(g);
 }
 
+/* A reduction with keepdim whose value only the next run reads, that run over
+ * the reduction's input shape: one kernel reduces and runs it on the same tiles
+ * (the broadcast epilogue), the two kernels are the `_apart` variant, and the
+ * fusion hint merges them before the search; a reduction also returned, or
+ * without keepdim, stays as it was. With one outer index (a 2-norm over dim 0)
+ * the fused kernel would run on few programs: `_apart` first. */
+MK_TEST(propose, reductions_run_the_broadcast_after_them) {
+  mk_graph *g = load("propose", "reduce_broadcast.json");
+  MK_REQUIRE(g != NULL);
+  struct {
+    int nodes[6], n;
+    bool fused;
+    int kernels;       /* @triton.jit in the first candidate */
+    bool apart_first;  /* the first candidate is the two-kernel one */
+    bool has_apart;    /* an `_apart` variant is listed */
+  } cases[] = {
+      /* wide * rsqrt(wide.pow(2).mean(1, keepdim) + eps) over [2, 4, 132, 256]:
+       * 2 x 132 blocks of 256 kept columns, enough programs to come first */
+      {{21, 22, 23, 24, 25}, 5, true, 1, false, true},
+      /* the same written with sqrt and a divide over [3, 5, 6, 7]: 3 programs */
+      {{0, 1, 2, 3, 4}, 5, true, 2, true, true},
+      {{5, 6, 7, 8, 9}, 5, true, 4, true, true},   /* softmax written out: amax, then sum */
+      {{10, 11, 12}, 3, true, 2, true, true},      /* (x - x.mean((2, 3), keepdim)) * 2 */
+      {{13, 14}, 2, true, 2, true, true},          /* x - logsumexp(x, 1, keepdim) */
+      {{16, 17}, 2, true, 2, true, true},          /* relu(x) / norm(x, 2, dim=0, keepdim): 1 outer */
+      {{18, 19}, 2, false, 2, false, false},       /* the sum is returned too */
+      {{20, 26}, 2, false, 1, false, false},       /* no keepdim: the mul is a plain epilogue */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    mk_subkernel sk;
+    mk_errmsg err = {{0}};
+    MK_REQUIRE(mk_subkernel_from_nodes(g, cases[i].nodes, cases[i].n, &sk, &err) == 0);
+    if (mk_builtin_fuses(g, &sk) != cases[i].fused) fprintf(stderr, "    case %zu fuses\n", i);
+    MK_CHECK(mk_builtin_fuses(g, &sk) == cases[i].fused);
+    mk_candidate_list l = {0};
+    mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
+    MK_CHECK_INT(mk_builtin_propose(&req, &l, &err), ==, 0);
+    MK_REQUIRE(l.n > 0);
+    bool apart = false;
+    for (int k = 0; k < l.n; k++) apart |= strstr(l.items[k].name, "_apart") != NULL;
+    if (count_of(l.items[0].source, "@triton.jit") != cases[i].kernels ||
+        (strstr(l.items[0].name, "_apart") != NULL) != cases[i].apart_first || apart != cases[i].has_apart)
+      fprintf(stderr, "    case %zu: first %s, %d kernels\n", i, l.items[0].name,
+              count_of(l.items[0].source, "@triton.jit"));
+    MK_CHECK_INT(count_of(l.items[0].source, "@triton.jit"), ==, cases[i].kernels);
+    MK_CHECK((strstr(l.items[0].name, "_apart") != NULL) == cases[i].apart_first);
+    MK_CHECK(apart == cases[i].has_apart);
+    for (int k = 0; k < l.n; k++) /* the fused form says so; the apart form stores the reduction */
+      MK_CHECK((strstr(l.items[k].source, "fused broadcast epilogue") != NULL) ==
+               (cases[i].has_apart && strstr(l.items[k].name, "_apart") == NULL));
+    mk_candidate_list_free(&l);
+    mk_subkernel_free(&sk);
+  }
+  mk_graph_free(g);
+}
+
 /* A group norm after the convolution: a first pass gathers per-tile
  * statistics, the launcher combines them (float64) into a per-(sample,
  * channel) scale and shift, and the second pass applies them with the rest of

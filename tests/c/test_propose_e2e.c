@@ -292,6 +292,22 @@ MK_TEST(propose_e2e, vector_norms_and_arg_reductions_match_reference) {
   run_fixture("losses.json", 0); /* mse, l1, smooth_l1, huber, kl_div over every element */
 }
 
+/* Reductions whose next run broadcasts their value back over their input:
+ * the fused kernel (bi_stage.bcast_epi) and the `_apart` two kernels, every
+ * configuration, as the initial partition cuts them and as one subkernel of the
+ * whole graph (what the premerge builds): an RMS norm and a softmax written
+ * out, a mean over trailing dims taken away, logsumexp, a 2-norm over dim 0,
+ * and the sums that must stay two kernels (returned too, no keepdim). */
+MK_TEST(propose_e2e, reductions_with_broadcast_epilogues_match_reference) {
+  if (!mk_test_python_ready()) {
+    mk_test_skip("no Python with torch and triton");
+    return;
+  }
+  run_fixture("reduce_broadcast.json", 0);
+  run_fixture_as("reduce_broadcast.json", 0, true);
+  run_fixture_as("rms_written_out.json", 0, true); /* what reduce_probe.py times */
+}
+
 /* cumsum / cumprod: over an inner dim (tiles of columns), over rows longer
  * than a tile (the carry between tiles), with a prologue, a bool mask and
  * around flips; tril / triu over tiles of rows and columns, above and below
