@@ -11,7 +11,10 @@
  * (convolutions, elementwise ops, batch/group/instance norms, pools,
  * reductions, cat along channels, a channel shuffle's split view; not softmax,
  * whose output PyTorch makes contiguous). Everything else keeps the layout
- * PyTorch gives it. Graphs without a 2-d/3-d convolution plan nothing, and a
+ * PyTorch gives it; and an island of values joined by layout-keeping ops that
+ * an op other than a view reads from outside (softmax) is channels_last only when
+ * its convolutions gain more than the copies into and out of it cost, estimated
+ * from the captured shapes (layout.c). Graphs without a 2-d/3-d convolution plan nothing, and a
  * convolution over 8 input channels or fewer counts as none (cuDNN's
  * channels_last kernels pad them: 1.65x slower on problem 85, H100).
  *

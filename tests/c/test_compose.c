@@ -415,19 +415,28 @@ MK_TEST(compose, dead_subkernels_are_not_run) {
   }
 }
 
-/* conv_softmax (UNet's double conv): the softmax's input left in the default
- * layout by the plan; PyTorch's ops and the builtin's first variants both
- * compose, run under the interpreter and match the Model, running statistics
- * included. */
+/* conv_softmax (UNet's double conv, left in PyTorch's layout by the plan: its
+ * narrow convolutions do not pay for the copies) and conv_softmax_wide (a wide
+ * convolution's island channels_last, the softmax's input in the default
+ * layout): PyTorch's ops and the builtin's first variants both compose, run
+ * under the interpreter and match the Model, running statistics included. */
 MK_TEST(compose, planned_composition_around_a_softmax) {
-  for (int builtin = 0; builtin <= 1; builtin++) {
-    char *py = NULL;
-    MK_REQUIRE(compose_fixture("conv_softmax", builtin, NULL, &py) == 0);
-    run_composed(py, "ra=a(*x);rb=b(*x);"
-                     "assert torch.allclose(ra,rb,rtol=1e-4,atol=1e-4),(ra-rb).abs().max();"
-                     "assert torch.allclose(a.bn2.running_var,b.bn2.running_var,rtol=1e-4,atol=1e-5)");
-    free(py);
-  }
+  const char *fixtures[] = {"conv_softmax", "conv_softmax_wide"};
+  const char *bn[] = {"bn2", "bn"};
+  for (int f = 0; f < 2; f++)
+    for (int builtin = 0; builtin <= 1; builtin++) {
+      char *py = NULL;
+      MK_REQUIRE(compose_fixture(fixtures[f], builtin, NULL, &py) == 0);
+      MK_CHECK((strstr(py, ", torch.channels_last)\n") != NULL) == (f == 1));
+      char check[512];
+      snprintf(check, sizeof check,
+               "ra=a(*x);rb=b(*x);"
+               "assert torch.allclose(ra,rb,rtol=1e-4,atol=1e-4),(ra-rb).abs().max();"
+               "assert torch.allclose(a.%s.running_var,b.%s.running_var,rtol=1e-4,atol=1e-5)",
+               bn[f], bn[f]);
+      run_composed(py, check);
+      free(py);
+    }
 }
 
 /* conv_shuffle (ShuffleNet's channel shuffle between a batch norm and a
