@@ -297,13 +297,15 @@ MK_TEST(propose_e2e, vector_norms_and_arg_reductions_match_reference) {
  * configuration, as the initial partition cuts them and as one subkernel of the
  * whole graph (what the premerge builds): an RMS norm and a softmax written
  * out, a mean over trailing dims taken away, logsumexp, a 2-norm over dim 0,
- * and the sums that must stay two kernels (returned too, no keepdim). */
+ * and the sums that must stay two kernels (returned too, no keepdim); with
+ * the 4-d inputs in PyTorch's layout and in channels_last. */
 MK_TEST(propose_e2e, reductions_with_broadcast_epilogues_match_reference) {
   if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
     return;
   }
   run_fixture("reduce_broadcast.json", 0);
+  run_fixture_in("reduce_broadcast.json", 0, false, INPUTS_ALL_CL); /* 4-d inputs channels_last */
   run_fixture_as("reduce_broadcast.json", 0, true);
   run_fixture_as("rms_written_out.json", 0, true); /* what reduce_probe.py times */
 }
