@@ -2,12 +2,11 @@
 expression) as one kernel with a broadcast epilogue against its `_apart` two kernels,
 eager and torch.compile, at level 1's size [112, 64, 512, 512] on the GPU (a smoke test
 at a small size on the CPU under TRITON_INTERPRET=1). The candidates are the builtin's
-for tests/fixtures/propose/rms_written_out.json as one subkernel, which the e2e test
-keeps with MK_KEEP_TMP=1 (`build-dev/tests/mk_tests
-propose_e2e/reductions_with_broadcast_epilogues_match_reference`: the run it prints for
-rms_written_out.json, folder sk0); their sizes are read at run time.
+for tests/fixtures/propose/rms_written_out.json as one subkernel, written into
+.kb/reduce-probe by scripts/device/prepare-reduce-probe.sh (their sizes are read at run
+time).
 
-    python3 scripts/device/reduce_probe.py CANDIDATES_DIR OUT_DIR
+    python3 scripts/device/reduce_probe.py .kb/reduce-probe OUT_DIR     (carry .kb)
 """
 
 from __future__ import annotations
