@@ -275,11 +275,13 @@ static int island_root(int *parent, int v) {
   return v;
 }
 
-static double value_bytes(const mk_value *v) {
+static double value_elems(const mk_value *v) {
   double n = 1;
   for (int d = 0; d < v->rank; d++) n *= (double)v->shape[d];
-  return n * (v->dtype == MK_DTYPE_F64 ? 8 : v->dtype == MK_DTYPE_F32 ? 4 : 2);
+  return n;
 }
+
+static double value_bytes(const mk_value *v) { return value_elems(v) * mk_dtype_size(v->dtype); }
 
 /* Multiply-adds x 2 of convolution n (from its weight's shape), 0 when unknown. */
 static double conv_flops(const mk_graph *g, const mk_node *n) {
@@ -291,9 +293,7 @@ static double conv_flops(const mk_graph *g, const mk_node *n) {
   double per = 1; /* input channels per group x kernel (output channels per group, transposed) */
   for (int d = 1; d < wv->rank; d++) per *= (double)wv->shape[d];
   bool transposed = n->short_name && strstr(n->short_name, "transpose") != NULL;
-  const mk_value *base = &g->values[transposed ? in : out];
-  double elems = value_bytes(base) / (base->dtype == MK_DTYPE_F64 ? 8 : base->dtype == MK_DTYPE_F32 ? 4 : 2);
-  return 2 * elems * per;
+  return 2 * value_elems(&g->values[transposed ? in : out]) * per;
 }
 
 typedef struct island_plan {
