@@ -741,6 +741,8 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
   int nv = nb * ng * nc * nn * nsv * nba; /* an upper bound: the loops below skip some */
   int modes = has_norm ? bi_norm_modes(&p) : 1;
   bool short_rows = has_norm && (modes & 4) && bi_norm_short_rows(&p);
+  int sp_first = 0; /* the first norm layout any norm stage can use */
+  while (sp_first + 1 < nn && !(modes & (1 << sp_first))) sp_first++;
   variant *vs = calloc((size_t)nv, sizeof *vs);
   if (vs == NULL) {
     bi_plan_free(&p);
@@ -775,11 +777,17 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
             bool exact = few_channels && (strcmp(ic->prec, "tf32x3") == 0 || ic->round == 4);
             cd = (exact ? 0 : ic->dist + (few_channels ? 1 : 0)) + (igemm_first ? 0 : 2);
           }
+          /* `_apart` beside each elementwise configuration of the first GEMM,
+           * convolution and norm ones only: which of the two wins depends on
+           * the reduction's shape, not on those (and each is a kernel to verify). */
+          bool first_others = g == 0 && c == (cl_only ? 1 : 0) && sp == sp_first;
           for (int ns = 0; ns < nsv; ns++)
-            for (int ba = 0; ba < nba; ba++)
+            for (int ba = 0; ba < nba; ba++) {
+              if (ba == 1 && (!first_others || ns != 0)) continue;
               vs[i++] = (variant){.base = b, .gemm = g, .cl = c, .split = sp, .normst = ns,
                                   .bapart = ba,
                                   .dist = b + gd + sd + cd + (ba != bcast_few ? 1 : 0)};
+            }
         }
   nv = i;
   qsort(vs, (size_t)nv, sizeof *vs, cmp_variant);
