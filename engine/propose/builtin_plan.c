@@ -572,10 +572,16 @@ int64_t bi_plan_broadcast_programs(const bi_plan *p) {
     mk_errmsg ignored = {{0}};
     if (bi_reduce_parse(p->g, &p->g->nodes[p->st[s].nodes[0]], &ri, &ignored)) continue;
     const mk_value *iv = &p->g->values[anchor_input(p, s)];
-    int64_t outer = 1, inner = 1;
+    int64_t outer = 1, r = 1, inner = 1;
     for (int d = 0; d < ri.lo; d++) outer *= iv->shape[d];
+    for (int d = ri.lo; d <= ri.hi; d++) r *= iv->shape[d];
     for (int d = ri.hi + 1; d < iv->rank; d++) inner *= iv->shape[d];
     int64_t n = outer * (inner + 255) / 256;
+    if (ri.hi == iv->rank - 1) { /* rows packed 256 / next_pow2(R) to a program (builtin_reduce.c) */
+      int64_t w = 1;
+      while (w < r && w < 256) w *= 2;
+      n = (outer + 256 / w - 1) / (256 / w);
+    }
     if (fewest < 0 || n < fewest) fewest = n;
   }
   return fewest;

@@ -727,8 +727,8 @@ int mk_builtin_propose(const mk_propose_request *req, mk_candidate_list *out, mk
    * and runs the run on the same tiles; the plan without it (two kernels:
    * the reduced tensor stored, then read by the run's own kernel, whose
    * grid covers every element) is the `_apart` variant. The fused kernel has
-   * one program per outer index and block of kept columns: with few of them
-   * (a row reduction of a few long rows) the two kernels come first. */
+   * one program per block of kept columns (or of short rows): with few of
+   * them (a row reduction of a few long rows) the two kernels come first. */
   bi_plan bapart_plan = {0};
   bool bcast = bi_plan_build(req->graph, req->subkernel, &bapart_plan, err) == 0 &&
                bi_plan_fuse_broadcast_epilogues(&p);

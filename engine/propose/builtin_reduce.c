@@ -7,7 +7,12 @@
  * The input is seen as [OUTER, R, INNER] (R = the reduced dims, contiguous
  * layout): one program per (outer index, block of INNER columns) walks R in
  * tiles of [BLOCK_R, BLOCK_I] and reduces along axis 0. With the reduced dims
- * last (INNER = 1) the same kernel is a row reduction (BLOCK_I = 1). The
+ * last (INNER = 1) the same kernel is a row reduction whose columns are rows,
+ * R apart: one program per BLOCK_I rows, the launcher packing rows shorter
+ * than the configuration's BLOCK next_pow2(R) wide, BLOCK / next_pow2(R) to a
+ * program (a 256-lane program per row of a softmax over 32 elements wasted
+ * 7/8 of its lanes). Row offsets are written without INNER, so that Triton
+ * sees them contiguous along R (axis 0) and coalesces the loads there. The
  * elementwise run before the op (prologue) is computed while loading; the
  * run after it (epilogue) on the result before its single store. */
 #include "builtin_internal.h"
@@ -182,19 +187,24 @@ static void shape_lines(mk_buf *b, const bi_reduce_info *ri, int res, bool softm
 }
 
 /* The loop over R in [BLOCK_R, BLOCK_I] tiles, each tile's rows, offsets
- * and mask: the head of every pass below. */
-static void tile_loop(mk_buf *k) {
+ * and mask: the head of every pass below. Row-wise (INNER = 1) the columns
+ * are whole rows, `base` each one's start. */
+static void tile_loop(mk_buf *k, bool rowwise) {
   mk_buf_puts(k, "    for r0 in range(0, R, BLOCK_R):\n"
-                 "        rows = r0 + rlanes\n"
-                 "        offs = base + rows[:, None] * INNER + cols[None, :]\n"
-                 "        mask = (rows[:, None] < R) & (cols[None, :] < INNER)\n");
+                 "        rows = r0 + rlanes\n");
+  if (rowwise)
+    mk_buf_puts(k, "        offs = base[None, :] + rows[:, None]\n"
+                   "        mask = (rows[:, None] < R) & (cols[None, :] < NROW)\n");
+  else
+    mk_buf_puts(k, "        offs = base + rows[:, None] * INNER + cols[None, :]\n"
+                   "        mask = (rows[:, None] < R) & (cols[None, :] < INNER)\n");
 }
 
 /* One pass over R, combining tiles into `acc` with `combine`. */
-static void pass(bi_emit *e, int s, int in_vid, mk_buf *k, const char *other, const char *combine,
-                 mk_errmsg *err, int *rc) {
+static void pass(bi_emit *e, int s, int in_vid, bool rowwise, mk_buf *k, const char *other,
+                 const char *combine, mk_errmsg *err, int *rc) {
   if (*rc) return;
-  tile_loop(k);
+  tile_loop(k, rowwise);
   *rc = bi_pro_load(e, s, in_vid, "x", "offs", "mask", other, 8, k, err);
   if (*rc) return;
   mk_buf_printf(k, "        %s\n", combine);
@@ -204,9 +214,9 @@ static void pass(bi_emit *e, int s, int in_vid, mk_buf *k, const char *other, co
  * scanned along axis 0 and combined with the carry of the tiles before it,
  * stored with the epilogue; the carry is the tile's last row (masked rows
  * load the identity, so it is the scan through the last valid row). */
-static int scan_pass(bi_emit *e, int s, int in_vid, bool prod, mk_buf *k, mk_errmsg *err) {
+static int scan_pass(bi_emit *e, int s, int in_vid, bool rowwise, bool prod, mk_buf *k, mk_errmsg *err) {
   mk_buf_printf(k, "    carry = tl.full([BLOCK_I], %s, dtype=tl.float32)\n", prod ? "1.0" : "0.0");
-  tile_loop(k);
+  tile_loop(k, rowwise);
   int rc = bi_pro_load(e, s, in_vid, "x", "offs", "mask", prod ? "1.0" : "0.0", 8, k, err);
   if (rc) return rc;
   mk_buf_puts(k, prod ? "        y = tl.cumprod(x, axis=0) * carry[None, :]\n"
@@ -219,7 +229,7 @@ static int scan_pass(bi_emit *e, int s, int in_vid, bool prod, mk_buf *k, mk_err
  * is kept where col - row <= diag (tril) / >= diag (triu), else 0, and
  * stored with the epilogue. */
 static int tri_pass(bi_emit *e, int s, int in_vid, bool lower, long long diag, mk_buf *k, mk_errmsg *err) {
-  tile_loop(k);
+  tile_loop(k, false); /* never row-wise: rows as R, columns as INNER */
   int rc = bi_pro_load(e, s, in_vid, "x", "offs", "mask", "0.0", 8, k, err);
   if (rc) return rc;
   mk_buf_printf(k, "        y = tl.where(cols[None, :] - rows[:, None] %s %lld, x, 0.0)\n", lower ? "<=" : ">=",
@@ -250,6 +260,30 @@ static void loss_combine(const bi_reduce_info *ri, char *buf, size_t size) {
     snprintf(buf, size, "%sacc = acc + tl.sum(tl.exp(t) * (t - x), axis=0)", load);
   else
     snprintf(buf, size, "%sacc = acc + tl.sum(tl.where(t == 0, 0.0, t * tl.log(t)) - t * x, axis=0)", load);
+}
+
+/* Launcher. Over kept columns: one program per outer index and BLOCK_I of
+ * them. Row-wise: the tile's width from the row's length at run time, rows
+ * at least the configuration's BLOCK long one to a program, shorter ones
+ * next_pow2(R) wide and BLOCK / next_pow2(R) to a program (the same lanes,
+ * fewer programs). */
+static void launch_lines(mk_buf *b, const char *kname, const char *call, int res, bool rowwise, int block_r,
+                         int block_i, int warps) {
+  mk_buf_printf(b, "    if outer%d * inner%d > 0:\n", res, res);
+  if (rowwise)
+    mk_buf_printf(b,
+                  "        br%d = min(%d, triton.next_power_of_2(max(r%d, 1)))\n"
+                  "        bi%d = %d // br%d\n"
+                  "        %s[(triton.cdiv(outer%d, bi%d),)](\n"
+                  "            %sr%d, inner%d, outer%d, BLOCK_R=br%d, BLOCK_I=bi%d,\n",
+                  res, block_r, res, res, block_r, res, kname, res, res, call, res, res, res, res, res);
+  else
+    mk_buf_printf(b,
+                  "        ncb%d = triton.cdiv(inner%d, %d)\n"
+                  "        %s[(outer%d * ncb%d,)](\n"
+                  "            %sr%d, inner%d, ncb%d, BLOCK_R=%d, BLOCK_I=%d,\n",
+                  res, res, block_i, kname, res, res, call, res, res, res, block_r, block_i);
+  mk_buf_printf(b, "            IDX64=outer%d * r%d * inner%d >= 2**31, num_warps=%d)\n", res, res, res, warps);
 }
 
 int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
@@ -301,9 +335,9 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
 
   mk_buf *k = e->kernels;
   if (!rc) {
-    mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%sR, INNER, NCB, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,\n"
+    mk_buf_printf(k, "\n\n@triton.jit\ndef %s(%sR, INNER, %s, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr,\n"
                      "        IDX64: tl.constexpr):\n",
-                  mk_buf_cstr(&kname), mk_buf_cstr(&sig));
+                  mk_buf_cstr(&kname), mk_buf_cstr(&sig), rowwise ? "NROW" : "NCB");
     bi_stage_comment(p, s, 4, k);
     if (be >= 0) bi_stage_comment(p, be, 4, k);
     /* A 1-d grid (dim 0 allows 2**31 - 1 programs; dims 1-2 only 65535). */
@@ -313,35 +347,39 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
                    "    if IDX64:  # more than 2**31 elements: 64-bit offsets\n"
                    "        pid = pid.to(tl.int64)\n"
                    "        rlanes = rlanes.to(tl.int64)\n"
-                   "        clanes = clanes.to(tl.int64)\n"
-                   "    o = pid // NCB\n"
-                   "    cols = (pid % NCB) * BLOCK_I + clanes\n"
-                   "    base = o * R * INNER\n");
+                   "        clanes = clanes.to(tl.int64)\n");
+    if (rowwise) /* BLOCK_I rows, R apart */
+      mk_buf_puts(k, "    cols = pid * BLOCK_I + clanes\n"
+                     "    base = cols * R\n");
+    else
+      mk_buf_puts(k, "    o = pid // NCB\n"
+                     "    cols = (pid % NCB) * BLOCK_I + clanes\n"
+                     "    base = o * R * INNER\n");
     const char *op = ri.op;
     if (scan) {
-      rc = scan_pass(e, s, in_vid, strcmp(op, "cumprod") == 0, k, err);
+      rc = scan_pass(e, s, in_vid, rowwise, strcmp(op, "cumprod") == 0, k, err);
     } else if (ri.target >= 0) {
       char combine[512];
       loss_combine(&ri, combine, sizeof combine);
       mk_buf_puts(k, "    acc = tl.zeros([BLOCK_I], dtype=tl.float32)\n");
-      pass(e, s, in_vid, k, "0.0", combine, err, &rc);
+      pass(e, s, in_vid, rowwise, k, "0.0", combine, err, &rc);
       mk_buf_puts(k, "    acc = acc / DIV\n");
     } else if (tri) {
       rc = tri_pass(e, s, in_vid, strcmp(op, "tril") == 0, ri.diag, k, err);
     } else if (strcmp(op, "sum") == 0 || strcmp(op, "mean") == 0) {
       mk_buf_puts(k, "    acc = tl.zeros([BLOCK_I], dtype=tl.float32)\n");
-      pass(e, s, in_vid, k, "0.0", "acc = acc + tl.sum(x, axis=0)", err, &rc);
+      pass(e, s, in_vid, rowwise, k, "0.0", "acc = acc + tl.sum(x, axis=0)", err, &rc);
       if (strcmp(op, "mean") == 0) mk_buf_puts(k, "    acc = acc / R\n");
     } else if (strcmp(op, "max") == 0) {
       mk_buf_puts(k, "    acc = tl.full([BLOCK_I], float(\"-inf\"), dtype=tl.float32)\n");
-      pass(e, s, in_vid, k, "float(\"-inf\")", "acc = tl.maximum(acc, tl.max(x, axis=0))", err, &rc);
+      pass(e, s, in_vid, rowwise, k, "float(\"-inf\")", "acc = tl.maximum(acc, tl.max(x, axis=0))", err, &rc);
     } else if (strcmp(op, "min") == 0) {
       mk_buf_puts(k, "    acc = tl.full([BLOCK_I], float(\"inf\"), dtype=tl.float32)\n");
-      pass(e, s, in_vid, k, "float(\"inf\")", "acc = tl.minimum(acc, tl.min(x, axis=0))", err, &rc);
+      pass(e, s, in_vid, rowwise, k, "float(\"inf\")", "acc = tl.minimum(acc, tl.min(x, axis=0))", err, &rc);
     } else if (strcmp(op, "norm2") == 0 || strcmp(op, "norm1") == 0) {
       bool two = strcmp(op, "norm2") == 0;
       mk_buf_puts(k, "    acc = tl.zeros([BLOCK_I], dtype=tl.float32)\n");
-      pass(e, s, in_vid, k, "0.0", two ? "acc = acc + tl.sum(x * x, axis=0)" : "acc = acc + tl.sum(tl.abs(x), axis=0)",
+      pass(e, s, in_vid, rowwise, k, "0.0", two ? "acc = acc + tl.sum(x * x, axis=0)" : "acc = acc + tl.sum(tl.abs(x), axis=0)",
            err, &rc);
       if (two) mk_buf_puts(k, "    acc = tl.sqrt(acc)\n");
     } else if (strcmp(op, "argmax") == 0 || strcmp(op, "argmin") == 0) {
@@ -353,7 +391,7 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
       mk_buf_printf(k, "    acc = tl.full([BLOCK_I], float(\"%s\"), dtype=tl.float32)\n"
                        "    idx = tl.zeros([BLOCK_I], dtype=tl.int64)\n",
                     mx ? "-inf" : "inf");
-      pass(e, s, in_vid, k, mx ? "float(\"-inf\")" : "float(\"inf\")",
+      pass(e, s, in_vid, rowwise, k, mx ? "float(\"-inf\")" : "float(\"inf\")",
            mx ? "tx = tl.max(x, axis=0)\n"
                 "        ti = tl.min(tl.where(x == tx[None, :], rows[:, None], R), axis=0)\n"
                 "        idx = tl.where(tx > acc, ti.to(tl.int64), idx)\n"
@@ -366,11 +404,11 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
       mk_buf_puts(k, "    acc = idx\n");
     } else { /* logsumexp, softmax, log_softmax: max, then sum of exp(x - max) */
       mk_buf_puts(k, "    m = tl.full([BLOCK_I], float(\"-inf\"), dtype=tl.float32)\n");
-      pass(e, s, in_vid, k, "float(\"-inf\")", "m = tl.maximum(m, tl.max(x, axis=0))", err, &rc);
+      pass(e, s, in_vid, rowwise, k, "float(\"-inf\")", "m = tl.maximum(m, tl.max(x, axis=0))", err, &rc);
       /* An all -inf row: torch gives -inf (logsumexp) / nan (softmax); keep exp finite. */
       mk_buf_puts(k, "    m_safe = tl.where(m == float(\"-inf\"), 0.0, m)\n"
                      "    ssum = tl.zeros([BLOCK_I], dtype=tl.float32)\n");
-      pass(e, s, in_vid, k, "float(\"-inf\")", "ssum = ssum + tl.sum(tl.exp(x - m_safe[None, :]), axis=0)",
+      pass(e, s, in_vid, rowwise, k, "float(\"-inf\")", "ssum = ssum + tl.sum(tl.exp(x - m_safe[None, :]), axis=0)",
            err, &rc);
       if (strcmp(op, "logsumexp") == 0) mk_buf_puts(k, "    acc = m_safe + tl.log(ssum)\n");
     }
@@ -378,7 +416,7 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
       /* scan_pass / tri_pass stored every element */
     } else if (!rc && softmax) {
       /* Third pass writes every element (with the epilogue applied). */
-      tile_loop(k);
+      tile_loop(k, rowwise);
       rc = bi_pro_load(e, s, in_vid, "x", "offs", "mask", "0.0", 8, k, err);
       if (!rc) {
         if (strcmp(ri.op, "softmax") == 0)
@@ -388,15 +426,17 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
         rc = bi_epi_body(e, s, "y", "offs", "mask", 8, k, err);
       }
     } else if (!rc) {
-      mk_buf_puts(k, "    out_offs = o * INNER + cols\n"
-                     "    out_mask = cols < INNER\n");
+      mk_buf_puts(k, rowwise ? "    out_offs = cols\n"
+                               "    out_mask = cols < NROW\n"
+                             : "    out_offs = o * INNER + cols\n"
+                               "    out_mask = cols < INNER\n");
       rc = bi_epi_body(e, s, "acc", "out_offs", "out_mask", 4, k, err);
     }
     if (!rc && be >= 0) {
       /* Another pass over the tiles just reduced (the same program's, so
        * mostly from cache): the run on each element, stored once. */
       mk_buf_puts(k, "    # fused broadcast epilogue: the run after the reduction, on its tiles\n");
-      tile_loop(k);
+      tile_loop(k, rowwise);
       mk_buf_puts(k, "        red = tl.broadcast_to(acc[None, :], (BLOCK_R, BLOCK_I))\n");
       rc = bi_ew_body(e, be, "bep_", "offs", "mask", bbind, true, 8, k, err);
     }
@@ -413,15 +453,7 @@ int bi_emit_reduce_stage(bi_emit *e, int s, mk_errmsg *err) {
       rc = bi_epi_alloc(e, s, out_shape, dev, b, err);
     }
     if (!rc && be >= 0) rc = bi_ew_alloc_lines(e, be, in_shape, dev, b, err);
-    if (!rc)
-      mk_buf_printf(b,
-                    "    if outer%d * inner%d > 0:\n"
-                    "        ncb%d = triton.cdiv(inner%d, %d)\n"
-                    "        %s[(outer%d * ncb%d,)](\n"
-                    "            %sr%d, inner%d, ncb%d, BLOCK_R=%d, BLOCK_I=%d,\n"
-                    "            IDX64=outer%d * r%d * inner%d >= 2**31, num_warps=%d)\n",
-                    res, res, res, res, block_i, mk_buf_cstr(&kname), res, res, mk_buf_cstr(&call),
-                    res, res, res, block_r, block_i, res, res, res, e->cfg->warps);
+    if (!rc) launch_lines(b, mk_buf_cstr(&kname), mk_buf_cstr(&call), res, rowwise, block_r, block_i, e->cfg->warps);
   }
   mk_buf_free(&kname);
   mk_buf_free(&sig);

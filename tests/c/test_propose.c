@@ -829,6 +829,44 @@ MK_TEST(propose, reductions_run_the_broadcast_after_them) {
   mk_graph_free(g);
 }
 
+/* Reductions over the last dims (rows) take their tile's width from the
+ * row's length at run time and pack short rows several to a program, with
+ * offsets contiguous along the row (no INNER stride, so Triton coalesces
+ * there); over other dims a program takes one outer index and a tile of kept
+ * columns, as before. The fixture's max over 7 and log_softmax over 7
+ * elements are row reductions, its softmax over dim 1 and min over dim 0 are
+ * not. */
+MK_TEST(propose, row_reductions_pack_short_rows) {
+  mk_graph *g = load("propose", "reductions.json");
+  MK_REQUIRE(g != NULL);
+  mk_partition p = {0};
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_decompose_initial(g, &p, &err) == 0);
+  int rows = 0, columns = 0;
+  for (int i = 0; i < p.nsubkernels; i++) {
+    mk_candidate_list l = {0};
+    mk_propose_request req = {.graph = g, .subkernel = &p.subkernels[i], .device = "cuda"};
+    if (mk_builtin_propose(&req, &l, &err) == 0)
+      for (int c = 0; c < l.n; c++) {
+        const char *src = l.items[c].source;
+        if (strncmp(l.items[c].name, "triton_", 7) != 0) continue;
+        int r = count_of(src, "R, INNER, NROW,"), k = count_of(src, "R, INNER, NCB,");
+        rows += r;
+        columns += k;
+        /* each row-wise kernel: packed by its launcher, offsets along the row */
+        MK_CHECK_INT(count_of(src, "triton.next_power_of_2(max(r"), ==, r);
+        MK_CHECK_INT(count_of(src, "[(triton.cdiv(outer"), ==, r);
+        MK_CHECK(r == 0 || strstr(src, "offs = base[None, :] + rows[:, None]\n") != NULL);
+        MK_CHECK_INT(count_of(src, "offs = base + rows[:, None] * INNER + cols[None, :]"), >=, k);
+      }
+    mk_candidate_list_free(&l);
+  }
+  MK_CHECK(rows > 0);
+  MK_CHECK(columns > 0);
+  mk_partition_free(&p);
+  mk_graph_free(g);
+}
+
 /* A group norm after the convolution: a first pass gathers per-tile
  * statistics, the launcher combines them (float64) into a per-(sample,
  * channel) scale and shift, and the second pass applies them with the rest of
