@@ -311,10 +311,9 @@ def _classify(exc: BaseException, cand_file: str | None, device: torch.device,
         out.fail("compile_error", f"Triton kernel error: {type(exc).__name__}: "
                                   f"{first[0] if first else ''}", line, tb)
     elif isinstance(exc, torch.OutOfMemoryError | MemoryError):
+        # The server releases every cache the worker keeps (memory.release) and runs
+        # the job once more when that gave anything back: nothing to free here.
         out.error_kind = "oom"
-        _replay().drop_inputs()  # the kept inputs give their memory back first
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
         out.fail("runtime_error", f"out of memory: {str(exc).splitlines()[0] if str(exc) else ''}",
                  line, tb)
     elif isinstance(exc, SystemExit):
