@@ -1221,7 +1221,7 @@ static bool chain_stores_cl(const bi_plan *p, int s, const conv_info *ci, const 
   int vals[64];
   int n = chain_stored(p, ci, c, store_conv, vals, 64);
   for (int i = 0; i < n; i++)
-    if (!bi_cl_output_ok(p, s, c->last, vals[i])) return false;
+    if (!bi_cl_output_ok(p, NULL, s, c->last, vals[i])) return false;
   return n > 0;
 }
 

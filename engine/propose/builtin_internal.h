@@ -392,8 +392,10 @@ bool bi_conv_chain_covers(bi_plan *p, int s);
 /* True if value v, made by stages [lo, hi] of the module, may be left in
  * channels_last: it feeds no other subkernel in the default layout (it is a
  * planned channels_last value or returned only), and every other stage of the
- * module reading it reads strides (elementwise runs, anchors loading it). */
-bool bi_cl_output_ok(const bi_plan *p, int lo, int hi, int v);
+ * module reading it reads strides (elementwise runs, anchors loading it) or,
+ * under configuration cfg (NULL: none), is a convolution handed to cuDNN in
+ * channels_last, which wants its input so. */
+bool bi_cl_output_ok(const bi_plan *p, const bi_config *cfg, int lo, int hi, int v);
 /* True if n is a convolution the implicit GEMM computes over fewer input
  * channels (at capture) than a dot's K (16): its packed variant applies. */
 bool bi_conv_narrow(const mk_graph *g, const mk_node *n);

@@ -948,15 +948,15 @@ static bool ctile_ok(bi_emit *e, int s, const norm_info *ni, char *why, size_t w
 static bool ctile_cl_store(bi_emit *e, int s, const shuffle_fold *fold) {
   const bi_plan *p = e->p;
   const bi_stage *st = &p->st[s];
-  if (fold) return bi_cl_output_ok(p, s, fold->last, fold->value);
+  if (fold) return bi_cl_output_ok(p, e->cfg, s, fold->last, fold->value);
   int res = p->g->nodes[st->nodes[0]].outputs[0];
   int hi = st->epi >= 0 ? st->epi : s;
-  if (bi_value_escapes(p, s, res) && !bi_cl_output_ok(p, s, hi, res)) return false;
+  if (bi_value_escapes(p, s, res) && !bi_cl_output_ok(p, e->cfg, s, hi, res)) return false;
   if (st->epi < 0) return true;
   int stored[64];
   int ns = bi_stage_stored(p, st->epi, stored, 64);
   for (int i = 0; i < ns; i++)
-    if (!bi_cl_output_ok(p, s, hi, stored[i])) return false;
+    if (!bi_cl_output_ok(p, e->cfg, s, hi, stored[i])) return false;
   return true;
 }
 

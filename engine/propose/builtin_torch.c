@@ -58,21 +58,45 @@ static bool anchor_loads(const bi_plan *p, int us, int v) {
   return in == v && uses == 1;
 }
 
-bool bi_cl_output_ok(const bi_plan *p, int lo, int hi, int v) {
+/* True if stage us is a convolution that configuration cfg hands to cuDNN in
+ * channels_last (bi_emit_torch_stage: not an implicit GEMM), reading v as its
+ * input and nothing else: it makes its input channels_last itself, so a
+ * channels_last v is what it wants, and a contiguous one costs a conversion
+ * pass (ShuffleNet's shuffled batch norm output, 241 MB, stored NCHW and
+ * converted back for the next 1x1 convolution). */
+static bool cl_conv_reads(const bi_plan *p, const bi_config *cfg, int us, int v) {
+  if (cfg == NULL || !cfg->channels_last || p->st[us].kind != BI_TORCH) return false;
+  const mk_node *n = &p->g->nodes[p->st[us].nodes[0]];
+  char sn[64];
+  bi_short(n, sn, sizeof sn);
+  int nd = 0;
+  if (!is_conv_nd(sn, &nd) || nd < 2 || n->noutputs != 1) return false;
+  if (cfg->conv_igemm && bi_conv_igemm_supported(p->g, n)) return false;
+  int in = bi_arg_tensor(bi_arg(n, 0, "input")), w = bi_arg_tensor(bi_arg(n, 1, "weight"));
+  if (in != v || w < 0 || p->g->values[in].rank != nd + 2) return false;
+  int uses = 0;
+  for (int k = 0; k < n->ninputs; k++) uses += n->inputs[k] == v;
+  return uses == 1;
+}
+
+bool bi_cl_output_ok(const bi_plan *p, const bi_config *cfg, int lo, int hi, int v) {
   if (bi_feeds_other_subkernel(p, v)) return false;
   const mk_value *val = &p->g->values[v];
   for (int u = 0; u < val->nusers; u++) {
     int nid = val->users[u];
     if (nid < 0 || nid >= p->g->nnodes || p->stage_of[nid] < 0) continue;
     int us = p->stage_of[nid];
-    if ((us < lo || us > hi) && p->st[us].kind != BI_EW && !anchor_loads(p, us, v)) return false;
+    if ((us < lo || us > hi) && p->st[us].kind != BI_EW && !anchor_loads(p, us, v) &&
+        !cl_conv_reads(p, cfg, us, v))
+      return false;
   }
   return true;
 }
 
 /* True if a reader of v needs it contiguous: views, GEMMs, delegated ops and
- * other subkernels (elementwise runs and loading anchors read strides). */
-static bool needs_contiguous(const bi_plan *p, int s, int v) { return !bi_cl_output_ok(p, s, s, v); }
+ * other subkernels (elementwise runs, loading anchors and channels_last
+ * convolutions read channels_last). */
+static bool needs_contiguous(const bi_emit *e, int s, int v) { return !bi_cl_output_ok(e->p, e->cfg, s, s, v); }
 
 /* The stage that can add the conv's bias while it loads the conv output, or
  * -1: it must be the output's only reader (the output without bias is never
@@ -178,7 +202,7 @@ static int emit_conv(bi_emit *e, int s, const mk_node *n, int nd, bool cl, mk_er
   if (cl) {
     /* Views, GEMMs, delegated ops and later subkernels take contiguous
      * tensors; the other readers read channels_last. */
-    if (needs_contiguous(p, s, out)) line_assign_call(e, out, "", ".contiguous()", -1);
+    if (needs_contiguous(e, s, out)) line_assign_call(e, out, "", ".contiguous()", -1);
     else bi_add_cl_value(e, out);
   }
   if (fold >= 0 && e->nfolded < (int)(sizeof e->folded / sizeof e->folded[0])) {

@@ -1333,6 +1333,39 @@ MK_TEST(propose, channel_shuffle_folds_into_the_batch_norm_store) {
   mk_graph_free(g);
 }
 
+/* The same shuffle with the convolution that reads it in the subkernel
+ * (ShuffleNet's bn2 -> shuffle -> conv3 after the merge move): in the
+ * channels_last configurations the norm stores the shuffled value
+ * channels_last, which is what the convolution makes its input anyway (no
+ * conversion pass); in the default layout it stores NCHW for the NCHW
+ * convolution. */
+MK_TEST(propose, a_norm_stores_channels_last_for_the_convolution_after_it) {
+  mk_graph *g = load("propose", "conv_shuffle.json");
+  MK_REQUIRE(g != NULL);
+  mk_subkernel sk;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){1, 2, 3, 4, 5, 6, 7}, 7, &sk, &err) == 0);
+  mk_candidate_list l = {0};
+  mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
+  MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
+  int cl = 0, nchw = 0;
+  for (int i = 0; i < l.n; i++) {
+    const char *src = l.items[i].source;
+    if (strstr(src, "stored shuffled by the norm") == NULL) continue;
+    bool convcl = strstr(src, "v22_cl = v22.contiguous(memory_format=torch.channels_last)") != NULL;
+    bool stored_cl = strstr(src, "channels_last input; stored channels_last") != NULL;
+    if (convcl != stored_cl) fprintf(stderr, "    %s: conv cl %d, stored cl %d\n", l.items[i].name, convcl, stored_cl);
+    MK_CHECK(convcl == stored_cl);
+    cl += stored_cl;
+    nchw += !stored_cl;
+  }
+  MK_CHECK(cl > 0);
+  MK_CHECK(nchw > 0);
+  mk_candidate_list_free(&l);
+  mk_subkernel_free(&sk);
+  mk_graph_free(g);
+}
+
 /* A configuration the generator cannot write is skipped, not the subkernel:
  * AlexNet's stem (3 channels, relu in place on the conv's output, a pool in
  * the next subkernel) had no candidate at all because the channels_last

@@ -363,7 +363,8 @@ MK_TEST(propose_e2e, grouped_convolutions_match_reference) {
 
 /* A channel shuffle planned channels_last (conv_shuffle): every candidate
  * of every subkernel with the plan's input layouts (the batch norm's on
- * channel tiles with the shuffle folded into its store), and the whole graph. */
+ * channel tiles with the shuffle folded into its store), and the whole graph;
+ * every candidate of ShuffleNet's middle as one subkernel (conv_shuffle_conv). */
 MK_TEST(propose_e2e, channel_shuffle_matches_reference) {
   if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
@@ -372,6 +373,8 @@ MK_TEST(propose_e2e, channel_shuffle_matches_reference) {
   harness_env = "MK_HARNESS_CTILE_CL=1"; /* the folded norm stores channels_last */
   run_fixture("conv_shuffle.json", 0);
   run_fixture_as("conv_shuffle.json", 2, true);
+  /* the shuffled norm output stored channels_last for the convolution reading it */
+  run_fixture_as("conv_shuffle_conv.json", 0, true);
   harness_env = "";
 }
 
