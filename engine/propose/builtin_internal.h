@@ -392,7 +392,8 @@ bool bi_conv_chain_covers(bi_plan *p, int s);
 /* True if value v, made by stages [lo, hi] of the module, may be left in
  * channels_last: it feeds no other subkernel in the default layout (it is a
  * planned channels_last value or returned only), and every other stage of the
- * module reading it reads strides (elementwise runs, anchors loading it) or,
+ * module reading it reads strides (elementwise runs, anchors loading it that
+ * walk channels_last well: not a reduction over the width or the pixels) or,
  * under configuration cfg (NULL: none), is a convolution handed to cuDNN in
  * channels_last, which wants its input so. */
 bool bi_cl_output_ok(const bi_plan *p, const bi_config *cfg, int lo, int hi, int v);

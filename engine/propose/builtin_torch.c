@@ -79,6 +79,21 @@ static bool cl_conv_reads(const bi_plan *p, const bi_config *cfg, int us, int v)
   return uses == 1;
 }
 
+/* True if anchor stage us, loading a channels_last input through its
+ * strides, walks it well: norms and pools tile the channels; a reduction,
+ * softmax or scan only when its dims include the channels (dim 1), which
+ * channels_last makes contiguous. Over the width or the pixels (UNet's
+ * softmax over the last dim, a mean over (2, 3)) the elements it walks lie C
+ * apart in channels_last and contiguous in the default layout. */
+static bool anchor_walks_channels_last(const bi_plan *p, int us) {
+  const bi_stage *st = &p->st[us];
+  if (st->kind != BI_REDUCE && st->kind != BI_SOFTMAX) return true;
+  bi_reduce_info ri;
+  mk_errmsg ignored = {{0}};
+  if (bi_reduce_parse(p->g, &p->g->nodes[st->nodes[0]], &ri, &ignored)) return false;
+  return ri.rank < 3 || (ri.lo <= 1 && ri.hi >= 1);
+}
+
 bool bi_cl_output_ok(const bi_plan *p, const bi_config *cfg, int lo, int hi, int v) {
   if (bi_feeds_other_subkernel(p, v)) return false;
   const mk_value *val = &p->g->values[v];
@@ -86,8 +101,8 @@ bool bi_cl_output_ok(const bi_plan *p, const bi_config *cfg, int lo, int hi, int
     int nid = val->users[u];
     if (nid < 0 || nid >= p->g->nnodes || p->stage_of[nid] < 0) continue;
     int us = p->stage_of[nid];
-    if ((us < lo || us > hi) && p->st[us].kind != BI_EW && !anchor_loads(p, us, v) &&
-        !cl_conv_reads(p, cfg, us, v))
+    if ((us < lo || us > hi) && p->st[us].kind != BI_EW &&
+        !(anchor_loads(p, us, v) && anchor_walks_channels_last(p, us)) && !cl_conv_reads(p, cfg, us, v))
       return false;
   }
   return true;

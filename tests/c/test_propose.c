@@ -1366,6 +1366,34 @@ MK_TEST(propose, a_norm_stores_channels_last_for_the_convolution_after_it) {
   mk_graph_free(g);
 }
 
+/* A batch norm on channel tiles of a channels_last input whose reader is a
+ * softmax over the last dim (UNet's, conv_softmax_wide: the plan keeps the
+ * convolution's output channels_last) stores the default layout: the
+ * softmax's rows lie C apart in channels_last and contiguous in NCHW. */
+MK_TEST(propose, a_norm_stores_the_default_layout_for_a_softmax_over_the_width) {
+  mk_graph *g = load("propose", "conv_softmax_wide.json");
+  MK_REQUIRE(g != NULL);
+  mk_subkernel sk;
+  mk_errmsg err = {{0}};
+  MK_REQUIRE(mk_subkernel_from_nodes(g, (int[]){3, 4, 5}, 3, &sk, &err) == 0);
+  mk_candidate_list l = {0};
+  mk_propose_request req = {.graph = g, .subkernel = &sk, .device = "cuda"};
+  MK_REQUIRE(mk_builtin_propose(&req, &l, &err) == 0);
+  int tiled = 0;
+  for (int i = 0; i < l.n; i++) {
+    const char *src = l.items[i].source;
+    if (strstr(src, "channels_last input; stored") == NULL) continue;
+    tiled++;
+    if (strstr(src, "channels_last input; stored in the default layout") == NULL)
+      fprintf(stderr, "    %s stores channels_last\n", l.items[i].name);
+    MK_CHECK(strstr(src, "channels_last input; stored in the default layout") != NULL);
+  }
+  MK_CHECK(tiled > 0);
+  mk_candidate_list_free(&l);
+  mk_subkernel_free(&sk);
+  mk_graph_free(g);
+}
+
 /* A configuration the generator cannot write is skipped, not the subkernel:
  * AlexNet's stem (3 channels, relu in place on the conv's output, a pool in
  * the next subkernel) had no candidate at all because the channels_last

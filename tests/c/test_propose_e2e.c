@@ -399,7 +399,8 @@ MK_TEST(propose_e2e, replayed_data_ops_match_reference) {
  * between subkernels), and the whole graph (the convs' channels_last outputs
  * in the module): outputs and running statistics against PyTorch, and the
  * harness checks that the "_ctile" candidates' 4-d/5-d outputs are
- * channels_last wherever they are stored so (MK_HARNESS_CTILE_CL=1). */
+ * channels_last wherever they are stored so (MK_HARNESS_CTILE_CL=1); every
+ * candidate of conv_softmax_wide (its norm's reader a softmax over the width). */
 MK_TEST(propose_e2e, batch_norms_on_channel_tiles_match_reference) {
   if (!mk_test_python_ready()) {
     mk_test_skip("no Python with torch and triton");
@@ -409,6 +410,8 @@ MK_TEST(propose_e2e, batch_norms_on_channel_tiles_match_reference) {
   run_fixture("bn_channels_last.json", 0);
   run_fixture_as("bn_channels_last.json", 4, true);
   run_fixture("conv_net.json", 0);
+  /* the norm on channel tiles before a softmax over the width stores NCHW */
+  run_fixture("conv_softmax_wide.json", 0);
   harness_env = "";
 }
 
