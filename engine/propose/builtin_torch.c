@@ -58,22 +58,28 @@ static bool anchor_loads(const bi_plan *p, int us, int v) {
   return in == v && uses == 1;
 }
 
-/* True if stage us is a convolution that configuration cfg hands to cuDNN in
- * channels_last (bi_emit_torch_stage: not an implicit GEMM), reading v as its
- * input and nothing else: it makes its input channels_last itself, so a
- * channels_last v is what it wants, and a contiguous one costs a conversion
- * pass (ShuffleNet's shuffled batch norm output, 241 MB, stored NCHW and
- * converted back for the next 1x1 convolution). */
-static bool cl_conv_reads(const bi_plan *p, const bi_config *cfg, int us, int v) {
-  if (cfg == NULL || !cfg->channels_last || p->st[us].kind != BI_TORCH) return false;
-  const mk_node *n = &p->g->nodes[p->st[us].nodes[0]];
+/* True if configuration cfg hands convolution n (conv1d/2d/3d) to cuDNN in
+ * channels_last (bi_emit_torch_stage: not an implicit GEMM; input and weight
+ * made channels_last). *nd: its spatial dims. */
+static bool conv_runs_channels_last(const mk_graph *g, const bi_config *cfg, const mk_node *n, int *nd) {
   char sn[64];
   bi_short(n, sn, sizeof sn);
-  int nd = 0;
-  if (!is_conv_nd(sn, &nd) || nd < 2 || n->noutputs != 1) return false;
-  if (cfg->conv_igemm && bi_conv_igemm_supported(p->g, n)) return false;
+  if (!is_conv_nd(sn, nd) || cfg == NULL || !cfg->channels_last) return false;
+  if (cfg->conv_igemm && bi_conv_igemm_supported(g, n)) return false;
   int in = bi_arg_tensor(bi_arg(n, 0, "input")), w = bi_arg_tensor(bi_arg(n, 1, "weight"));
-  if (in != v || w < 0 || p->g->values[in].rank != nd + 2) return false;
+  return *nd >= 2 && in >= 0 && w >= 0 && g->values[in].rank == *nd + 2 && n->noutputs == 1;
+}
+
+/* True if stage us is such a convolution reading v as its input and nothing
+ * else: it makes its input channels_last itself, so a channels_last v is what
+ * it wants, and a contiguous one costs a conversion pass (ShuffleNet's
+ * shuffled batch norm output, 241 MB, stored NCHW and converted back for the
+ * next 1x1 convolution). */
+static bool cl_conv_reads(const bi_plan *p, const bi_config *cfg, int us, int v) {
+  if (p->st[us].kind != BI_TORCH) return false;
+  const mk_node *n = &p->g->nodes[p->st[us].nodes[0]];
+  int nd = 0;
+  if (!conv_runs_channels_last(p->g, cfg, n, &nd) || bi_arg_tensor(bi_arg(n, 0, "input")) != v) return false;
   int uses = 0;
   for (int k = 0; k < n->ninputs; k++) uses += n->inputs[k] == v;
   return uses == 1;
@@ -244,10 +250,7 @@ int bi_emit_torch_stage(bi_emit *e, int s, mk_errmsg *err) {
   int nd = 0;
   int rc;
   if (is_conv_nd(sn, &nd)) {
-    int in = bi_arg_tensor(bi_arg(n, 0, "input"));
-    int w = bi_arg_tensor(bi_arg(n, 1, "weight"));
-    bool cl = e->cfg->channels_last && nd >= 2 && in >= 0 && w >= 0 &&
-              p->g->values[in].rank == nd + 2 && n->noutputs == 1;
+    bool cl = conv_runs_channels_last(p->g, e->cfg, n, &nd);
     rc = emit_conv(e, s, n, nd, cl, err);
   } else {
     rc = mk_pyemit_node(p->g, n, bi_graph_namer, (void *)p->g, 4, b, err);
