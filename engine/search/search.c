@@ -1211,6 +1211,28 @@ static bool graph_worth_trying(const mk_search *s) {
   return s->cfg.try_cuda_graph && s->ev.timed && !s->cancelled && s->res->final.time_ms > 0;
 }
 
+/* Adds `compile_s` ({"default": s, "<mode>": s}) to a whole-program event
+ * from the verifier's report: the seconds torch.compile took to compile the
+ * reference for the baselines, which fall after the search's wall-time budget
+ * and grow with the network's depth (docs/cli.md, the wall-time budget). */
+static void add_compile_seconds(cJSON *event, const char *report) {
+  cJSON *rep = report ? cJSON_Parse(report) : NULL;
+  const cJSON *tim = cJSON_GetObjectItemCaseSensitive(rep, "timing");
+  const cJSON *dflt = cJSON_GetObjectItemCaseSensitive(tim, "reference_compile");
+  const cJSON *modes = cJSON_GetObjectItemCaseSensitive(tim, "reference_compile_modes");
+  cJSON *out = cJSON_CreateObject();
+  const cJSON *secs = cJSON_GetObjectItemCaseSensitive(dflt, "compile_s");
+  if (cJSON_IsNumber(secs)) cJSON_AddNumberToObject(out, "default", secs->valuedouble);
+  const cJSON *m;
+  cJSON_ArrayForEach(m, modes) {
+    secs = cJSON_GetObjectItemCaseSensitive(m, "compile_s");
+    if (cJSON_IsNumber(secs) && m->string) cJSON_AddNumberToObject(out, m->string, secs->valuedouble);
+  }
+  if (out->child) cJSON_AddItemToObject(event, "compile_s", out);
+  else cJSON_Delete(out);
+  cJSON_Delete(rep);
+}
+
 /* How many chosen variants passed only the TF32-aware comparison. */
 static int chosen_widened(const mk_search *s) {
   int n = 0;
@@ -1254,6 +1276,7 @@ static void on_final(void *data, const mk_eval_result *r) {
     cJSON_AddNumberToObject(f, "other_batch", r->other_batch);
     cJSON_AddStringToObject(f, "other_batch_failure", r->other_batch_failure);
   }
+  add_compile_seconds(f, r->report_json);
   log_event(s, "final_verify", f);
   if (other_batch) {
     s->res->fixed_shapes = true; /* PH_FINAL again, same round, composed with it */
@@ -1364,6 +1387,7 @@ static void on_rescue_graph(mk_search *s, const mk_eval_result *r) {
   cJSON_AddBoolToObject(f, "rescue", true);
   cJSON_AddBoolToObject(f, "beats_eager", beats_eager);
   add_capture(f, r->report_json);
+  add_compile_seconds(f, r->report_json);
   log_event(s, "cuda_graph", f);
   int *chosen = beats_eager ? malloc(sizeof *chosen * ((size_t)s->part.nsubkernels + 1)) : NULL;
   if (chosen) {
@@ -1424,6 +1448,7 @@ static void on_graph(void *data, const mk_eval_result *r) {
   if (r->status != MK_EVAL_OK) cJSON_AddStringToObject(f, "reason", r->reason);
   cJSON_AddBoolToObject(f, "kept", faster);
   add_capture(f, r->report_json);
+  add_compile_seconds(f, r->report_json);
   const cJSON *why = cJSON_GetObjectItemCaseSensitive(f, "why");
   char not_captured[sizeof res->cuda_graph_reason] = "";
   if (cJSON_IsString(why)) snprintf(not_captured, sizeof not_captured, "%s", why->valuestring);

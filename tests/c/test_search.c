@@ -941,6 +941,46 @@ MK_TEST(search, graph_variant_that_never_captured_says_why) {
   mk_graph_free(g);
 }
 
+/* The seconds torch.compile took to compile the reference for the baselines
+ * come after the search's budget and grow with the network: the run log's
+ * whole-program events say them, per mode. */
+MK_TEST(search, whole_program_events_say_the_compile_seconds) {
+  const char *names[] = {"ok_0.5"};
+  fake_prop fp = {.names = names, .nnames = 1};
+  fake_eval fe = {.ref_ms = 1.0, .timed = true, .graph_ms = 0.4,
+                  .graph_report = "{\"status\": \"ok\", \"cuda_graph_captured\": true, \"timing\": "
+                                  "{\"reference_compile\": {\"median_ms\": 1, \"compile_s\": 12.5}, "
+                                  "\"reference_compile_modes\": {\"reduce-overhead\": "
+                                  "{\"median_ms\": 0.5, \"compile_s\": 30}}}}"};
+  mk_search_config cfg;
+  config(&cfg);
+  FILE *log = tmpfile();
+  MK_REQUIRE(log != NULL);
+  cfg.log = log;
+  outcome o = {0};
+  mk_graph *g = NULL;
+  MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
+  MK_REQUIRE(o.res != NULL);
+  char text[1 << 14];
+  rewind(log);
+  size_t n = fread(text, 1, sizeof text - 1, log);
+  text[n] = '\0';
+  const char *ev = strstr(text, "\"event\":\"cuda_graph\"");
+  MK_REQUIRE(ev != NULL);
+  const char *line = ev;
+  while (line > text && line[-1] != '\n') line--;
+  MK_CHECK(strstr(line, "\"compile_s\":{\"default\":12.5,\"reduce-overhead\":30}") != NULL);
+  /* the plain composition's report has no timing block: no key */
+  const char *fv = strstr(text, "\"event\":\"final_verify\"");
+  MK_REQUIRE(fv != NULL);
+  line = fv;
+  while (line > text && line[-1] != '\n') line--;
+  MK_CHECK(strstr(line, "compile_s") == NULL || strstr(line, "compile_s") > fv);
+  fclose(log);
+  mk_search_result_free(o.res);
+  mk_graph_free(g);
+}
+
 /* Merges are judged by time: every one tried is counted, those kept too. */
 MK_TEST(search, merges_tried_and_kept_are_counted) {
   const char *names[] = {"ok_0.5"};
