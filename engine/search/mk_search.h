@@ -104,6 +104,11 @@ typedef struct mk_evaluator {
   /* Optional: the time limit, in seconds, of the evaluations submitted from
    * now on (0: the evaluator's own). The CPU plan sets it per job. */
   void (*limit)(void *self, double seconds);
+  /* Optional: called once as a timed search starts. The whole-program check
+   * (and, when `graph`, its CUDA-graph variant) comes at the search's end;
+   * the evaluator may get it ready beside the search (the session has the
+   * GPU worker compile the reference's torch.compile baselines ahead). */
+  void (*prepare_check)(void *self, bool graph);
   bool timed; /* false on CPU: no timings, choices say "untimed" */
   /* How many evaluations run at once (the workers behind it); 0: one. The
    * search keeps that many plus one in flight under a wall-time slice. */

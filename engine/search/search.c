@@ -1214,7 +1214,9 @@ static bool graph_worth_trying(const mk_search *s) {
 /* Adds `compile_s` ({"default": s, "<mode>": s}) to a whole-program event
  * from the verifier's report: the seconds torch.compile took to compile the
  * reference for the baselines, which fall after the search's wall-time budget
- * and grow with the network's depth (docs/cli.md, the wall-time budget). */
+ * and grow with the network's depth (docs/cli.md, the wall-time budget); and
+ * `compiled_ahead`, what the check found of the compile ahead started by
+ * prepare_check (docs/verify.md, "warm_reference"). */
 static void add_compile_seconds(cJSON *event, const char *report) {
   cJSON *rep = report ? cJSON_Parse(report) : NULL;
   const cJSON *tim = cJSON_GetObjectItemCaseSensitive(rep, "timing");
@@ -1230,6 +1232,10 @@ static void add_compile_seconds(cJSON *event, const char *report) {
   }
   if (out->child) cJSON_AddItemToObject(event, "compile_s", out);
   else cJSON_Delete(out);
+  /* what the check found of a compile ahead (prepare_check), waited for or done */
+  cJSON *ahead = cJSON_DetachItemFromObjectCaseSensitive(rep, "compiled_ahead");
+  if (cJSON_IsObject(ahead)) cJSON_AddItemToObject(event, "compiled_ahead", ahead);
+  else cJSON_Delete(ahead);
   cJSON_Delete(rep);
 }
 
@@ -1780,6 +1786,7 @@ int mk_search_start(const mk_graph *g, const mk_partition *initial, const char *
   cJSON_AddNumberToObject(f, "depth", cfg->depth);
   cJSON_AddNumberToObject(f, "seed", (double)cfg->seed);
   log_event(s, "start", f);
+  if (evaluator.timed && evaluator.prepare_check) evaluator.prepare_check(evaluator.self, cfg->try_cuda_graph);
   s->ph = PH_REFERENCES;
   int *orig = malloc(sizeof *orig * ((size_t)n + 1));
   mk_subkernel_state *renumbered = NULL;

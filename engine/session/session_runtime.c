@@ -469,6 +469,25 @@ static int evaluate_graph(void *self, const char *path, mk_eval_cb cb, void *dat
   return check_composition(self, path, true, cb, data);
 }
 
+/* A deep program's torch.compile baselines take minutes to compile at the
+ * end (DenseNet-121 on an H200: about 100 s after its 150 s search): the GPU
+ * worker compiles them ahead, beside the search, and the check loads them
+ * (docs/verify.md, "warm_reference"). A shallow one compiles in seconds and
+ * its candidates are timed against their own compiled references: left as is. */
+static void prepare_check(void *self, bool graph) {
+  session_eval_ctx *ec = self;
+  if (ec->s->rt == NULL || ec->s->rt->verify == NULL) return;
+  if (ec->m->part.nsubkernels <= MK_SUBKERNEL_COMPILE_MAX) return;
+  mk_verify_options o;
+  session_runtime_candidate_options(ec->s, ec->m, &o);
+  const char *ref = ec->m->g && ec->m->g->file ? ec->m->g->file : ec->m->path;
+  mk_errmsg err = {{0}};
+  /* best effort: without it the check compiles them itself, as before */
+  (void)mk_verify_warm_reference(ec->s->rt->verify, ref,
+                                 ec->m->g && ec->m->g->class_name ? ec->m->g->class_name : "Model", &o,
+                                 graph, &err);
+}
+
 /* Cancels every verification in flight for the module: each calls back
  * (later, from the loop) with CANCELED, or with its verdict if it was
  * already decided. */
@@ -488,7 +507,8 @@ mk_evaluator session_runtime_evaluator(mk_session *s, module_state *m) {
   m->eval = (session_eval_ctx){s, m, 0};
   return (mk_evaluator){.self = &m->eval, .evaluate = evaluate,
                         .evaluate_composition = evaluate_composition,
-                        .evaluate_graph = evaluate_graph, .cancel = cancel_all,
+                        .evaluate_graph = evaluate_graph, .prepare_check = prepare_check,
+                        .cancel = cancel_all,
                         .limit = set_limit, .timed = s->rt->gpu,
                         .parallel = mk_worker_pool_gpus(s->rt->pool)};
 }

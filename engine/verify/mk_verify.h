@@ -187,6 +187,17 @@ int mk_verify_submit_composition(mk_verify *v, const char *file, const char *new
                                  const mk_verify_options *opt, mk_verify_cb cb, void *data,
                                  uint64_t *job_out, mk_errmsg *err);
 
+/* Asks a GPU worker to compile the reference's torch.compile baselines
+ * ahead, in a child process beside the jobs that follow (docs/verify.md,
+ * "warm_reference"): the default mode, and "reduce-overhead" when `graph`
+ * (a CUDA-graph variant will be checked). The whole-program check of the
+ * same reference, file, seed and batch then loads what the child compiled,
+ * or waits for it. Fire and forget: nothing calls back, and a child that
+ * fails only leaves the check to compile as before. MK_EUNSUPPORTED when the
+ * options time no torch.compile (the CPU, no timing, skip_compile). */
+int mk_verify_warm_reference(mk_verify *v, const char *reference_file, const char *ref_class,
+                             const mk_verify_options *opt, bool graph, mk_errmsg *err);
+
 /* Cancels a job; its callback comes with CANCELED (or its verdict, if it
  * was already decided). MK_ENOENT when unknown or delivered. */
 int mk_verify_cancel(mk_verify *v, uint64_t job);

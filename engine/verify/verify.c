@@ -1006,3 +1006,35 @@ int mk_verify_submit_composition(mk_verify *v, const char *file, const char *new
   start(j);
   return 0;
 }
+
+/* The answer to a compile ahead: nothing waits for it (the check finds the
+ * child's work through the worker, docs/verify.md "warm_reference"). */
+static void on_warm_done(void *data, mk_worker_result *wr) {
+  (void)data;
+  (void)wr;
+}
+
+int mk_verify_warm_reference(mk_verify *v, const char *reference_file, const char *ref_class,
+                             const mk_verify_options *opt, bool graph, mk_errmsg *err) {
+  if (v->closing) return mk_errf(err, MK_ECANCELED, "the verifier is closing");
+  if (!reference_file || !opt) return mk_errf(err, MK_EINVAL, "warm_reference needs a file and options");
+  mk_worker_kind kind = MK_WORKER_ANY;
+  const char *device = "";
+  int rc = resolve_kind(v, opt, &kind, &device, err);
+  if (rc) return rc;
+  if (kind != MK_WORKER_GPU || !opt->timing || opt->skip_compile)
+    return mk_errf(err, MK_EUNSUPPORTED, "nothing to compile ahead: the check times no torch.compile here");
+  cJSON *params = cJSON_CreateObject();
+  cJSON *modes = cJSON_AddArrayToObject(params, "modes");
+  cJSON_AddItemToArray(modes, cJSON_CreateString("default"));
+  if (graph) cJSON_AddItemToArray(modes, cJSON_CreateString("reduce-overhead"));
+  cJSON_AddStringToObject(params, "file", reference_file);
+  cJSON_AddStringToObject(params, "class", ref_class ? ref_class : "Model");
+  cJSON_AddNumberToObject(params, "seed", (double)opt->seed);
+  cJSON_AddStringToObject(params, "device", device);
+  if (opt->batch > 0) cJSON_AddNumberToObject(params, "batch", opt->batch);
+  mk_worker_request req = {.method = "warm_reference", .params = params, .kind = kind,
+                           .timeout_s = 60, .done = on_warm_done, .data = NULL};
+  return mk_worker_submit(v->pool, &req, NULL, err);
+}
+

@@ -100,7 +100,17 @@ typedef struct fake_eval {
   const char *graph_report; /* the graph variant's report_json (NULL: none) */
   int other_batch_failures; /* the first N pass, then fail at another batch */
   char guards[4][96];       /* each composition's shape guard line, in order */
+  int prepares;             /* prepare_check calls */
+  bool prepared_graph;      /* the last one's `graph` */
+  int evaluations_at_prepare; /* evaluations before it (-1: none yet) */
 } fake_eval;
+
+static void fake_prepare_check(void *self, bool graph) {
+  fake_eval *fe = self;
+  fe->prepares++;
+  fe->prepared_graph = graph;
+  fe->evaluations_at_prepare = fe->evaluations;
+}
 
 /* The `if x0.shape...` line of a composed file, into out. */
 static void read_guard(const char *path, char *out, size_t size) {
@@ -197,7 +207,8 @@ static int run_search_in(fake_prop *fp, fake_eval *fe, mk_search_config *cfg, ou
                       .fuses = fp->fuse ? fake_fuses : NULL};
   mk_evaluator ev = {.self = fe, .evaluate = fake_evaluate,
                      .evaluate_composition = fake_evaluate_composition,
-                     .evaluate_graph = fake_evaluate_graph, .timed = fe->timed};
+                     .evaluate_graph = fake_evaluate_graph, .prepare_check = fake_prepare_check,
+                     .timed = fe->timed};
   int rc = mk_search_start(g, &p, SOURCE, cfg, prop, ev, NULL, on_done, o, NULL, &err);
   mk_partition_free(&p);
   *gout = g;
@@ -979,6 +990,32 @@ MK_TEST(search, whole_program_events_say_the_compile_seconds) {
   fclose(log);
   mk_search_result_free(o.res);
   mk_graph_free(g);
+}
+
+/* A timed search tells the evaluator once, before its first evaluation, that
+ * the whole-program check will come (with its CUDA-graph variant when that
+ * is tried), so the check's compiles can start beside the search; an
+ * untimed one (the CPU) does not. */
+MK_TEST(search, timed_search_prepares_the_check_first) {
+  const char *names[] = {"ok_0.5"};
+  for (int c = 0; c < 3; c++) {
+    fake_prop fp = {.names = names, .nnames = 1};
+    fake_eval fe = {.ref_ms = 1.0, .timed = c < 2, .evaluations_at_prepare = -1};
+    mk_search_config cfg;
+    config(&cfg);
+    cfg.try_cuda_graph = c == 0;
+    outcome o = {0};
+    mk_graph *g = NULL;
+    MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
+    MK_REQUIRE(o.res != NULL);
+    MK_CHECK_INT(fe.prepares, ==, c < 2 ? 1 : 0);
+    if (c < 2) {
+      MK_CHECK_INT(fe.evaluations_at_prepare, ==, 0);
+      MK_CHECK(fe.prepared_graph == (c == 0));
+    }
+    mk_search_result_free(o.res);
+    mk_graph_free(g);
+  }
 }
 
 /* Merges are judged by time: every one tried is counted, those kept too. */

@@ -553,6 +553,52 @@ MK_TEST(verify, composition_compile_modes_requested) {
   env_stop(&e);
 }
 
+/* A compile ahead goes to the GPU worker before the check that needs it,
+ * with the modes the check will time; where nothing would be compiled (the
+ * CPU, or skip_compile) it is refused and nothing is sent. */
+MK_TEST(verify, warm_reference_asks_the_gpu_worker_for_the_check_modes) {
+  env e;
+  env_gpus = 1;
+  int started = env_start(&e, false);
+  env_gpus = 0;
+  MK_REQUIRE(started == 0);
+  char ref[512], mine[512];
+  module_file(&e, ref, sizeof ref, "problem.py", "class Model: pass\n");
+  module_file(&e, mine, sizeof mine, "new.py", "class ModelNew: pass\n");
+  mk_verify_options opt;
+  mk_verify_options_init(&opt);
+  opt.device = MK_VERIFY_DEVICE_CUDA;
+  opt.seed = 7;
+  opt.batch = 3;
+  mk_errmsg err;
+  opt.skip_compile = true;
+  MK_CHECK_INT(mk_verify_warm_reference(e.v, ref, "Model", &opt, true, &err), ==, MK_EUNSUPPORTED);
+  opt.skip_compile = false;
+  mk_verify_options cpu = opt;
+  cpu.device = MK_VERIFY_DEVICE_CPU;
+  MK_CHECK_INT(mk_verify_warm_reference(e.v, ref, "Model", &cpu, true, &err), ==, MK_EUNSUPPORTED);
+  MK_REQUIRE(mk_verify_warm_reference(e.v, ref, "Model", &opt, true, &err) == 0);
+  vout a = {0};
+  MK_REQUIRE(mk_verify_submit_composition(e.v, mine, NULL, ref, NULL, &opt, on_verified, &a, NULL, &err) == 0);
+  MK_CHECK(run_until(&e.loop, &a.calls, 1, 20));
+  MK_REQUIRE(a.echo != NULL);
+  const cJSON *warmed = cJSON_GetObjectItem(a.echo, "warmed");
+  MK_REQUIRE(cJSON_IsArray(warmed));
+  MK_CHECK_INT(cJSON_GetArraySize(warmed), ==, 1); /* the refused ones sent nothing */
+  const cJSON *w = cJSON_GetArrayItem(warmed, 0);
+  MK_CHECK_STR(cJSON_GetObjectItem(w, "file")->valuestring, ref);
+  MK_CHECK_STR(cJSON_GetObjectItem(w, "class")->valuestring, "Model");
+  MK_CHECK_STR(cJSON_GetObjectItem(w, "device")->valuestring, "cuda");
+  MK_CHECK_INT((int)cJSON_GetObjectItem(w, "seed")->valuedouble, ==, 7);
+  MK_CHECK_INT((int)cJSON_GetObjectItem(w, "batch")->valuedouble, ==, 3);
+  const cJSON *modes = cJSON_GetObjectItem(w, "modes");
+  MK_REQUIRE(cJSON_GetArraySize(modes) == 2);
+  MK_CHECK_STR(cJSON_GetArrayItem(modes, 0)->valuestring, "default");
+  MK_CHECK_STR(cJSON_GetArrayItem(modes, 1)->valuestring, "reduce-overhead");
+  cJSON_Delete(a.echo);
+  env_stop(&e);
+}
+
 /* Two stand-in GPUs: each result names the GPU that ran it (both run, one
  * job each, when two are submitted together); a cached one names none. */
 MK_TEST(verify, result_names_its_gpu) {

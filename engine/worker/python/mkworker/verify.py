@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from . import memory, precision, timing
+from . import memory, precision, timing, warm
 from .candidate import (
     Candidate,
     CandidateError,
@@ -1302,6 +1302,36 @@ def _build(cls: Any, init: list[Any], seed: int, device: torch.device) -> torch.
     return m.to(device)
 
 
+def _model_call(model: torch.nn.Module) -> Callable[..., Any]:
+    """The reference's forward as torch.compile sees it, in the check and in a compile
+    ahead (warm.py): the same callable over the same model traces to the same graphs,
+    whose compiled forms inductor's on-disk cache then holds for the check."""
+    return lambda *xs: model(*xs)
+
+
+def compile_ahead(ref_file: str, cls_name: str, seed: int, batch: int | None,
+                  device: torch.device, modes: list[str]) -> dict[str, Any]:
+    """Compiles the reference's torch.compile forms the whole-program check will time
+    (mode "default" or another of warm.MODES), built and fed as the check builds and
+    feeds it: {mode: {"compile_s": s} or {"reason": why not}}. Run in warm.py's child."""
+    ref_mod = load_file(ref_file, policy=None)  # the user's own code: no scan
+    try:
+        ref_cls = ref_mod.module.__dict__.get(cls_name)
+        if ref_cls is None:
+            raise MethodError("missing", f"{ref_file} defines no `{cls_name}`")
+        model = _build(ref_cls, _init_inputs(ref_mod.module), seed, device)
+        base = list(_replay().make_inputs(ref_file, seed + 1, device, batch))
+        fn = _model_call(model)
+        out: dict[str, Any] = {}
+        for mode in modes:
+            _, why, secs = _compiled(fn, [clone_exact(x) for x in base], device, None,
+                                     None if mode == "default" else mode)
+            out[mode] = {"compile_s": round(secs, 3)} if why is None else {"reason": why}
+        return out
+    finally:
+        ref_mod.unload()
+
+
 def verify_composition(params: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Checks a KernelBench-style ModelNew file against the problem's Model (docs/verify.md)."""
     file = _get(params, "file", str, None, required=True)
@@ -1404,10 +1434,16 @@ def _verify_composition(ref_mod: Candidate, ref_cls_name: str, new_mod: Candidat
     # compiles again. They time an earlier instance built the same way.
     digest = hashlib.sha256(Path(ref_file).read_bytes()).hexdigest()
     ref_key = ("composition", digest, ref_cls_name, settings.batch, settings.seed)
+    # A compile ahead of this reference (warm.py) still running: its graphs are the
+    # ones compiled here, so wait for them rather than compile them beside it.
+    ahead = warm.wait_for(ref_file, ref_cls_name, settings.batch, settings.seed) \
+        if settings.timing and settings.compile_reference and device.type == "cuda" else None
     with KernelLaunches(new_mod.module) as launches:
         rep = _finish(ref, cand, make, spec, settings, progress,
-                      ref_call=lambda *xs: model(*xs), cand_call=lambda *xs: new(*xs),
+                      ref_call=_model_call(model), cand_call=lambda *xs: new(*xs),
                       first_dim=first_dim, ref_key=ref_key, check_compile=True)
+    if ahead is not None:
+        rep["compiled_ahead"] = ahead
     if rep.get("status") == "ok":
         rep["other_batch"] = _composition_at_other_batch(ref, cand, make, spec, settings,
                                                          first_dim)
@@ -1487,6 +1523,7 @@ METHODS: dict[str, Callable[[dict[str, Any], Progress], dict[str, Any]]] = {
     "verify_subkernel": verify_subkernel,
     "verify_composition": verify_composition,
     "time_reference": time_reference,
+    "warm_reference": warm.warm_reference,
 }
 
 
