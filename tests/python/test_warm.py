@@ -168,8 +168,35 @@ def test_the_child_compiles_each_mode_and_marks_the_key_done(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["default"]["compile_s"] > 0
-    assert (tmp_path / f"{key}.done").exists()
+    assert json.loads((tmp_path / f"{key}.done").read_text()) == ["default"]
     assert not (tmp_path / f"{key}.running").exists()
+
+
+def test_a_finished_child_covers_its_modes_only(tmp_path, markers, monkeypatch):
+    """A second request for modes a finished child compiled starts nothing; one that
+    adds a mode starts a child for that mode alone."""
+    f = problem(tmp_path)
+    key = warm.reference_key(f, "Model", None, 0)
+    markers.mkdir(mode=0o700, exist_ok=True)
+    (markers / f"{key}.done").write_text(json.dumps(["default"]))
+    req = {"file": f, "class": "Model", "seed": 0, "device": "cuda", "modes": ["default"]}
+    assert warm.warm_reference(req, noop) == {"started": False, "key": key,
+                                              "reason": "already done"}
+    started: list[list[str]] = []
+
+    class FakePopen:
+        pid = os.getpid()
+
+        def __init__(self, argv: list[str], **kw: object) -> None:
+            started.append(json.loads(argv[-1])["modes"])
+
+        def poll(self) -> int:
+            return 0
+
+    monkeypatch.setattr(warm.subprocess, "Popen", FakePopen)
+    got = warm.warm_reference({**req, "modes": ["default", "reduce-overhead"]}, noop)
+    assert got["started"] is True
+    assert started == [["reduce-overhead"]]
 
 
 def test_a_child_that_fails_leaves_no_marker(tmp_path):

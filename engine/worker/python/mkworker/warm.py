@@ -13,9 +13,9 @@ this CPU: 139 s cold, 15 s with the cache filled by another process).
 
 The child is one of the worker's descendants, so it ends with the worker's tree
 (guard.py). It marks its work with a file while it runs (`<key>.running`, holding
-its pid) and renames it `<key>.done` when it ends; `wait_for`, called by the check,
-waits for a running child of the same reference, up to a limit, so that the check
-does not compile the same graphs beside it. Nothing is ever shared but inductor's
+its pid) and writes `<key>.done` (the modes it compiled) when it ends; `wait_for`,
+called by the check, waits for a running child of the same reference, up to a limit,
+so that the check does not compile the same graphs beside it. Nothing is ever shared but inductor's
 own caches: a child that fails or is killed leaves the check to compile as before.
 
 Run as `python -m mkworker.warm SPEC` (SPEC: the JSON the parent writes).
@@ -79,15 +79,25 @@ def _reap() -> None:
 
 
 def _state(key: str) -> str:
-    """"done", "running" (a live process holds the marker) or "none" for a key."""
+    """"running" (a live process holds the marker), "done" (a child finished) or
+    "none" for a key."""
     d = _marker_dir()
-    if (d / f"{key}.done").exists():
-        return "done"
     try:
         pid = int((d / f"{key}.running").read_text().strip() or "0")
     except (OSError, ValueError):
-        return "none"
-    return "running" if pid > 0 and _alive(pid) else "none"
+        pid = 0
+    if pid > 0 and _alive(pid):
+        return "running"
+    return "done" if (d / f"{key}.done").exists() else "none"
+
+
+def _done_modes(key: str) -> list[str]:
+    """The modes a finished child compiled (what its `.done` marker lists)."""
+    try:
+        got = json.loads((_marker_dir() / f"{key}.done").read_text() or "[]")
+    except (OSError, ValueError):
+        return []
+    return [m for m in got if isinstance(m, str)] if isinstance(got, list) else []
 
 
 def warm_reference(params: Params, progress: Progress) -> Result:
@@ -113,7 +123,9 @@ def warm_reference(params: Params, progress: Progress) -> Result:
     _reap()
     key = reference_key(file, cls, batch, seed)
     state = _state(key)
-    if state != "none":
+    if state == "done":
+        modes = [m for m in modes if m not in _done_modes(key)]
+    if state == "running" or not modes:
         return {"started": False, "key": key, "reason": f"already {state}"}
     spec = {"file": file, "class": cls, "seed": seed, "batch": batch, "device": device,
             "modes": modes, "key": key, "dir": str(_marker_dir())}
@@ -153,8 +165,9 @@ def wait_for(file: str, cls: str, batch: int | None, seed: int,
 
 
 def _child(spec: dict[str, Any]) -> int:
-    """The child: compiles each mode, then marks the key done (also when a mode
-    failed: the check compiles it then, and says why)."""
+    """The child: compiles each mode, then lists those it compiled in the key's
+    `.done` marker (a mode that failed is not listed: the check compiles it then,
+    and says why)."""
     signal.alarm(CHILD_LIMIT_S)
     d = Path(spec["dir"])
     key = spec["key"]
@@ -167,7 +180,12 @@ def _child(spec: dict[str, Any]) -> int:
         got = compile_ahead(spec["file"], spec["class"], int(spec["seed"]), spec["batch"],
                             torch.device(spec["device"]), list(spec["modes"]))
         print(json.dumps(got), flush=True)
-        (d / f"{key}.running").rename(d / f"{key}.done")
+        done = d / f"{key}.done"
+        ready = [m for m in got if "compile_s" in got[m]]
+        before = json.loads(done.read_text() or "[]") if done.exists() else []
+        tmp = d / f"{key}.done.{os.getpid()}"
+        tmp.write_text(json.dumps(sorted(set(before) | set(ready))))
+        tmp.rename(done)
         return 0
     finally:
         # a failure leaves no marker: the check compiles as if none had run
