@@ -23,4 +23,6 @@ timeout "${BENCH_SECONDS:-560}" "$MK" bench "$deep" -o /tmp/deep/out --gpus 1 --
 echo "wall_s=$(( $(date +%s) - start ))" | tee -a "$OUT/bench-tail.txt"
 cp /tmp/deep/out/problems/*.json "$OUT/" 2>/dev/null
 cp /tmp/deep/work/*/run.jsonl "$OUT/run.jsonl" 2>/dev/null
+# what the compiles ahead of the reference did (mkworker/warm.py)
+mkdir -p "$OUT/warm" && cp /tmp/mkworker-warm-*/*.log "$OUT/warm/" 2>/dev/null
 exit 0
