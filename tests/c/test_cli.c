@@ -447,6 +447,8 @@ static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+#define MK_CAPTURE_BOUND_MS 15000
+
 MK_TEST(cli, analyze_kernelbench) {
   char server[1024], kb[1024];
   snprintf(server, sizeof server, "%s/engine/worker/python/mkworker/capture.py", mk_test_repo_dir());
@@ -460,7 +462,11 @@ MK_TEST(cli, analyze_kernelbench) {
     return;
   }
   /* All problems in one run (one worker start); each file's time is the
-   * capture job's wall time, worker start-up included only in the first. */
+   * capture job's wall time, worker start-up included only in the first.
+   * The bound catches a capture gone pathological (a retrace per op, say),
+   * not a latency target: that is measured by scripts/bench-lsp-latency.mjs.
+   * SwinV2, the largest, took 5.2 s on the 2-core CI machine under ASan with
+   * the other suites running beside it. */
   const char *levels[] = {"level1", "level2", "level3"};
   char *files[512];
   int n = 0;
@@ -512,8 +518,8 @@ MK_TEST(cli, analyze_kernelbench) {
       slowest = ms;
       slowest_file = file;
     }
-    if (i > 0 && ms >= 5000) fprintf(stderr, "    %s took %.0f ms\n", file, ms);
-    MK_CHECK(i == 0 || ms < 5000);
+    if (i > 0 && ms >= MK_CAPTURE_BOUND_MS) fprintf(stderr, "    %s took %.0f ms\n", file, ms);
+    MK_CHECK(i == 0 || ms < MK_CAPTURE_BOUND_MS);
     MK_CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(e, "nodes")), >, 0);
     MK_CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(e, "subkernels")), >, 0);
   }
