@@ -94,6 +94,12 @@ def torch_statements(fn: ast.FunctionDef) -> list[tuple[int, int, str]]:
     return out
 
 
+# A capture gone pathological (a retrace per op, say) passes this; latency itself is
+# measured by scripts/bench-lsp-latency.mjs. DenseNet-121 took 6.7 s on the 2-core CI
+# machine with the C suites running beside the Python ones.
+CAPTURE_BOUND_S = 15.0
+
+
 def test_devsplit_captures_fast_and_completely():
     files = kernelbench_files()
     assert len(files) == 130, f"expected 130 problems in {KERNELBENCH}, found {len(files)}"
@@ -107,7 +113,7 @@ def test_devsplit_captures_fast_and_completely():
         graph = capture.capture_file(str(path))
         elapsed = time.perf_counter() - t0
         timings.append((elapsed, name))
-        assert elapsed < 5.0, f"{name}: capture took {elapsed:.2f} s"
+        assert elapsed < CAPTURE_BOUND_S, f"{name}: capture took {elapsed:.2f} s"
         assert graph["mode"] == "fake", f"{name}: captured in {graph['mode']} mode"
         assert graph["nodes"], name
         for node in graph["nodes"]:
