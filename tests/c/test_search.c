@@ -916,6 +916,20 @@ MK_TEST(search, cuda_graph_variant_kept_only_when_faster) {
   }
 }
 
+/* Reads the run log into text and returns the start of the line of the
+ * first `event` (NULL: none). */
+static const char *event_line(FILE *log, const char *event, char *text, size_t size) {
+  rewind(log);
+  size_t n = fread(text, 1, size - 1, log);
+  text[n] = '\0';
+  char needle[96];
+  snprintf(needle, sizeof needle, "\"event\":\"%s\"", event);
+  const char *line = strstr(text, needle);
+  if (line == NULL) return NULL;
+  while (line > text && line[-1] != '\n') line--;
+  return line;
+}
+
 /* A graph variant whose capture failed (a host-to-device copy in the
  * forward, say) ran its plain forward: the verifier says so in its report
  * (`cuda_graph_captured`), and the run log's cuda_graph event and the
@@ -939,13 +953,8 @@ MK_TEST(search, graph_variant_that_never_captured_says_why) {
   MK_CHECK(!o.res->cuda_graph);
   MK_CHECK(strstr(o.res->cuda_graph_reason, "never captured (RuntimeError: operation not permitted") != NULL);
   char text[1 << 14];
-  rewind(log);
-  size_t n = fread(text, 1, sizeof text - 1, log);
-  text[n] = '\0';
-  const char *ev = strstr(text, "\"event\":\"cuda_graph\"");
-  MK_REQUIRE(ev != NULL);
-  const char *line = ev;
-  while (line > text && line[-1] != '\n') line--;
+  const char *line = event_line(log, "cuda_graph", text, sizeof text);
+  MK_REQUIRE(line != NULL);
   MK_CHECK(strstr(line, "\"captured\":false,\"why\":\"its CUDA graph never captured") != NULL);
   fclose(log);
   mk_search_result_free(o.res);
@@ -973,20 +982,15 @@ MK_TEST(search, whole_program_events_say_the_compile_seconds) {
   MK_REQUIRE(run_search(&fp, &fe, &cfg, &o, &g) == 0);
   MK_REQUIRE(o.res != NULL);
   char text[1 << 14];
-  rewind(log);
-  size_t n = fread(text, 1, sizeof text - 1, log);
-  text[n] = '\0';
-  const char *ev = strstr(text, "\"event\":\"cuda_graph\"");
-  MK_REQUIRE(ev != NULL);
-  const char *line = ev;
-  while (line > text && line[-1] != '\n') line--;
+  const char *line = event_line(log, "cuda_graph", text, sizeof text);
+  MK_REQUIRE(line != NULL);
   MK_CHECK(strstr(line, "\"compile_s\":{\"default\":12.5,\"reduce-overhead\":30}") != NULL);
   /* the plain composition's report has no timing block: no key */
-  const char *fv = strstr(text, "\"event\":\"final_verify\"");
-  MK_REQUIRE(fv != NULL);
-  line = fv;
-  while (line > text && line[-1] != '\n') line--;
-  MK_CHECK(strstr(line, "compile_s") == NULL || strstr(line, "compile_s") > fv);
+  line = event_line(log, "final_verify", text, sizeof text);
+  MK_REQUIRE(line != NULL);
+  const char *end = strchr(line, '\n');
+  MK_REQUIRE(end != NULL);
+  MK_CHECK(strstr(line, "compile_s") == NULL || strstr(line, "compile_s") > end);
   fclose(log);
   mk_search_result_free(o.res);
   mk_graph_free(g);
